@@ -1,0 +1,161 @@
+"""Records and the one protocol every memory system satisfies.
+
+A memory system sees what a deployed one would: turns as they arrive,
+questions, a delayed correctness signal, deletion requests and maintenance
+ticks. It never sees gold answers or evidence ids. Provenance
+(``source_turn_ids``) is what lets retrieval be scored without an LLM and
+lets deletion be verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Turn",
+    "Memory",
+    "Retrieved",
+    "MemoryStats",
+    "MemorySystem",
+    "text_bytes",
+    "render_turn",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One utterance in a conversation."""
+
+    turn_id: str
+    """Stable id, unique within a scenario (e.g. ``"conv-26:D1:3"``)."""
+    user_id: str
+    """The user whose history this turn belongs to."""
+    speaker: str
+    """Who spoke: a name, ``"user"`` or ``"assistant"``."""
+    text: str
+    """What was said."""
+    created_at: datetime
+    """When it was said (timezone-aware)."""
+    session_id: str
+    """The session the turn belongs to."""
+    metadata: Mapping[str, Any] = field(default=_EMPTY)
+    """Extra fields (image captions, roles); never gold information."""
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A stored memory as a system keeps it."""
+
+    memory_id: str
+    """Id, stable for the life of the memory."""
+    text: str
+    """The text that was stored."""
+    created_at: datetime
+    """When the memory came into being (its newest source turn)."""
+    source_turn_ids: tuple[str, ...]
+    """Provenance: every turn this memory was derived from."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieved:
+    """One retrieval result, best first in the list ``retrieve`` returns."""
+
+    memory_id: str
+    """Id of the memory."""
+    text: str
+    """Text of the memory, as the reader will see it."""
+    score: float
+    """The system's ranking score (higher is better)."""
+    created_at: datetime
+    """When the memory came into being."""
+    source_turn_ids: tuple[str, ...]
+    """Provenance: every turn this memory was derived from."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStats:
+    """What a system holds and what it has spent so far."""
+
+    items: int = 0
+    """Number of memories stored (all users)."""
+    vector_bytes: int = 0
+    """Bytes of stored vectors."""
+    text_bytes: int = 0
+    """Bytes of stored text (UTF-8)."""
+    metadata_bytes: int = 0
+    """Bytes of other per-memory state (ids, provenance, weights)."""
+    llm_calls: int = 0
+    """LLM calls the system made itself (extraction, summaries)."""
+    tokens: int = 0
+    """Tokens those calls used (prompt + completion)."""
+
+    @property
+    def bytes(self) -> int:
+        """Total bytes: vectors + text + metadata."""
+        return self.vector_bytes + self.text_bytes + self.metadata_bytes
+
+
+def text_bytes(text: str) -> int:
+    """UTF-8 size of ``text``; the unit ``MemoryStats.text_bytes`` counts in."""
+    return len(text.encode("utf-8"))
+
+
+@runtime_checkable
+class MemorySystem(Protocol):
+    """The six methods the engine and the static protocols call.
+
+    Methods return ``None`` except ``retrieve`` and ``stats``. Users never see
+    each other's memories; ``retrieve`` never returns a memory created after
+    ``now``; after ``forget`` nothing derived from the forgotten turns may be
+    retrieved again.
+    """
+
+    def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
+        """Take in the turns of a session (or part of one) as they arrive."""
+        ...
+
+    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """Return at most ``k`` memories for ``query``, best first."""
+        ...
+
+    def feedback(
+        self,
+        question_id: str,
+        retrieved: Sequence[str],
+        correct: bool,
+        *,
+        user_id: str,
+        now: datetime,
+    ) -> None:
+        """Learn that the memories ``retrieved`` (ids) for a question served it well or not."""
+        ...
+
+    def maintain(self, *, now: datetime) -> None:
+        """Periodic housekeeping (decay, consolidation)."""
+        ...
+
+    def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
+        """Remove every memory derived from ``turn_ids``, merged and summarised ones included."""
+        ...
+
+    def stats(self) -> MemoryStats:
+        """What is held and what was spent so far."""
+        ...
+
+
+def render_turn(turn: Turn) -> str:
+    """The memory text of a turn: ``"<date> | <speaker>: <text>"``.
+
+    The date is the dataset's own date string when the turn carries one in
+    ``metadata["date_text"]`` (LoCoMo's ``"1:56 pm on 8 May, 2023"``), else
+    ``created_at`` as ``YYYY-MM-DD HH:MM``. Systems that store turns verbatim
+    use this, so that every reader sees when a memory was said.
+    """
+    date = turn.metadata.get("date_text") or turn.created_at.strftime("%Y-%m-%d %H:%M")
+    return f"{date} | {turn.speaker}: {turn.text}"

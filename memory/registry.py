@@ -1,0 +1,183 @@
+"""Explicit registry of memory systems: name -> factory, with recorded args.
+
+Factories are named by ``"module:attribute"`` strings and imported only when
+a system is built, so optional dependencies cost nothing until used. A system
+is ``name + args``; the args are JSON-serialisable and go into a run's spec,
+so ``build_memory(spec.name, spec.args, ...)`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from memory.base import MemorySystem
+    from memory.embed import Embedder
+
+__all__ = [
+    "Resources",
+    "SystemSpec",
+    "UnknownSystemError",
+    "register_memory",
+    "memory_names",
+    "memory_description",
+    "build_memory",
+    "parse_system",
+]
+
+
+class UnknownSystemError(ValueError):
+    """Raised for a system name the registry does not know."""
+
+
+@dataclass
+class Resources:
+    """Run-level things a factory may need, shared by every system of a run.
+
+    The embedder is made on first use so that systems that need none (BM25,
+    full context) do not load a model.
+    """
+
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    """The run's random source (systems spawn children from it)."""
+    embedder_factory: Callable[[], Embedder] | None = None
+    """Makes the shared embedder; default: the packaged all-MiniLM-L6-v2."""
+    _embedder: Embedder | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        """The shared embedder, made once."""
+        if self._embedder is None:
+            if self.embedder_factory is not None:
+                self._embedder = self.embedder_factory()
+            else:
+                from memory.embed import Embedder
+
+                self._embedder = Embedder()
+        return self._embedder
+
+
+@dataclass(frozen=True, slots=True)
+class SystemSpec:
+    """A system under test as a run records it."""
+
+    name: str
+    """Registered name of the factory."""
+    args: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-serialisable constructor arguments."""
+    label: str = ""
+    """Display name in tables (defaults to ``name``, or ``name[args]``)."""
+
+    @property
+    def display(self) -> str:
+        """The label shown in tables and used as the system key in rows."""
+        if self.label:
+            return self.label
+        if not self.args:
+            return self.name
+        inner = ",".join(f"{k}={_fmt(v)}" for k, v in sorted(self.args.items()))
+        return f"{self.name}[{inner}]"
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as plain JSON data."""
+        return {"name": self.name, "args": dict(self.args), "label": self.display}
+
+
+def _fmt(v: Any) -> str:
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    target: str
+    description: str
+    defaults: Mapping[str, Any]
+
+
+_REGISTRY: dict[str, _Entry] = {}
+
+
+def register_memory(
+    name: str, target: str, *, description: str, defaults: Mapping[str, Any] | None = None
+) -> None:
+    """Register ``target`` (``"module:callable"``) under ``name``.
+
+    The callable is called as ``factory(resources=Resources, **args)``.
+    ``defaults`` are merged under the user's args (used for aliases such as
+    ablations). A duplicate name is an error.
+    """
+    if name in _REGISTRY:
+        raise ValueError(f"memory system {name!r} is already registered")
+    if ":" not in target:
+        raise ValueError(f"target {target!r} must look like 'module:attribute'")
+    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}))
+
+
+def memory_names() -> list[str]:
+    """Registered names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def memory_description(name: str) -> str:
+    """One-line description of a registered system."""
+    return _entry(name).description
+
+
+def _entry(name: str) -> _Entry:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(memory_names())
+        raise UnknownSystemError(f"unknown memory system {name!r}; known systems: {known}") from None
+
+
+def build_memory(
+    name: str, args: Mapping[str, Any] | None = None, *, resources: Resources | None = None
+) -> MemorySystem:
+    """Build the registered system ``name`` with ``args``."""
+    entry = _entry(name)
+    module_name, attr = entry.target.split(":", 1)
+    factory = getattr(importlib.import_module(module_name), attr)
+    merged = {**entry.defaults, **dict(args or {})}
+    try:
+        return factory(resources=resources or Resources(), **merged)
+    except TypeError as exc:
+        raise ValueError(f"bad arguments for memory system {name!r}: {exc}") from exc
+
+
+def parse_system(text: str) -> SystemSpec:
+    """Parse a command-line system: ``name`` or ``name:key=value,key=value``.
+
+    Values are read as JSON where they parse (numbers, true/false), else as
+    strings. The name is checked against the registry.
+    """
+    name, _, rest = text.partition(":")
+    _entry(name)
+    args: dict[str, Any] = {}
+    if rest:
+        for part in rest.split(","):
+            key, eq, raw = part.partition("=")
+            if not eq or not key:
+                raise ValueError(f"bad system argument {part!r} in {text!r}; expected key=value")
+            try:
+                args[key.strip()] = json.loads(raw)
+            except json.JSONDecodeError:
+                args[key.strip()] = raw
+    return SystemSpec(name=name, args=args)
+
+
+def _register_builtin() -> None:
+    register_memory(
+        "naive",
+        "memory.naive:NaiveMemory",
+        description="every turn stored as one memory; top-k by cosine",
+    )
+
+
+_register_builtin()
