@@ -44,7 +44,7 @@ class Turn:
     """When it was said (timezone-aware)."""
     session_id: str
     """The session the turn belongs to."""
-    metadata: Mapping[str, Any] = field(default=_EMPTY)
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     """Extra fields (image captions, roles); never gold information."""
 
 
