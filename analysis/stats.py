@@ -1,0 +1,918 @@
+"""Statistics over per-question rows: intervals, halves, DiD, paired tests, rankings.
+
+Every function takes its random generator from the caller (``rng``), so the
+same seed gives the same numbers. NaN in a metric means *unscored* and is
+dropped before any statistic, never counted as zero.
+
+Conventions shared by the halves and difference-in-differences figures:
+
+- The question stream is split at the median ``q_index`` of the rows being
+  compared: rows with ``q_index`` below the median form the first half, the
+  rest the second half.
+- Intervals are percentile bootstrap intervals. With one user the questions
+  are resampled within each half (the half sizes stay fixed); with several
+  users whole users are resampled, so that questions about the same person,
+  which are not independent, move together.
+- Every p-value comes with the test's name, its n and an effect size.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import stats as sps
+
+from sim.errors import UserError
+
+__all__ = [
+    "MCNEMAR_TEST",
+    "PERMUTATION_TEST",
+    "FRIEDMAN_TEST",
+    "HalvesResult",
+    "DiDResult",
+    "McNemarResult",
+    "PermutationResult",
+    "SeedSummary",
+    "FriedmanResult",
+    "bootstrap_ci",
+    "halves",
+    "diff_in_diff",
+    "mcnemar_exact",
+    "paired_permutation",
+    "summarise_seeds",
+    "friedman_ranking",
+    "critical_difference_plot",
+    "learning_summary",
+    "format_table",
+    "format_markdown",
+]
+
+MCNEMAR_TEST = "exact McNemar (binomial)"
+PERMUTATION_TEST = "paired permutation (sign-flip)"
+FRIEDMAN_TEST = "Friedman chi-square, Nemenyi post-hoc"
+
+# Rows of bootstrap weights drawn at a time: bounds memory at
+# _CHUNK x n_units integers however many resamples are asked for.
+_CHUNK = 256
+
+
+# ---------------------------------------------------------------------------
+# Result records
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HalvesResult:
+    """First half vs second half of one system's question stream."""
+
+    n_first: int
+    """Scored questions in the first half."""
+    n_second: int
+    """Scored questions in the second half."""
+    first: float
+    """Mean metric over the first half."""
+    second: float
+    """Mean metric over the second half."""
+    diff: float
+    """``second - first``."""
+    diff_ci: tuple[float, float]
+    """Bootstrap interval of ``diff``."""
+    first_ci: tuple[float, float]
+    """Bootstrap interval of ``first``."""
+    second_ci: tuple[float, float]
+    """Bootstrap interval of ``second``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiDResult:
+    """Difference in differences of one system against a control."""
+
+    did: float
+    """``(second - first)_system - (second - first)_control``."""
+    ci: tuple[float, float]
+    """Paired bootstrap interval of ``did``."""
+    n: int
+    """Questions both systems scored (the paired set)."""
+    n_first: int = 0
+    """Paired questions in the first half."""
+    n_second: int = 0
+    """Paired questions in the second half."""
+
+
+@dataclass(frozen=True, slots=True)
+class McNemarResult:
+    """Exact McNemar test on paired binary outcomes ``a`` and ``b``."""
+
+    b01: int
+    """Pairs where ``a`` is false and ``b`` is true."""
+    b10: int
+    """Pairs where ``a`` is true and ``b`` is false."""
+    n: int
+    """All pairs (concordant and discordant)."""
+    p_value: float
+    """Two-sided exact p-value (binomial test of the discordant pairs at 1/2)."""
+    diff: float
+    """Effect size: proportion of ``a`` minus proportion of ``b``, ``(b10 - b01) / n``."""
+    odds_ratio: float
+    """Effect size: conditional odds ratio ``b10 / b01`` (inf when ``b01 == 0``, NaN when both are 0)."""
+    statistic: str = MCNEMAR_TEST
+    """Name of the test."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermutationResult:
+    """Paired permutation test of the mean difference ``x - y``."""
+
+    diff: float
+    """Effect size: mean of ``x - y``."""
+    effect_dz: float
+    """Effect size: Cohen's d_z, mean difference over its standard deviation (NaN when that is 0)."""
+    p_value: float
+    """Two-sided p-value (exact enumeration when it fits in ``n_perm``, else Monte Carlo)."""
+    n: int
+    """Pairs with both values scored."""
+    exact: bool
+    """Whether every sign pattern was enumerated."""
+    statistic: str = PERMUTATION_TEST
+    """Name of the test."""
+
+
+@dataclass(frozen=True, slots=True)
+class SeedSummary:
+    """Mean of one figure across seeds with a Student t interval."""
+
+    mean: float
+    """Mean across seeds."""
+    ci: tuple[float, float]
+    """95% t-interval (NaN bounds when fewer than two seeds)."""
+    n: int
+    """Seeds with a value."""
+
+
+@dataclass(frozen=True, slots=True)
+class FriedmanResult:
+    """Ranking of systems over datasets with Friedman and Nemenyi tests."""
+
+    systems: tuple[str, ...]
+    """System names, in the order of ``mean_ranks``."""
+    mean_ranks: tuple[float, ...]
+    """Mean rank per system (1 = best; higher metric is better)."""
+    statistic: float
+    """Friedman chi-square."""
+    p_value: float
+    """p-value of the Friedman test."""
+    n_datasets: int
+    """Datasets (blocks) N."""
+    kendall_w: float
+    """Effect size: Kendall's coefficient of concordance, ``chi2 / (N (k - 1))``."""
+    cd: float
+    """Nemenyi critical difference of mean ranks at ``alpha``."""
+    alpha: float
+    """Significance level of ``cd``."""
+    pairwise_p: tuple[tuple[str, str, float], ...]
+    """Nemenyi p-value for each pair of systems."""
+    test: str = FRIEDMAN_TEST
+    """Name of the tests."""
+
+    @property
+    def k(self) -> int:
+        """Number of systems."""
+        return len(self.systems)
+
+
+# ---------------------------------------------------------------------------
+# Bootstrap machinery
+# ---------------------------------------------------------------------------
+
+
+def _weights(n_units: int, n_boot: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Bootstrap count matrices (rows: resamples, columns: units), in chunks.
+
+    Drawing indices and counting them is the same resampling as indexing
+    with replacement; counts let sum-based statistics be a matrix product.
+    """
+    done = 0
+    while done < n_boot:
+        rows = min(_CHUNK, n_boot - done)
+        idx = rng.integers(0, n_units, size=(rows, n_units))
+        flat = (idx + (np.arange(rows) * n_units)[:, None]).ravel()
+        yield np.bincount(flat, minlength=rows * n_units).reshape(rows, n_units).astype(float)
+        done += rows
+
+
+def _percentile(samples: np.ndarray, alpha: float) -> tuple[float, float]:
+    samples = samples[np.isfinite(samples)]
+    if samples.size == 0:
+        return (math.nan, math.nan)
+    lo, hi = np.quantile(samples, [alpha / 2, 1 - alpha / 2])
+    return (float(lo), float(hi))
+
+
+def _check_boot(n_boot: int, alpha: float) -> None:
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be positive, got {n_boot}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    *,
+    stat: Callable[[np.ndarray], float] = np.mean,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    rng: np.random.Generator,
+    clusters: Sequence[Any] | np.ndarray | None = None,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``stat(values)``.
+
+    Args:
+        values: one value per observation; NaN (unscored) is dropped.
+        stat: statistic of a 1-d array.
+        n_boot: resamples.
+        alpha: 1 - coverage (0.05 gives a 95% interval).
+        rng: the run's random generator.
+        clusters: optional cluster label per value (e.g. user ids). When
+            given, whole clusters are resampled with replacement and their
+            values pooled, which keeps correlated observations together.
+
+    Returns:
+        ``(lo, hi)``; ``(nan, nan)`` when no value is scored.
+    """
+    _check_boot(n_boot, alpha)
+    x = np.asarray(values, dtype=float)
+    keep = ~np.isnan(x)
+    labels = None if clusters is None else np.asarray(clusters, dtype=object)
+    if labels is not None and labels.shape != x.shape:
+        raise ValueError(f"clusters has {labels.shape[0]} labels for {x.shape[0]} values")
+    x = x[keep]
+    if x.size == 0:
+        return (math.nan, math.nan)
+    is_mean = stat is np.mean
+    if labels is None:
+        if is_mean:
+            boots = np.concatenate([w @ x / x.size for w in _weights(x.size, n_boot, rng)])
+        else:
+            idx = rng.integers(0, x.size, size=(n_boot, x.size))
+            boots = np.array([stat(x[row]) for row in idx], dtype=float)
+        return _percentile(boots, alpha)
+    labels = labels[keep]
+    _, codes = np.unique(labels.astype(str), return_inverse=True)
+    n_clusters = int(codes.max()) + 1
+    if is_mean:
+        sums = np.bincount(codes, weights=x, minlength=n_clusters)
+        counts = np.bincount(codes, minlength=n_clusters).astype(float)
+        parts = []
+        for w in _weights(n_clusters, n_boot, rng):
+            parts.append((w @ sums) / (w @ counts))
+        boots = np.concatenate(parts)
+    else:
+        members = [x[codes == c] for c in range(n_clusters)]
+        idx = rng.integers(0, n_clusters, size=(n_boot, n_clusters))
+        boots = np.array([stat(np.concatenate([members[c] for c in row])) for row in idx], dtype=float)
+    return _percentile(boots, alpha)
+
+
+def _halves_boot(
+    x: np.ndarray,
+    second: np.ndarray,
+    users: np.ndarray | None,
+    *,
+    n_boot: int,
+    alpha: float,
+    rng: np.random.Generator,
+) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """Bootstrap intervals of (first mean, second mean, second - first).
+
+    One user: resample within each half (stratified). Several users:
+    resample users, pooling each drawn user's first-half and second-half rows.
+    """
+    first = ~second
+    if users is None:
+        x1, x2 = x[first], x[second]
+        b1 = (
+            np.concatenate([w @ x1 / x1.size for w in _weights(x1.size, n_boot, rng)])
+            if x1.size
+            else np.full(n_boot, math.nan)
+        )
+        b2 = (
+            np.concatenate([w @ x2 / x2.size for w in _weights(x2.size, n_boot, rng)])
+            if x2.size
+            else np.full(n_boot, math.nan)
+        )
+    else:
+        _, codes = np.unique(users.astype(str), return_inverse=True)
+        c = int(codes.max()) + 1
+        s1 = np.bincount(codes[first], weights=x[first], minlength=c)
+        n1 = np.bincount(codes[first], minlength=c).astype(float)
+        s2 = np.bincount(codes[second], weights=x[second], minlength=c)
+        n2 = np.bincount(codes[second], minlength=c).astype(float)
+        p1, p2 = [], []
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for w in _weights(c, n_boot, rng):
+                p1.append((w @ s1) / (w @ n1))
+                p2.append((w @ s2) / (w @ n2))
+        b1, b2 = np.concatenate(p1), np.concatenate(p2)
+    return _percentile(b1, alpha), _percentile(b2, alpha), _percentile(b2 - b1, alpha)
+
+
+# ---------------------------------------------------------------------------
+# Halves and difference in differences
+# ---------------------------------------------------------------------------
+
+
+def _require(df: pl.DataFrame, metric: str, systems: Sequence[str]) -> None:
+    """Raise ``UserError`` naming the valid choices for a bad metric or system."""
+    needed = {"system", "q_index", "question_id"}
+    missing = needed - set(df.columns)
+    if missing:
+        raise UserError(f"probes: missing column(s) {', '.join(sorted(missing))}")
+    if metric not in df.columns:
+        numeric = [c for c, t in df.schema.items() if t.is_numeric() and c not in ("q_index",)]
+        raise UserError(f"probes: unknown metric {metric!r}; valid: {', '.join(numeric)}")
+    known = sorted(df["system"].unique().to_list())
+    for s in systems:
+        if s not in known:
+            raise UserError(f"probes: unknown system {s!r}; valid: {', '.join(known)}")
+
+
+def _split(q_index: np.ndarray) -> np.ndarray:
+    """Boolean mask of the second half: ``q_index`` at or above the median."""
+    if q_index.size == 0:
+        return np.zeros(0, dtype=bool)
+    return q_index >= np.median(q_index)
+
+
+def _user_labels(frame: pl.DataFrame) -> np.ndarray | None:
+    if "user_id" not in frame.columns:
+        return None
+    users = frame["user_id"].cast(pl.Utf8).to_numpy()
+    return users if len(set(users.tolist())) > 1 else None
+
+
+def _scored(df: pl.DataFrame, metric: str, system: str) -> pl.DataFrame:
+    return (
+        df.filter(pl.col("system") == system)
+        .filter(pl.col(metric).is_not_null() & pl.col(metric).cast(pl.Float64).is_not_nan())
+        .sort("q_index")
+    )
+
+
+def halves(
+    df: pl.DataFrame,
+    *,
+    metric: str = "evidence",
+    system: str,
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+) -> HalvesResult:
+    """First half vs second half of one system's scored questions.
+
+    Args:
+        df: probe rows (columns ``system``, ``question_id``, ``q_index``,
+            ``user_id`` and the metric).
+        metric: the metric column.
+        system: the system's display label.
+        rng: the run's random generator.
+        n_boot: bootstrap resamples.
+        alpha: 1 - coverage of the intervals.
+
+    Returns:
+        Means, their difference and bootstrap intervals. Halves split at the
+        median ``q_index`` of this system's scored rows; resampling is
+        clustered by user when there are several users.
+
+    Raises:
+        UserError: unknown metric or system.
+    """
+    _check_boot(n_boot, alpha)
+    _require(df, metric, [system])
+    rows = _scored(df, metric, system)
+    x = rows[metric].cast(pl.Float64).to_numpy()
+    second = _split(rows["q_index"].to_numpy())
+    users = _user_labels(rows)
+    n1, n2 = int((~second).sum()), int(second.sum())
+    m1 = float(x[~second].mean()) if n1 else math.nan
+    m2 = float(x[second].mean()) if n2 else math.nan
+    if x.size == 0:
+        nan2 = (math.nan, math.nan)
+        return HalvesResult(0, 0, math.nan, math.nan, math.nan, nan2, nan2, nan2)
+    ci1, ci2, cid = _halves_boot(x, second, users, n_boot=n_boot, alpha=alpha, rng=rng)
+    return HalvesResult(
+        n_first=n1,
+        n_second=n2,
+        first=m1,
+        second=m2,
+        diff=m2 - m1,
+        diff_ci=cid,
+        first_ci=ci1,
+        second_ci=ci2,
+    )
+
+
+def _paired(df: pl.DataFrame, metric: str, system: str, control: str) -> pl.DataFrame:
+    """Questions both systems scored: one row per question with ``x`` (system) and ``y`` (control)."""
+    keys = ["question_id", "user_id"] if "user_id" in df.columns else ["question_id"]
+    a = _scored(df, metric, system).select([*keys, "q_index", pl.col(metric).cast(pl.Float64).alias("x")])
+    b = _scored(df, metric, control).select([*keys, pl.col(metric).cast(pl.Float64).alias("y")])
+    return a.join(b, on=keys, how="inner").sort("q_index")
+
+
+def diff_in_diff(
+    df: pl.DataFrame,
+    *,
+    metric: str,
+    system: str,
+    control: str = "naive",
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+) -> DiDResult:
+    """Difference in differences of a system against a control on paired questions.
+
+    Only questions both systems scored count. The halves split at the median
+    ``q_index`` of that paired set, so both systems are compared on the same
+    questions. Per question the paired difference ``d = x_system - x_control``
+    gives ``DiD = mean(d | second half) - mean(d | first half)``; resampling
+    draws question ids (or whole users when there are several), keeping each
+    question's two values together.
+
+    Raises:
+        UserError: unknown metric or system.
+    """
+    _check_boot(n_boot, alpha)
+    _require(df, metric, [system, control])
+    pairs = _paired(df, metric, system, control)
+    n = pairs.height
+    if n == 0:
+        return DiDResult(math.nan, (math.nan, math.nan), 0, 0, 0)
+    d = (pairs["x"] - pairs["y"]).to_numpy()
+    second = _split(pairs["q_index"].to_numpy())
+    n1, n2 = int((~second).sum()), int(second.sum())
+    if n1 == 0 or n2 == 0:
+        return DiDResult(math.nan, (math.nan, math.nan), n, n1, n2)
+    did = float(d[second].mean() - d[~second].mean())
+    _, _, ci = _halves_boot(d, second, _user_labels(pairs), n_boot=n_boot, alpha=alpha, rng=rng)
+    return DiDResult(did=did, ci=ci, n=n, n_first=n1, n_second=n2)
+
+
+# ---------------------------------------------------------------------------
+# Paired tests
+# ---------------------------------------------------------------------------
+
+
+def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemarResult:
+    """Exact McNemar test of paired binary outcomes.
+
+    Under the null the discordant pairs split 1/2 : 1/2, so the two-sided
+    p-value is ``min(1, 2 * P(Binomial(b01 + b10, 1/2) <= min(b01, b10)))``.
+
+    Args:
+        a: outcome of the first system per pair.
+        b: outcome of the second system per pair, same order.
+
+    Returns:
+        Counts, exact p-value and two effect sizes (difference in
+        proportions and conditional odds ratio).
+    """
+    x = np.asarray(a, dtype=bool)
+    y = np.asarray(b, dtype=bool)
+    if x.shape != y.shape:
+        raise ValueError(f"a and b must pair up, got {x.shape[0]} and {y.shape[0]} values")
+    b01 = int((~x & y).sum())
+    b10 = int((x & ~y).sum())
+    n = int(x.size)
+    nd = b01 + b10
+    p = 1.0 if nd == 0 else float(min(1.0, 2.0 * sps.binom.cdf(min(b01, b10), nd, 0.5)))
+    diff = (b10 - b01) / n if n else math.nan
+    if b01 == 0:
+        odds = math.nan if b10 == 0 else math.inf
+    else:
+        odds = b10 / b01
+    return McNemarResult(b01=b01, b10=b10, n=n, p_value=p, diff=diff, odds_ratio=odds)
+
+
+def paired_permutation(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    *,
+    rng: np.random.Generator,
+    n_perm: int = 10000,
+) -> PermutationResult:
+    """Sign-flip permutation test of the mean paired difference.
+
+    Under the null each pair's difference is as likely positive as negative.
+    When ``2**n <= n_perm`` every sign pattern is enumerated (exact);
+    otherwise ``n_perm`` random patterns are drawn and the p-value is
+    ``(1 + #{|perm| >= |obs|}) / (1 + n_perm)``. Pairs with a NaN are dropped.
+    """
+    if n_perm < 1:
+        raise ValueError(f"n_perm must be positive, got {n_perm}")
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    if xa.shape != ya.shape:
+        raise ValueError(f"x and y must pair up, got {xa.shape[0]} and {ya.shape[0]} values")
+    d = xa - ya
+    d = d[~np.isnan(d)]
+    n = int(d.size)
+    if n == 0:
+        return PermutationResult(math.nan, math.nan, math.nan, 0, True)
+    obs = float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else 0.0
+    dz = obs / sd if sd > 0 else math.nan
+    # Tolerance so that ties equal to the observed value count despite rounding.
+    tol = 1e-12 * max(1.0, float(np.abs(d).sum()))
+    if n <= 30 and 2**n <= n_perm:
+        patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        means = patterns @ d / n
+        p = float(np.mean(np.abs(means) >= abs(obs) - tol))
+        return PermutationResult(obs, dz, p, n, True)
+    hits = 0
+    done = 0
+    while done < n_perm:
+        rows = min(_CHUNK * 4, n_perm - done)
+        signs = rng.integers(0, 2, size=(rows, n)) * 2 - 1
+        hits += int(np.sum(np.abs(signs @ d / n) >= abs(obs) - tol))
+        done += rows
+    return PermutationResult(obs, dz, (1 + hits) / (1 + n_perm), n, False)
+
+
+# ---------------------------------------------------------------------------
+# Across seeds, across systems
+# ---------------------------------------------------------------------------
+
+
+def summarise_seeds(values: Sequence[float] | np.ndarray, *, alpha: float = 0.05) -> SeedSummary:
+    """Mean across seeds with a Student t interval (NaN seeds dropped)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    n = int(v.size)
+    if n == 0:
+        return SeedSummary(math.nan, (math.nan, math.nan), 0)
+    mean = float(v.mean())
+    if n < 2:
+        return SeedSummary(mean, (math.nan, math.nan), n)
+    half = float(sps.t.ppf(1 - alpha / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
+    return SeedSummary(mean, (mean - half, mean + half), n)
+
+
+def _table_to_matrix(
+    table: pl.DataFrame | Mapping[str, Sequence[float]],
+) -> tuple[list[str], np.ndarray]:
+    """Systems and a (systems x datasets) matrix from a frame or a mapping."""
+    if isinstance(table, pl.DataFrame):
+        if "system" in table.columns:
+            name_col = "system"
+        else:
+            strings = [c for c, t in table.schema.items() if t == pl.Utf8]
+            if not strings:
+                raise UserError("ranking table: needs a 'system' column naming the rows")
+            name_col = strings[0]
+        names = [str(s) for s in table[name_col].to_list()]
+        data = table.drop(name_col)
+        matrix = data.cast({c: pl.Float64 for c in data.columns}).to_numpy()
+    else:
+        names = [str(s) for s in table]
+        rows = [np.asarray(table[s], dtype=float) for s in table]
+        lengths = {r.size for r in rows}
+        if len(lengths) != 1:
+            raise UserError("ranking table: every system needs a value for every dataset")
+        matrix = np.vstack(rows)
+    return names, np.asarray(matrix, dtype=float)
+
+
+def friedman_ranking(
+    table: pl.DataFrame | Mapping[str, Sequence[float]],
+    *,
+    alpha: float = 0.05,
+) -> FriedmanResult:
+    """Rank systems over datasets; Friedman test with Nemenyi post-hoc.
+
+    Args:
+        table: systems x datasets (or scenarios). Either a polars frame with
+            a ``system`` column and one numeric column per dataset, or a
+            mapping ``system -> values``. Higher is better. Datasets where a
+            system has NaN are dropped.
+        alpha: level of the Nemenyi critical difference.
+
+    Returns:
+        Mean ranks (1 = best, ties share the average rank), the Friedman
+        chi-square and p-value with Kendall's W as effect size, the Nemenyi
+        critical difference and pairwise Nemenyi p-values.
+
+    Raises:
+        UserError: fewer than three systems or two complete datasets.
+    """
+    names, m = _table_to_matrix(table)
+    if len(names) < 3:
+        raise UserError(f"ranking table: needs at least 3 systems, got {len(names)}")
+    m = m[:, ~np.isnan(m).any(axis=0)]
+    n = m.shape[1]
+    if n < 2:
+        raise UserError(f"ranking table: needs at least 2 datasets scored by every system, got {n}")
+    k = len(names)
+    # Rank within each dataset, best (highest) = 1.
+    ranks = np.apply_along_axis(lambda col: sps.rankdata(-col), 0, m)
+    mean_ranks = ranks.mean(axis=1)
+    if np.all(np.ptp(m, axis=0) == 0):
+        chi2, p = 0.0, 1.0
+    else:
+        res = sps.friedmanchisquare(*m)
+        chi2, p = float(res.statistic), float(res.pvalue)
+    w = chi2 / (n * (k - 1))
+    se = math.sqrt(k * (k + 1) / (6.0 * n))
+    q = float(sps.studentized_range.ppf(1 - alpha, k, math.inf)) / math.sqrt(2)
+    pairwise = []
+    for i in range(k):
+        for j in range(i + 1, k):
+            z = abs(mean_ranks[i] - mean_ranks[j]) / se
+            pij = float(sps.studentized_range.sf(z * math.sqrt(2), k, math.inf))
+            pairwise.append((names[i], names[j], min(1.0, max(0.0, pij))))
+    return FriedmanResult(
+        systems=tuple(names),
+        mean_ranks=tuple(float(r) for r in mean_ranks),
+        statistic=chi2,
+        p_value=p,
+        n_datasets=n,
+        kendall_w=float(w),
+        cd=q * se,
+        alpha=alpha,
+        pairwise_p=tuple(pairwise),
+    )
+
+
+def _cliques(ranks: np.ndarray, cd: float) -> list[tuple[int, int]]:
+    """Maximal runs (by sorted rank) whose spread is within the critical difference."""
+    order_ranks = np.sort(ranks)
+    spans = []
+    for i in range(len(order_ranks)):
+        j = i
+        while j + 1 < len(order_ranks) and order_ranks[j + 1] - order_ranks[i] <= cd:
+            j += 1
+        if j > i:
+            spans.append((i, j))
+    # Drop runs contained in an earlier, longer one.
+    return [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
+
+
+def critical_difference_plot(result: FriedmanResult, *, title: str | None = None) -> str:
+    """Critical-difference diagram (Demšar 2006 style) as SVG text.
+
+    Systems sit on an axis of mean rank (best on the left); a bar shows the
+    Nemenyi critical difference and thick lines join systems whose mean
+    ranks differ by less than it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = result.k
+    ranks = np.asarray(result.mean_ranks)
+    order = np.argsort(ranks, kind="stable")
+    height = 1.6 + 0.3 * k
+    fig, ax = plt.subplots(figsize=(7.5, height))
+    ax.set_xlim(0.5, k + 0.5)
+    ax.set_ylim(-(k + 2) * 0.5, 1.6)
+    ax.axis("off")
+    ax.hlines(0, 1, k, color="black", lw=1)
+    for r in range(1, k + 1):
+        ax.vlines(r, 0, 0.12, color="black", lw=1)
+        ax.text(r, 0.2, str(r), ha="center", va="bottom", fontsize=9)
+    ax.hlines(1.0, 1, 1 + result.cd, color="black", lw=2)
+    ax.text(1 + result.cd / 2, 1.1, f"CD = {result.cd:.2f}", ha="center", va="bottom", fontsize=9)
+    half = (k + 1) // 2
+    for pos, idx in enumerate(order):
+        r = ranks[idx]
+        left = pos < half
+        y = -0.45 * (pos + 1) if left else -0.45 * (k - pos)
+        x_text = 0.6 if left else k + 0.4
+        ax.plot([r, r, x_text], [0, y, y], color="black", lw=0.8)
+        ax.text(
+            x_text,
+            y,
+            f"{result.systems[idx]} ({r:.2f})",
+            ha="left" if left else "right",
+            va="bottom",
+            fontsize=9,
+        )
+    sorted_ranks = ranks[order]
+    for level, (i, j) in enumerate(_cliques(ranks, result.cd)):
+        y = -0.15 - 0.12 * level
+        ax.hlines(y, sorted_ranks[i] - 0.03, sorted_ranks[j] + 0.03, color="tab:red", lw=3)
+    heading = title or f"Mean rank over {result.n_datasets} datasets"
+    ax.set_title(
+        f"{heading}\nFriedman chi2 = {result.statistic:.2f}, p = {result.p_value:.3g}, "
+        f"N = {result.n_datasets}, Kendall's W = {result.kendall_w:.2f}",
+        fontsize=9,
+    )
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# Learning summary and its tables
+# ---------------------------------------------------------------------------
+
+_SUMMARY_SCHEMA: dict[str, Any] = {
+    "system": pl.Utf8,
+    "n": pl.Int64,
+    "first": pl.Float64,
+    "first_lo": pl.Float64,
+    "first_hi": pl.Float64,
+    "second": pl.Float64,
+    "second_lo": pl.Float64,
+    "second_hi": pl.Float64,
+    "diff": pl.Float64,
+    "diff_lo": pl.Float64,
+    "diff_hi": pl.Float64,
+    "did": pl.Float64,
+    "did_lo": pl.Float64,
+    "did_hi": pl.Float64,
+    "did_n": pl.Int64,
+    "test": pl.Utf8,
+    "p_value": pl.Float64,
+    "p_n": pl.Int64,
+    "effect": pl.Float64,
+    "mcnemar_p": pl.Float64,
+    "mcnemar_n": pl.Int64,
+    "metric": pl.Utf8,
+    "control": pl.Utf8,
+}
+
+
+def _is_binary(values: np.ndarray) -> bool:
+    v = values[~np.isnan(values)]
+    return bool(v.size) and bool(np.all((v == 0.0) | (v == 1.0)))
+
+
+def learning_summary(
+    df: pl.DataFrame,
+    *,
+    metric: str = "evidence",
+    control: str | None = "naive",
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+    n_perm: int = 10000,
+) -> pl.DataFrame:
+    """One row per system: halves, difference in differences and a paired test.
+
+    Columns: ``system, n, first, first_lo, first_hi, second, second_lo,
+    second_hi, diff, diff_lo, diff_hi`` (halves, 95% bootstrap), ``did,
+    did_lo, did_hi, did_n`` (against ``control``), ``test, p_value, p_n,
+    effect`` (second-half questions both the system and the control scored:
+    exact McNemar for a 0/1 metric with effect = difference in proportions,
+    otherwise the paired permutation test with effect = mean difference),
+    ``mcnemar_p, mcnemar_n`` (the same p and n when the test is McNemar, else
+    null), and ``metric, control``. The control's own comparison columns are
+    null. Systems are listed in order of first appearance.
+
+    Args:
+        df: probe rows.
+        metric: metric column.
+        control: label of the static control, or None for no comparison.
+        rng: the run's random generator.
+        n_boot: bootstrap resamples per interval.
+        n_perm: permutations for non-binary metrics.
+
+    Raises:
+        UserError: unknown metric or control.
+    """
+    _require(df, metric, [control] if control is not None else [])
+    systems = list(dict.fromkeys(df["system"].to_list()))
+    binary = _is_binary(df[metric].cast(pl.Float64).to_numpy())
+    rows: list[dict[str, Any]] = []
+    for system in systems:
+        h = halves(df, metric=metric, system=system, rng=rng, n_boot=n_boot)
+        row: dict[str, Any] = {
+            "system": system,
+            "n": h.n_first + h.n_second,
+            "first": h.first,
+            "first_lo": h.first_ci[0],
+            "first_hi": h.first_ci[1],
+            "second": h.second,
+            "second_lo": h.second_ci[0],
+            "second_hi": h.second_ci[1],
+            "diff": h.diff,
+            "diff_lo": h.diff_ci[0],
+            "diff_hi": h.diff_ci[1],
+            "metric": metric,
+            "control": control,
+        }
+        if control is not None and system != control:
+            dd = diff_in_diff(df, metric=metric, system=system, control=control, rng=rng, n_boot=n_boot)
+            row.update(did=dd.did, did_lo=dd.ci[0], did_hi=dd.ci[1], did_n=dd.n)
+            pairs = _paired(df, metric, system, control)
+            late = pairs.filter(pl.Series(_split(pairs["q_index"].to_numpy())))
+            x, y = late["x"].to_numpy(), late["y"].to_numpy()
+            if binary:
+                mc = mcnemar_exact(x == 1.0, y == 1.0)
+                row.update(test=mc.statistic, p_value=mc.p_value, p_n=mc.n, effect=mc.diff)
+                row.update(mcnemar_p=mc.p_value, mcnemar_n=mc.n)
+            else:
+                pt = paired_permutation(x, y, rng=rng, n_perm=n_perm)
+                row.update(test=pt.statistic, p_value=pt.p_value, p_n=pt.n, effect=pt.diff)
+        rows.append(row)
+    return pl.DataFrame(rows, schema=_SUMMARY_SCHEMA)
+
+
+def _pct(v: Any) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+
+
+def _pp(v: Any) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:+.1f}"
+
+
+def _with_ci(v: Any, lo: Any, hi: Any, fmt: Callable[[Any], str]) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return fmt(v)
+    return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def _p(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return "<0.001" if v < 0.001 else f"{v:.3f}"
+
+
+def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers, cell strings and footnotes shared by the terminal and Markdown tables."""
+    metric = df["metric"][0] if df.height else "metric"
+    control = df["control"][0] if df.height else None
+    headers = [
+        "system",
+        "n",
+        "1st half (%)",
+        "2nd half (%)",
+        "change (pp)",
+        f"DiD vs {control} (pp)" if control else "DiD (pp)",
+        "p",
+        "p n",
+        "effect (pp)",
+    ]
+    rows = []
+    for r in df.iter_rows(named=True):
+        rows.append(
+            [
+                str(r["system"]),
+                str(r["n"]),
+                _with_ci(r["first"], r["first_lo"], r["first_hi"], _pct),
+                _with_ci(r["second"], r["second_lo"], r["second_hi"], _pct),
+                _with_ci(r["diff"], r["diff_lo"], r["diff_hi"], _pp),
+                _with_ci(r["did"], r["did_lo"], r["did_hi"], _pp),
+                _p(r["p_value"]),
+                "—" if r["p_n"] is None else str(r["p_n"]),
+                _pp(r["effect"]),
+            ]
+        )
+    tests = sorted({t for t in df["test"].to_list() if t})
+    notes = [
+        f"metric: {metric}, mean over scored questions (NaN = unscored, excluded); "
+        "halves split at the median question index",
+        "[lo, hi]: 95% percentile bootstrap interval (questions resampled; whole users when several)",
+    ]
+    if control:
+        notes.append(
+            f"DiD: (2nd - 1st)_system - (2nd - 1st)_{control} on questions both scored; "
+            f"p: {' / '.join(tests) or 'none'} on second-half questions both scored vs {control}, "
+            "n = paired questions, effect = system - control"
+        )
+    return headers, rows, notes
+
+
+def format_table(df: pl.DataFrame) -> str:
+    """The learning summary as an aligned plain-text table with units and footnotes."""
+    headers, rows, notes = _cells(df)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    right = {1, 7}
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in rows]
+    out.append("")
+    out += notes
+    return "\n".join(s.rstrip() for s in out)
+
+
+def format_markdown(df: pl.DataFrame) -> str:
+    """The learning summary as a Markdown (GitHub) table with footnotes."""
+    headers, rows, notes = _cells(df)
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    out.append("")
+    out += [f"- {n}" for n in notes]
+    return "\n".join(out)

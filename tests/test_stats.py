@@ -1,0 +1,350 @@
+"""Statistics against hand-computed and textbook cases, and coverage simulations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats as sps
+
+from analysis.stats import (
+    MCNEMAR_TEST,
+    PERMUTATION_TEST,
+    bootstrap_ci,
+    critical_difference_plot,
+    diff_in_diff,
+    format_markdown,
+    format_table,
+    friedman_ranking,
+    halves,
+    learning_summary,
+    mcnemar_exact,
+    paired_permutation,
+    summarise_seeds,
+)
+from sim.errors import UserError
+
+
+def _rows(system: str, values: list[float], *, users: list[str] | None = None, start: int = 0) -> list[dict]:
+    return [
+        {
+            "system": system,
+            "user_id": users[i] if users else "u0",
+            "question_id": f"q{start + i}",
+            "q_index": start + i,
+            "evidence": v,
+        }
+        for i, v in enumerate(values)
+    ]
+
+
+# --- bootstrap ----------------------------------------------------------------
+
+
+def test_bootstrap_ci_covers_true_mean_at_about_nominal_rate() -> None:
+    rng = np.random.default_rng(1)
+    sims, hits = 300, 0
+    for _ in range(sims):
+        x = rng.normal(2.0, 1.0, size=80)
+        lo, hi = bootstrap_ci(x, n_boot=800, rng=rng)
+        hits += lo <= 2.0 <= hi
+    coverage = hits / sims
+    assert 0.90 <= coverage <= 0.98, coverage
+
+
+def test_halves_interval_covers_known_learning_effect_at_about_nominal_rate() -> None:
+    # First half succeeds with p=0.4, second with p=0.6: true change +0.2.
+    rng = np.random.default_rng(2)
+    sims, hits = 300, 0
+    for _ in range(sims):
+        vals = np.concatenate([rng.random(100) < 0.4, rng.random(100) < 0.6]).astype(float)
+        h = halves(pl.DataFrame(_rows("s", vals.tolist())), system="s", rng=rng, n_boot=800)
+        hits += h.diff_ci[0] <= 0.2 <= h.diff_ci[1]
+    coverage = hits / sims
+    assert 0.90 <= coverage <= 0.98, coverage
+
+
+def test_cluster_bootstrap_keeps_coverage_where_iid_resampling_undercovers() -> None:
+    # Strong per-user effect: questions of one user are correlated.
+    rng = np.random.default_rng(3)
+    sims, n_users, per_user = 200, 30, 12
+    hits_cluster = hits_iid = 0
+    labels = np.repeat(np.arange(n_users), per_user)
+    for _ in range(sims):
+        x = np.repeat(rng.normal(0.0, 1.0, n_users), per_user) + rng.normal(0.0, 0.5, labels.size)
+        lo, hi = bootstrap_ci(x, n_boot=600, rng=rng, clusters=labels)
+        hits_cluster += lo <= 0.0 <= hi
+        lo, hi = bootstrap_ci(x, n_boot=600, rng=rng)
+        hits_iid += lo <= 0.0 <= hi
+    assert 0.88 <= hits_cluster / sims <= 0.99, hits_cluster / sims
+    assert hits_iid / sims < 0.75, hits_iid / sims
+
+
+def test_bootstrap_ci_drops_nan_and_accepts_other_statistics() -> None:
+    rng = np.random.default_rng(0)
+    lo, hi = bootstrap_ci([1.0, 1.0, math.nan, 1.0], rng=rng, n_boot=50)
+    assert (lo, hi) == (1.0, 1.0)
+    assert all(math.isnan(v) for v in bootstrap_ci([math.nan], rng=rng))
+    lo, hi = bootstrap_ci(np.arange(101.0), stat=np.median, rng=rng, n_boot=300)
+    assert lo < 50 < hi
+
+
+def test_same_seed_same_interval() -> None:
+    x = np.random.default_rng(9).random(50)
+    a = bootstrap_ci(x, rng=np.random.default_rng(5), clusters=np.arange(50) % 4)
+    b = bootstrap_ci(x, rng=np.random.default_rng(5), clusters=np.arange(50) % 4)
+    assert a == b
+
+
+# --- halves --------------------------------------------------------------------
+
+
+def test_halves_splits_at_median_q_index_and_excludes_unscored() -> None:
+    # 7 scored rows; NaN row is dropped; median q_index of scored rows is 3.
+    vals = [0.0, 0.0, 1.0, math.nan, 1.0, 1.0, 1.0, 0.0]
+    h = halves(pl.DataFrame(_rows("s", vals)), system="s", rng=np.random.default_rng(0), n_boot=200)
+    # scored q_index: 0,1,2,4,5,6,7 -> median 4 -> first = {0,1,2}, second = {4,5,6,7}
+    assert (h.n_first, h.n_second) == (3, 4)
+    assert h.first == pytest.approx(1 / 3)
+    assert h.second == pytest.approx(3 / 4)
+    assert h.diff == pytest.approx(3 / 4 - 1 / 3)
+    assert h.first_ci[0] <= h.first <= h.first_ci[1]
+    assert h.diff_ci[0] <= h.diff <= h.diff_ci[1]
+
+
+def test_halves_clusters_by_user_when_several() -> None:
+    rng = np.random.default_rng(4)
+    users = [f"u{i % 2}" for i in range(40)]
+    vals = [float(i % 2) for i in range(40)]  # user u1 always right, u0 always wrong
+    one = halves(pl.DataFrame(_rows("s", vals)), system="s", rng=np.random.default_rng(4), n_boot=500)
+    two = halves(pl.DataFrame(_rows("s", vals, users=users)), system="s", rng=rng, n_boot=500)
+    assert one.first == two.first == 0.5
+    # With two users resampled whole, draws of (u0,u0) or (u1,u1) make the interval span 0..1.
+    assert two.first_ci == (0.0, 1.0)
+    assert one.first_ci[1] - one.first_ci[0] < 0.6
+
+
+def test_halves_rejects_unknown_system_and_metric() -> None:
+    df = pl.DataFrame(_rows("naive", [1.0, 0.0]))
+    with pytest.raises(UserError, match="unknown system 'x'; valid: naive"):
+        halves(df, system="x", rng=np.random.default_rng(0))
+    with pytest.raises(UserError, match="unknown metric 'bogus'; valid: .*evidence"):
+        halves(df, metric="bogus", system="naive", rng=np.random.default_rng(0))
+
+
+# --- difference in differences -------------------------------------------------
+
+
+def test_diff_in_diff_on_constructed_rows() -> None:
+    # 8 questions. Control: 1st half 2/4, 2nd half 3/4 (+0.25).
+    # System: 1st half 1/4, 2nd half 4/4 (+0.75). DiD = +0.5.
+    control = [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    system = [0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    rows = _rows("naive", control) + _rows("gated", system)
+    # A question only the system scored, and one the control left unscored: both excluded.
+    rows += _rows("gated", [1.0], start=8)
+    rows += _rows("gated", [0.0], start=9) + _rows("naive", [math.nan], start=9)
+    df = pl.DataFrame(rows)
+    d = diff_in_diff(df, metric="evidence", system="gated", control="naive", rng=np.random.default_rng(0), n_boot=500)
+    assert d.n == 8
+    assert (d.n_first, d.n_second) == (4, 4)
+    assert d.did == pytest.approx(0.5)
+    assert d.ci[0] <= 0.5 <= d.ci[1]
+    # Against itself the DiD is exactly zero with a degenerate interval.
+    z = diff_in_diff(df, metric="evidence", system="naive", control="naive", rng=np.random.default_rng(0), n_boot=50)
+    assert z.did == 0.0 and z.ci == (0.0, 0.0)
+
+
+def test_diff_in_diff_interval_covers_known_effect() -> None:
+    # Control flat at 0.5; system 0.4 -> 0.7: true DiD +0.3, paired on the same questions.
+    rng = np.random.default_rng(6)
+    sims, hits = 200, 0
+    for _ in range(sims):
+        ctrl = (rng.random(200) < 0.5).astype(float)
+        sys_ = np.concatenate([rng.random(100) < 0.4, rng.random(100) < 0.7]).astype(float)
+        df = pl.DataFrame(_rows("naive", ctrl.tolist()) + _rows("x", sys_.tolist()))
+        d = diff_in_diff(df, metric="evidence", system="x", control="naive", rng=rng, n_boot=600)
+        hits += d.ci[0] <= 0.3 <= d.ci[1]
+    assert 0.89 <= hits / sims <= 0.99, hits / sims
+
+
+# --- paired tests --------------------------------------------------------------
+
+
+def test_mcnemar_exact_worked_example() -> None:
+    # 1 pair (a wrong, b right) vs 9 pairs (a right, b wrong), 5 concordant.
+    # p = 2 * P(Bin(10, 1/2) <= 1) = 2 * (1 + 10) / 1024 = 22 / 1024.
+    a = [False] + [True] * 9 + [True] * 3 + [False] * 2
+    b = [True] + [False] * 9 + [True] * 3 + [False] * 2
+    r = mcnemar_exact(a, b)
+    assert (r.b01, r.b10, r.n) == (1, 9, 15)
+    assert r.p_value == pytest.approx(22 / 1024)
+    assert r.diff == pytest.approx(8 / 15)
+    assert r.odds_ratio == pytest.approx(9.0)
+    assert r.statistic == MCNEMAR_TEST
+    swapped = mcnemar_exact(b, a)
+    assert swapped.p_value == pytest.approx(r.p_value)
+    assert swapped.diff == pytest.approx(-r.diff)
+    assert swapped.odds_ratio == pytest.approx(1 / 9)
+
+
+def test_mcnemar_exact_matches_binomial_test_and_edge_cases() -> None:
+    rng = np.random.default_rng(7)
+    a = rng.random(300) < 0.55
+    b = rng.random(300) < 0.45
+    r = mcnemar_exact(a, b)
+    ref = sps.binomtest(r.b10, r.b01 + r.b10, 0.5).pvalue
+    assert r.p_value == pytest.approx(ref)
+    same = mcnemar_exact([True, False], [True, False])
+    assert same.p_value == 1.0 and math.isnan(same.odds_ratio)
+    one_sided = mcnemar_exact([True] * 6, [False] * 6)
+    assert one_sided.p_value == pytest.approx(2 / 64) and math.isinf(one_sided.odds_ratio)
+
+
+def test_paired_permutation_exact_enumeration() -> None:
+    # d = 1,2,3,4: only all-plus and all-minus reach |mean| = 2.5 -> p = 2/16.
+    r = paired_permutation([1, 2, 3, 4], [0, 0, 0, 0], rng=np.random.default_rng(0))
+    assert r.exact and r.n == 4
+    assert r.p_value == pytest.approx(0.125)
+    assert r.diff == pytest.approx(2.5)
+    assert r.effect_dz == pytest.approx(2.5 / np.std([1, 2, 3, 4], ddof=1))
+    assert r.statistic == PERMUTATION_TEST
+
+
+def test_paired_permutation_monte_carlo_agrees_with_t_test_on_normal_data() -> None:
+    rng = np.random.default_rng(8)
+    x = rng.normal(0.3, 1.0, 60)
+    y = rng.normal(0.0, 1.0, 60)
+    r = paired_permutation(x, y, rng=rng, n_perm=20000)
+    assert not r.exact
+    t = sps.ttest_rel(x, y).pvalue
+    assert r.p_value == pytest.approx(t, abs=0.02)
+    a = paired_permutation(x, y, rng=np.random.default_rng(1), n_perm=2000)
+    b = paired_permutation(x, y, rng=np.random.default_rng(1), n_perm=2000)
+    assert a == b
+
+
+# --- across seeds and systems --------------------------------------------------
+
+
+def test_summarise_seeds_t_interval() -> None:
+    s = summarise_seeds([1.0, 2.0, 3.0, math.nan])
+    assert s.n == 3 and s.mean == 2.0
+    half = 4.302652729749464 / math.sqrt(3)  # t(0.975, 2) * sd / sqrt(n), sd = 1
+    assert s.ci == pytest.approx((2.0 - half, 2.0 + half))
+    single = summarise_seeds([0.5])
+    assert single.n == 1 and math.isnan(single.ci[0])
+
+
+def test_friedman_ranking_hand_computed_and_nemenyi_cd() -> None:
+    table = {
+        "a": [0.9, 0.8, 0.7, 0.9],
+        "b": [0.5, 0.6, 0.4, 0.5],
+        "c": [0.7, 0.5, 0.6, 0.7],
+        "d": [0.1, 0.2, 0.3, 0.1],
+    }
+    r = friedman_ranking(table)
+    # ranks per dataset: a 1,1,1,1; b 3,2,3,3; c 2,3,2,2; d 4,4,4,4
+    assert r.mean_ranks == pytest.approx((1.0, 2.75, 2.25, 4.0))
+    # chi2 = 12N/(k(k+1)) * sum(R^2) - 3N(k+1) = 2.4 * 29.625 - 60 = 11.1
+    assert r.statistic == pytest.approx(11.1)
+    assert r.p_value == pytest.approx(sps.chi2.sf(11.1, 3))
+    assert r.kendall_w == pytest.approx(11.1 / (4 * 3))
+    # Demsar (2006) Table 5: q_0.05 = 2.569 for k = 4.
+    assert r.cd == pytest.approx(2.569 * math.sqrt(4 * 5 / (6 * 4)), abs=1e-3)
+    pairs = {(i, j): p for i, j, p in r.pairwise_p}
+    assert pairs[("a", "d")] < 0.05 < pairs[("b", "c")]
+
+
+def test_friedman_accepts_frame_and_rejects_too_few_systems() -> None:
+    frame = pl.DataFrame({"system": ["x", "y", "z"], "d1": [1.0, 2.0, 3.0], "d2": [1.0, 3.0, 2.0], "d3": [0.0, 1.0, math.nan]})
+    r = friedman_ranking(frame)
+    assert r.n_datasets == 2  # the dataset with a NaN is dropped
+    assert r.mean_ranks == pytest.approx((3.0, 1.5, 1.5))
+    assert r.cd == pytest.approx(2.343 * math.sqrt(3 * 4 / (6 * 2)), abs=1e-3)
+    with pytest.raises(UserError, match="at least 3 systems"):
+        friedman_ranking({"a": [1.0, 2.0], "b": [2.0, 1.0]})
+
+
+def test_critical_difference_plot_is_svg_naming_every_system() -> None:
+    r = friedman_ranking({"alpha": [3, 3, 2], "beta": [2, 1, 3], "gamma": [1, 2, 1]})
+    svg = critical_difference_plot(r)
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and svg.rstrip().endswith("</svg>")
+    # Matplotlib renders text as paths by default; labels appear in the id/comments.
+    for name in ("alpha", "beta", "gamma"):
+        assert name in svg
+
+
+# --- learning summary and tables -----------------------------------------------
+
+
+def _learning_frame(seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in range(120):
+        for system, p in (("naive", 0.5), ("gated", 0.3 if q < 60 else 0.8)):
+            rows.append(
+                {
+                    "system": system,
+                    "user_id": f"u{q % 4}",
+                    "question_id": f"q{q}",
+                    "q_index": q,
+                    "evidence": float(rng.random() < p),
+                    "ndcg@10": float(rng.random()),
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def test_learning_summary_columns_and_values() -> None:
+    df = _learning_frame(0)
+    s = learning_summary(df, metric="evidence", control="naive", rng=np.random.default_rng(0), n_boot=300)
+    assert s["system"].to_list() == ["naive", "gated"]
+    for col in ("n", "first", "first_lo", "first_hi", "second", "second_lo", "second_hi", "diff", "diff_lo",
+                "diff_hi", "did", "did_lo", "did_hi", "mcnemar_p", "mcnemar_n"):
+        assert col in s.columns
+    gated = s.row(1, named=True)
+    naive = s.row(0, named=True)
+    h = halves(df, system="gated", rng=np.random.default_rng(1), n_boot=50)
+    assert gated["first"] == pytest.approx(h.first) and gated["second"] == pytest.approx(h.second)
+    d = diff_in_diff(df, metric="evidence", system="gated", control="naive", rng=np.random.default_rng(1), n_boot=50)
+    assert gated["did"] == pytest.approx(d.did)
+    assert gated["test"] == MCNEMAR_TEST and gated["mcnemar_n"] == 60
+    late = df.filter(pl.col("q_index") >= 60)
+    mc = mcnemar_exact(
+        late.filter(pl.col("system") == "gated")["evidence"].to_numpy() == 1,
+        late.filter(pl.col("system") == "naive")["evidence"].to_numpy() == 1,
+    )
+    assert gated["mcnemar_p"] == pytest.approx(mc.p_value)
+    assert gated["effect"] == pytest.approx(mc.diff)
+    assert naive["did"] is None and naive["mcnemar_p"] is None
+
+
+def test_learning_summary_non_binary_metric_uses_permutation_test_and_same_seed_same_numbers() -> None:
+    df = _learning_frame(1)
+    a = learning_summary(df, metric="ndcg@10", control="naive", rng=np.random.default_rng(3), n_boot=200, n_perm=500)
+    b = learning_summary(df, metric="ndcg@10", control="naive", rng=np.random.default_rng(3), n_boot=200, n_perm=500)
+    assert a.equals(b)
+    gated = a.row(1, named=True)
+    assert gated["test"] == PERMUTATION_TEST and gated["mcnemar_p"] is None and gated["p_n"] == 60
+    with pytest.raises(UserError, match="unknown system 'static'; valid: gated, naive"):
+        learning_summary(df, control="static", rng=np.random.default_rng(0))
+
+
+def test_format_table_and_markdown_have_headers_units_and_test_names() -> None:
+    s = learning_summary(_learning_frame(2), control="naive", rng=np.random.default_rng(0), n_boot=200)
+    text = format_table(s)
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["system", "n"]
+    assert "1st half (%)" in lines[0] and "DiD vs naive (pp)" in lines[0]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    assert lines[2].startswith("naive") and lines[3].startswith("gated")
+    assert MCNEMAR_TEST in text and "95% percentile bootstrap" in text
+    first = s.row(1, named=True)["first"]
+    assert f"{100 * first:.1f}" in lines[3]
+    md = format_markdown(s)
+    table = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert len(table) == 4 and table[1].startswith("|---")
+    assert all(ln.count("|") == table[0].count("|") for ln in table)
