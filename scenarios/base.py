@@ -1,0 +1,107 @@
+"""What a scenario is, and the registry of scenarios.
+
+A scenario is cheap to construct (it only validates its arguments) and heavy
+in ``generate``, which returns the whole time-ordered event stream for a
+random source. Same generator state, same stream.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from sim.errors import UserError
+from sim.events import Deletion, Event, Question, Session
+
+__all__ = [
+    "Scenario",
+    "ScenarioStream",
+    "register_scenario",
+    "scenario_names",
+    "build_scenario",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioStream:
+    """A generated scenario: its events in time order and its totals."""
+
+    start: datetime
+    """Simulated time zero."""
+    end: datetime
+    """Time after the last event."""
+    events: tuple[Event, ...]
+    """All events, time-ordered (``sim.events.sort_events``)."""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    """Scenario-specific facts worth recording (e.g. per-user fact histories)."""
+
+    @property
+    def users(self) -> list[str]:
+        """User ids in order of first appearance."""
+        seen: dict[str, None] = {}
+        for e in self.events:
+            uid = getattr(e, "user_id", None)
+            if uid is not None:
+                seen.setdefault(uid, None)
+        return list(seen)
+
+    def totals(self) -> dict[str, Any]:
+        """Users, sessions, turns, questions, deletions and simulated span."""
+        sessions = [e for e in self.events if isinstance(e, Session)]
+        return {
+            "users": len(self.users),
+            "sessions": len(sessions),
+            "turns": sum(len(s.turns) for s in sessions),
+            "questions": sum(isinstance(e, Question) for e in self.events),
+            "deletions": sum(isinstance(e, Deletion) for e in self.events),
+            "span_days": round((self.end - self.start).total_seconds() / 86400, 2),
+        }
+
+
+@runtime_checkable
+class Scenario(Protocol):
+    """A generator of timed event streams."""
+
+    name: str
+
+    def generate(self, rng: np.random.Generator) -> ScenarioStream:
+        """Build the full event stream from ``rng``."""
+        ...
+
+    def spec_args(self) -> dict[str, Any]:
+        """The resolved, JSON-serialisable arguments (defaults filled in)."""
+        ...
+
+
+_SCENARIOS: dict[str, tuple[str, str]] = {}
+
+
+def register_scenario(name: str, target: str, *, description: str) -> None:
+    """Register a scenario class (``"module:Class"``, built as ``Class(**args)``)."""
+    if name in _SCENARIOS:
+        raise ValueError(f"scenario {name!r} is already registered")
+    _SCENARIOS[name] = (target, description)
+
+
+def scenario_names() -> list[str]:
+    """Registered scenario names, sorted."""
+    return sorted(_SCENARIOS)
+
+
+def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: str = "") -> Scenario:
+    """Build scenario ``name`` with ``args``; errors name the source file and key."""
+    where = f" in {source}" if source else ""
+    if name not in _SCENARIOS:
+        raise UserError(f"unknown scenario {name!r}{where}; known scenarios: {', '.join(scenario_names())}")
+    target, _ = _SCENARIOS[name]
+    module_name, attr = target.split(":", 1)
+    cls = getattr(importlib.import_module(module_name), attr)
+    return cls.from_args(dict(args or {}), source=source)
+
+
+register_scenario("persona", "scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")

@@ -1,0 +1,124 @@
+"""The events a scenario yields and the engine replays.
+
+All events are frozen and slotted; nothing downstream mutates them. Times are
+timezone-aware datetimes; the engine's clock counts seconds from the
+scenario's start. Gold fields (``gold``, ``evidence``, ``superseded``) live
+on ``Question`` and never reach a memory system: the engine hands systems the
+question text only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Union
+
+from memory.base import Turn
+
+__all__ = [
+    "Session",
+    "Question",
+    "Feedback",
+    "Deletion",
+    "Tick",
+    "Event",
+    "event_time",
+    "sort_events",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation session: turns that arrive together."""
+
+    session_id: str
+    """Unique id of the session within the scenario."""
+    user_id: str
+    """Whose session it is."""
+    time: datetime
+    """When the session ends and its turns are ingested."""
+    turns: tuple[Turn, ...]
+    """The turns, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question a user asks; carries its gold fields for scoring only."""
+
+    question_id: str
+    """Unique id of this asking (a re-ask has its own id)."""
+    user_id: str
+    """Who asks."""
+    time: datetime
+    """When it is asked."""
+    text: str
+    """The question as the user phrases it (the only field systems see)."""
+    gold: str
+    """Gold answer at the time of asking."""
+    kind: str
+    """Question kind / category (e.g. ``current``, ``previous``, ``count``)."""
+    evidence: tuple[str, ...]
+    """Turn ids that together hold the answer."""
+    superseded: tuple[str, ...] = ()
+    """Turn ids that state values the answer has replaced (changed facts)."""
+    topic: str = ""
+    """Fact slot or topic the question is about (for popularity and re-asks)."""
+    reask_of: str | None = None
+    """Id of the earlier question this one asks again, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """Delayed correctness signal for a question, made by the engine after scoring."""
+
+    question_id: str
+    """The question the feedback is about."""
+    user_id: str
+    """Who asked."""
+    time: datetime
+    """When the feedback arrives."""
+    correct: bool
+    """Whether the question was served well (its evidence score)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """A user's request to forget what they said in some turns."""
+
+    deletion_id: str
+    """Unique id of the request."""
+    user_id: str
+    """Who asks."""
+    time: datetime
+    """When the request arrives."""
+    turn_ids: tuple[str, ...]
+    """Turns to forget, with everything derived from them."""
+    topic: str = ""
+    """What the forgotten turns were about."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A maintenance tick: every system's ``maintain`` is called."""
+
+    time: datetime
+    """When maintenance runs."""
+
+
+Event = Union[Session, Question, Deletion, Tick]
+
+_ORDER = {Session: 0, Deletion: 1, Question: 2, Tick: 3}
+
+
+def event_time(event: Event) -> datetime:
+    """The time of any event."""
+    return event.time
+
+
+def sort_events(events: Iterable[Event]) -> list[Event]:
+    """Events in time order; at equal times sessions, then deletions, questions, ticks.
+
+    The sort is stable, so events of one kind at the same time keep their order.
+    """
+    return sorted(events, key=lambda e: (e.time, _ORDER[type(e)]))
