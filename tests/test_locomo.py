@@ -1,0 +1,261 @@
+"""LoCoMo loader: quirks on small fixtures, counts on the real file, command-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from memory.base import render_turn
+from sim import cli
+from sim.errors import UserError
+from static_benchmarks.locomo import (
+    CATEGORY_LABELS,
+    QUESTION_DELAY,
+    clean_evidence,
+    load_locomo,
+    parse_locomo_date,
+    to_static,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+QUIRKS = FIXTURES / "locomo_quirks.json"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def real_locomo_path() -> Path:
+    """The real locomo10.json, or skip (fail under CI=true) when it is absent."""
+    env = os.environ.get("MEMSIM_LOCOMO")
+    path = Path(env) if env else REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    if not path.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
+        pytest.skip(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
+    return path
+
+
+# --- evidence cleaning -------------------------------------------------------------------------
+
+KNOWN = {"D8:6", "D9:17", "D11:26", "D9:1", "D4:4", "D4:6", "D30:5", "D1:1"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "ids", "counts"),
+    [
+        (["D8:6; D9:17"], ["D8:6", "D9:17"], {"evidence_entries_split": 1}),
+        (["D:11:26"], ["D11:26"], {"evidence_ids_reformatted": 1}),
+        (["D9:1 D4:4 D4:6"], ["D9:1", "D4:4", "D4:6"], {"evidence_entries_split": 1}),
+        (["D"], [], {"evidence_ids_unusable": 1}),
+        (["D30:05"], ["D30:5"], {"evidence_ids_reformatted": 1}),
+        (["D1:1", "D77:3"], ["D1:1"], {"evidence_ids_missing_turn": 1}),
+        (["D1:1", "D1:1"], ["D1:1"], {"evidence_ids_duplicate": 1}),
+        ([], [], {}),
+    ],
+)
+def test_clean_evidence_repairs_each_quirk(raw: list[str], ids: list[str], counts: dict[str, int]) -> None:
+    got, got_counts = clean_evidence(raw, KNOWN)
+    assert got == ids
+    expected = {"evidence_entries": len(raw), **counts}
+    assert {k: v for k, v in got_counts.items() if v} == {k: v for k, v in expected.items() if v}
+
+
+def test_parse_locomo_date_is_utc_and_handles_am_pm() -> None:
+    assert parse_locomo_date("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    assert parse_locomo_date("12:19 am on 4 January, 2024") == datetime(2024, 1, 4, 0, 19, tzinfo=timezone.utc)
+    with pytest.raises(ValueError):
+        parse_locomo_date("yesterday")
+
+
+# --- the quirks fixture ------------------------------------------------------------------------
+
+
+def test_quirks_fixture_summary_counts_every_quirk() -> None:
+    ds = load_locomo(QUIRKS)
+    s = ds.summary
+    assert (s.conversations, s.sessions, s.turns, s.questions) == (2, 3, 9, 9)
+    assert dict(s.questions_per_category) == {1: 1, 2: 1, 3: 2, 4: 3, 5: 2}
+    assert s.turns_with_image == 2
+    assert s.answers_int == 1
+    assert s.answers_from_adversarial == 1
+    assert s.evidence_entries == 10
+    assert s.evidence_entries_split == 2
+    assert s.evidence_ids_reformatted == 2
+    assert s.evidence_ids_unusable == 1
+    assert s.evidence_ids_missing_turn == 1
+    assert s.evidence_ids_duplicate == 1
+    assert s.questions_empty_evidence == 1
+    assert s.questions_without_usable_evidence == 2
+    assert s.orphan_session_dates == 1
+    assert json.loads(json.dumps(s.to_json()))["questions_per_category"] == {"1": 1, "2": 1, "3": 2, "4": 3, "5": 2}
+
+
+def test_quirks_fixture_records() -> None:
+    ds = load_locomo(QUIRKS)
+    conv = ds.conversations[0]
+    # Sessions come in number order although the file lists session_2 first.
+    assert [s.number for s in conv.sessions] == [1, 2]
+    assert conv.sessions[0].started_at == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    assert conv.sessions[0].date_text == "1:56 pm on 8 May, 2023"
+    t = conv.sessions[0].turns[1]
+    assert (t.turn_id, t.speaker) == ("conv-a:D1:2", "Bob")
+    assert t.img_urls == ("https://example.invalid/rex.jpg",)
+    assert t.blip_caption == "a photo of a brown dog on grass"
+    assert conv.sessions[1].turns[3].img_urls == ()
+
+    qs = {q.question_id: q for q in ds.questions}
+    assert qs["conv-a:q0"].evidence == ("conv-a:D1:3",)
+    assert qs["conv-a:q1"].answer == "2023" and qs["conv-a:q1"].answer_field == "answer"
+    assert qs["conv-a:q1"].evidence == ("conv-a:D2:1", "conv-a:D2:3")
+    assert qs["conv-a:q2"].evidence == ("conv-a:D1:3", "conv-a:D2:4")
+    assert qs["conv-a:q2"].raw_evidence == ("D:1:3", "D2:04")
+    adv = qs["conv-a:q3"]
+    assert (adv.answer, adv.answer_field, adv.adversarial_answer, adv.category) == (
+        "Rex",
+        "adversarial_answer",
+        "Rex",
+        5,
+    )
+    assert qs["conv-a:q4"].evidence == () and qs["conv-a:q5"].evidence == ()
+    assert qs["conv-a:q6"].evidence == ("conv-a:D2:3",)
+    both = qs["conv-b:q1"]
+    assert (both.answer, both.answer_field, both.adversarial_answer) == ("No", "answer", "Yes")
+    assert len(ds.sha256) == 64
+
+
+def test_to_static_turns_questions_and_exclusions() -> None:
+    ds = load_locomo(QUIRKS)
+    convs = to_static(ds)
+    assert [c.user_id for c in convs] == ["conv-a", "conv-b"]
+    a = convs[0]
+    first = a.sessions[0].turns[0]
+    assert render_turn(first) == "1:56 pm on 8 May, 2023 | Ann: I adopted a puppy named Rex today."
+    assert first.user_id == "conv-a" and first.created_at == a.sessions[0].now
+    # Captions are off by default and appended on request.
+    assert "[image:" not in a.sessions[0].turns[1].text
+    captioned = to_static(ds, captions=True)[0].sessions[0].turns[1]
+    assert captioned.text == "Congrats! What breed is Rex? [image: a photo of a brown dog on grass]"
+    excluded = {q.question_id: q.excluded for q in a.questions}
+    assert excluded == {
+        "conv-a:q0": None,
+        "conv-a:q1": None,
+        "conv-a:q2": None,
+        "conv-a:q3": "adversarial",
+        "conv-a:q4": "no_usable_evidence",
+        "conv-a:q5": "no_usable_evidence",
+        "conv-a:q6": None,
+    }
+    last = datetime(2023, 6, 19, 10, 4, tzinfo=timezone.utc)
+    assert all(q.now == last + QUESTION_DELAY for q in a.questions)
+    assert QUESTION_DELAY > timedelta(0)
+    assert len(to_static(ds, limit_conversations=1)) == 1
+
+
+def test_category_label_sets() -> None:
+    assert CATEGORY_LABELS["locomo"][1] == "multi-hop" and CATEGORY_LABELS["locomo"][4] == "single-hop"
+    assert CATEGORY_LABELS["mem0"] == {
+        1: "single-hop",
+        2: "temporal",
+        3: "multi-hop",
+        4: "open-domain",
+        5: "adversarial",
+    }
+
+
+# --- malformed files ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "fragments"),
+    [
+        ("locomo_bad_toplevel.json", ["JSON list", "dict"]),
+        ("locomo_bad_missing_qa.json", ["record 1 (conv-x)", "'qa'"]),
+        ("locomo_bad_category.json", ["record 0 (conv-x) qa[0]", "'category' = 7", "valid: 1, 2, 3, 4, 5"]),
+        ("locomo_bad_date.json", ["'session_1_date_time'", "'yesterday'", "1:56 pm on 8 May, 2023"]),
+        ("locomo_bad_turn.json", ["record 0 (conv-x) session_1[0]", "missing field 'text'"]),
+        ("locomo_bad_evidence.json", ["qa[0]", "'evidence' must be list"]),
+        ("locomo_bad_syntax.json", ["not valid JSON"]),
+    ],
+)
+def test_malformed_file_names_record_and_field(name: str, fragments: list[str]) -> None:
+    with pytest.raises(UserError) as info:
+        load_locomo(FIXTURES / name)
+    message = str(info.value)
+    assert "\n" not in message
+    assert name in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_missing_and_directory_paths(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such LoCoMo data file"):
+        load_locomo(tmp_path / "nope.json")
+    with pytest.raises(UserError, match="is a directory"):
+        load_locomo(tmp_path)
+
+
+# --- command-line errors -----------------------------------------------------------------------
+
+
+def _cli_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("k", ["0", "-3"])
+def test_cli_rejects_nonpositive_k(k: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _cli_error(["static", "locomo", "--data", str(QUIRKS), "-k", k], capsys)
+    assert "-k must be a positive integer" in line and k in line
+
+
+def test_cli_unknown_system_lists_known(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _cli_error(["static", "locomo", "--data", str(QUIRKS), "--system", "nosuch"], capsys)
+    assert "'nosuch'" in line and "naive" in line
+
+
+def test_cli_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _cli_error(["static", "locomo", "--data", str(tmp_path / "missing.json")], capsys)
+    assert "missing.json" in line and "no such" in line
+
+
+def test_cli_not_json_and_bad_shape(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    line = _cli_error(
+        ["static", "locomo", "--data", str(FIXTURES / "locomo_bad_syntax.json"), "--out", str(out)], capsys
+    )
+    assert "not valid JSON" in line
+    line = _cli_error(
+        ["static", "locomo", "--data", str(FIXTURES / "locomo_bad_category.json"), "--out", str(out)], capsys
+    )
+    assert "conv-x" in line and "category" in line
+    assert not out.exists()
+
+
+# --- the real file -----------------------------------------------------------------------------
+
+
+def test_real_file_counts() -> None:
+    ds = load_locomo(real_locomo_path())
+    s = ds.summary
+    assert (s.conversations, s.sessions, s.turns, s.questions) == (10, 272, 5882, 1986)
+    assert dict(s.questions_per_category) == {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
+    assert len(ds.questions) == 1986
+    assert sum(len(x.turns) for c in ds.conversations for x in c.sessions) == 5882
+    # The known quirks of locomo10.json, each met and counted.
+    assert s.answers_int == 6
+    assert s.answers_from_adversarial == 444
+    assert s.evidence_entries_split == 4
+    assert s.evidence_ids_reformatted == 2  # "D:11:26" and "D30:05"
+    assert s.evidence_ids_unusable == 1  # "D"
+    assert s.evidence_ids_missing_turn == 2
+    assert s.questions_empty_evidence == 4
+    assert s.orphan_session_dates == 16
+    q = next(q for q in ds.questions if q.raw_evidence == ("D30:05",))
+    assert q.evidence == ("conv-50:D30:5",)
