@@ -1,0 +1,76 @@
+"""Fixtures shared across the test suite."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from memory.base import Turn
+from memory.embed import Embedder, HashEmbedder
+
+T0 = datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
+"""Start of the test calendar."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep tests off the user's real cache unless ``MEMSIM_CACHE_DIR`` is set on purpose.
+
+    Setting it before running pytest shares computed embeddings across test
+    sessions (useful on a slow machine); otherwise each session starts empty.
+    """
+    preset = os.environ.get("MEMSIM_CACHE_DIR")
+    if preset:
+        yield Path(preset)
+        return
+    path = tmp_path_factory.mktemp("memsim-cache")
+    os.environ["MEMSIM_CACHE_DIR"] = str(path)
+    try:
+        yield path
+    finally:
+        os.environ.pop("MEMSIM_CACHE_DIR", None)
+
+
+@pytest.fixture
+def hash_embedder() -> HashEmbedder:
+    """A fresh deterministic bag-of-words embedder (dim 64)."""
+    return HashEmbedder(64)
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """The real packaged all-MiniLM-L6-v2, loaded once per session, on a session-private cache."""
+    return Embedder(cache_dir=tmp_path_factory.mktemp("minilm-cache"))
+
+
+@pytest.fixture
+def make_turn() -> Callable[..., Turn]:
+    """Factory of turns: ``make_turn("text", i=3, user="u1", speaker="alice", at=datetime)``.
+
+    ``i`` sets the turn id (``"<user>:t<i>"``) and, unless ``at`` is given,
+    the time (``T0 + i hours``).
+    """
+
+    def make(
+        text: str,
+        *,
+        i: int = 0,
+        user: str = "u1",
+        speaker: str = "alice",
+        at: datetime | None = None,
+        session: str = "s1",
+    ) -> Turn:
+        return Turn(
+            turn_id=f"{user}:t{i}",
+            user_id=user,
+            speaker=speaker,
+            text=text,
+            created_at=at if at is not None else T0 + timedelta(hours=i),
+            session_id=session,
+        )
+
+    return make
