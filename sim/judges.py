@@ -1,0 +1,446 @@
+"""Judges: score an answer against the gold answer.
+
+Deterministic judges:
+
+- ``contains``: the normalised gold answer appears, as whole words, in the
+  normalised answer. The default for synthetic scenarios, whose gold answers
+  are short values.
+- ``f1_locomo``: LoCoMo's token F1. Text is lowercased, commas, punctuation
+  and the words a/an/the/and are removed, tokens are Porter-stemmed and
+  compared as multisets. Per category: 1 (multi-hop) splits gold and answer on
+  commas and averages, over gold parts, the best F1 of any answer part;
+  3 (open-domain) keeps the gold up to its first ``;``; 5 (adversarial) is 1
+  when the answer says the information is not available (``no information
+  available`` or ``not mentioned``), else 0. Integer gold answers are read as
+  text.
+- ``f1_mem0``: Mem0's token F1: lowercase, split on whitespace after turning
+  ``. , ! ?`` into spaces, compare token sets, no stemming.
+- ``bleu1``: unigram BLEU: clipped unigram precision times the brevity
+  penalty, on the same tokens as ``f1_mem0``.
+
+LLM judges (their model and temperature are recorded by ``describe``):
+
+- ``llm_locomo``: CORRECT/WRONG against the gold answer, lenient on wording
+  and date formats.
+- ``llm_longmemeval``: LongMemEval's rubric per question type (``category``):
+  temporal questions forgive off-by-one counts of days, weeks or months;
+  knowledge-update answers may mention older values beside the updated one;
+  preference answers are checked against the rubric in the gold field;
+  questions whose id ends in ``_abs`` are correct when the answer says the
+  question cannot be answered from the history.
+
+A score is 1.0/0.0, or an F1 in [0, 1]. NaN means unscored (no gold answer,
+or an LLM verdict that could not be read), never zero.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from sim.errors import UserError
+from sim.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
+
+if TYPE_CHECKING:
+    from sim.llm import LLMClient
+
+__all__ = [
+    "Judge",
+    "ContainsJudge",
+    "LocomoF1Judge",
+    "Mem0F1Judge",
+    "Bleu1Judge",
+    "LocomoLLMJudge",
+    "LongMemEvalLLMJudge",
+    "JUDGE_NAMES",
+    "LLM_JUDGES",
+    "make_judge",
+    "normalize",
+    "locomo_f1",
+    "mem0_f1",
+    "bleu1",
+    "says_not_available",
+]
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Scores one answer; ``name`` is the column suffix in rows (``answer_<name>``)."""
+
+    name: str
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """1.0/0.0 or an F1 in [0, 1]; NaN when the answer cannot be scored."""
+        ...
+
+
+# --------------------------------------------------------------------------- text helpers
+
+_PUNCT = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+_LOCOMO_STOP = re.compile(r"\b(?:a|an|the|and)\b")
+
+
+def _text(value: Any) -> str:
+    # LoCoMo stores some answers as integers (years, counts).
+    return "" if value is None else str(value)
+
+
+def normalize(text: Any) -> str:
+    """Lowercase, punctuation and the articles a/an/the removed, whitespace collapsed."""
+    return " ".join(_ARTICLES.sub(" ", _text(text).lower().translate(_PUNCT)).split())
+
+
+def says_not_available(answer: str) -> bool:
+    """LoCoMo's adversarial rule: the answer says the information is not there."""
+    low = _text(answer).lower()
+    return "no information available" in low or "not mentioned" in low
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Callable[[str], str]:
+    try:
+        from nltk.stem import PorterStemmer
+    except ImportError:
+        raise UserError("the f1_locomo judge needs nltk (pip install nltk)") from None
+    return PorterStemmer().stem
+
+
+_stem_lock = threading.Lock()
+
+
+def _locomo_tokens(text: str) -> list[str]:
+    low = _text(text).replace(",", "").lower().translate(_PUNCT)
+    words = _LOCOMO_STOP.sub(" ", low).split()
+    stem = _stemmer()
+    # nltk's stemmer keeps a shared cache; stem under a lock when judges run in threads.
+    with _stem_lock:
+        return [stem(w) for w in words]
+
+
+def _f1_counts(pred: Sequence[str], gold: Sequence[str]) -> float:
+    same = sum((Counter(pred) & Counter(gold)).values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred)
+    recall = same / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _locomo_category(category: str | int | None) -> int | None:
+    if category is None or isinstance(category, bool):
+        return None
+    try:
+        return int(category)
+    except (TypeError, ValueError):
+        return None
+
+
+def locomo_f1(answer: str, gold: Any, category: str | int | None = None) -> float:
+    """LoCoMo's F1 of ``answer`` against ``gold`` under the rules of ``category``."""
+    cat = _locomo_category(category)
+    if cat == 5:
+        return 1.0 if says_not_available(answer) else 0.0
+    gold_text = _text(gold)
+    if cat == 3:
+        gold_text = gold_text.split(";")[0].strip()
+    if cat == 1:
+        answers = [a.strip() for a in _text(answer).split(",")]
+        golds = [g.strip() for g in gold_text.split(",")]
+        answer_tokens = [_locomo_tokens(a) for a in answers]
+        per_gold = [max(_f1_counts(a, _locomo_tokens(g)) for a in answer_tokens) for g in golds]
+        return sum(per_gold) / len(per_gold)
+    return _f1_counts(_locomo_tokens(_text(answer)), _locomo_tokens(gold_text))
+
+
+_MEM0_SPLIT = str.maketrans({".": " ", ",": " ", "!": " ", "?": " "})
+
+
+def _mem0_tokens(text: Any) -> list[str]:
+    return _text(text).lower().translate(_MEM0_SPLIT).split()
+
+
+def mem0_f1(answer: str, gold: Any) -> float:
+    """Mem0's F1: token sets, no stemming; 0 when either side has no tokens."""
+    pred, ref = set(_mem0_tokens(answer)), set(_mem0_tokens(gold))
+    if not pred or not ref:
+        return 0.0
+    same = len(pred & ref)
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def bleu1(answer: str, gold: Any) -> float:
+    """Unigram BLEU: clipped unigram precision times the brevity penalty."""
+    pred, ref = _mem0_tokens(answer), _mem0_tokens(gold)
+    if not pred or not ref:
+        return 0.0
+    clipped = sum((Counter(pred) & Counter(ref)).values())
+    precision = clipped / len(pred)
+    penalty = 1.0 if len(pred) > len(ref) else math.exp(1 - len(ref) / len(pred))
+    return precision * penalty
+
+
+# --------------------------------------------------------------------------- deterministic judges
+
+
+class ContainsJudge:
+    """1.0 when the normalised gold answer appears as whole words in the normalised answer."""
+
+    name = "contains"
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """See the class docstring; NaN when the gold answer is empty."""
+        g = normalize(gold)
+        if not g:
+            return math.nan
+        return 1.0 if f" {g} " in f" {normalize(answer)} " else 0.0
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this judge."""
+        return {"name": self.name}
+
+
+class LocomoF1Judge:
+    """LoCoMo's token F1 with its per-category rules (see ``locomo_f1``)."""
+
+    name = "f1_locomo"
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """F1 in [0, 1]; NaN when the gold answer is empty outside category 5."""
+        if _locomo_category(category) != 5 and not _text(gold).strip():
+            return math.nan
+        return locomo_f1(answer, gold, category)
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this judge."""
+        return {"name": self.name}
+
+
+class Mem0F1Judge:
+    """Mem0's set-based token F1 (see ``mem0_f1``)."""
+
+    name = "f1_mem0"
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """F1 in [0, 1]; NaN when the gold answer is empty."""
+        if not _mem0_tokens(gold):
+            return math.nan
+        return mem0_f1(answer, gold)
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this judge."""
+        return {"name": self.name}
+
+
+class Bleu1Judge:
+    """Unigram BLEU (see ``bleu1``)."""
+
+    name = "bleu1"
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """BLEU-1 in [0, 1]; NaN when the gold answer is empty."""
+        if not _mem0_tokens(gold):
+            return math.nan
+        return bleu1(answer, gold)
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this judge."""
+        return {"name": self.name}
+
+
+# --------------------------------------------------------------------------- LLM judges
+
+_CORRECT_WRONG = re.compile(r"\b(CORRECT|WRONG|INCORRECT)\b", re.IGNORECASE)
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+class _LLMJudge:
+    """Shared parts: one short, greedy call per answer, verdict read from the reply."""
+
+    name = ""
+    max_tokens = 8
+
+    def __init__(self, llm: LLMClient, *, temperature: float = 0.0, seed: int = 0) -> None:
+        self.llm = llm
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self.unparsed = 0
+        """Replies in which no verdict could be found (scored NaN)."""
+        self._lock = threading.Lock()
+
+    def _ask(self, template: PromptTemplate, **values: str) -> str:
+        messages = template.render(**values)
+        out = self.llm.chat(
+            messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed
+        )
+        return out.text
+
+    def _unparsed(self) -> float:
+        with self._lock:
+            self.unparsed += 1
+        return math.nan
+
+    def _prompt_ids(self) -> list[str]:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Name, model, endpoint, temperature and prompt ids of this judge."""
+        return {
+            "name": self.name,
+            "kind": self.llm.name,
+            "model": self.llm.model,
+            "endpoint": getattr(self.llm, "endpoint", ""),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "prompt_ids": self._prompt_ids(),
+        }
+
+
+class LocomoLLMJudge(_LLMJudge):
+    """CORRECT/WRONG judgement against the gold answer (LoCoMo style).
+
+    For LoCoMo's adversarial category (5) there is no gold answer to compare
+    with: the answer is scored by ``says_not_available`` without a call.
+    """
+
+    name = "llm_locomo"
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """1.0 (CORRECT), 0.0 (WRONG) or NaN (no verdict in the reply, or no gold)."""
+        if _locomo_category(category) == 5:
+            return 1.0 if says_not_available(answer) else 0.0
+        if not _text(gold).strip():
+            return math.nan
+        reply = self._ask(JUDGE_LOCOMO, question=question, gold=_text(gold), answer=_text(answer))
+        m = _CORRECT_WRONG.search(reply)
+        if m is None:
+            return self._unparsed()
+        return 1.0 if m.group(1).upper() == "CORRECT" else 0.0
+
+    def _prompt_ids(self) -> list[str]:
+        return [JUDGE_LOCOMO.id]
+
+
+class LongMemEvalLLMJudge(_LLMJudge):
+    """LongMemEval's per-type rubric; ``category`` is the question type."""
+
+    name = "llm_longmemeval"
+
+    @staticmethod
+    def template_for(category: str | int | None, question_id: str | None) -> PromptTemplate:
+        """The rubric for a question: abstention by id, else by question type."""
+        if question_id is not None and str(question_id).endswith("_abs"):
+            return JUDGE_LONGMEMEVAL["abstention"]
+        key = JUDGE_LONGMEMEVAL_TYPES.get(str(category), "default")
+        return JUDGE_LONGMEMEVAL[key]
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """1.0 (yes), 0.0 (no) or NaN (no verdict in the reply)."""
+        template = self.template_for(category, question_id)
+        reply = self._ask(template, question=question, gold=_text(gold), answer=_text(answer))
+        m = _YES_NO.search(reply)
+        if m is None:
+            return self._unparsed()
+        return 1.0 if m.group(1).lower() == "yes" else 0.0
+
+    def _prompt_ids(self) -> list[str]:
+        return [t.id for t in JUDGE_LONGMEMEVAL.values()]
+
+
+# --------------------------------------------------------------------------- factory
+
+_DETERMINISTIC: dict[str, Callable[[], Judge]] = {
+    "contains": ContainsJudge,
+    "f1_locomo": LocomoF1Judge,
+    "f1_mem0": Mem0F1Judge,
+    "bleu1": Bleu1Judge,
+}
+_LLM: dict[str, Callable[..., Judge]] = {
+    "llm_locomo": LocomoLLMJudge,
+    "llm_longmemeval": LongMemEvalLLMJudge,
+}
+JUDGE_NAMES: tuple[str, ...] = (*_DETERMINISTIC, *_LLM)
+"""Every judge name ``make_judge`` knows."""
+LLM_JUDGES: frozenset[str] = frozenset(_LLM)
+"""Judges that call an LLM."""
+
+
+def make_judge(name: str, llm: LLMClient | None = None, *, temperature: float = 0.0) -> Judge:
+    """Build the judge ``name``; LLM judges use ``llm``.
+
+    Raises:
+        UserError: unknown name (the message lists the known ones), or an LLM
+            judge without a client.
+    """
+    if name in _DETERMINISTIC:
+        return _DETERMINISTIC[name]()
+    if name in _LLM:
+        if llm is None:
+            raise UserError(f"--judge {name}: this judge needs an LLM (use --llm, and a reader other than none)")
+        return _LLM[name](llm, temperature=temperature)
+    raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")

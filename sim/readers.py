@@ -1,0 +1,237 @@
+"""Readers: turn retrieved memories and a question into an answer.
+
+A reader fills one of the prompt templates of ``sim.prompts`` with the
+memories (each with the date it was said), the question and the date it is
+asked, sends it to an LLM client and extracts the final answer.
+
+Variants:
+
+- ``short``: answer in a few words.
+- ``cot``: reason step by step (quote the relevant memories, enumerate before
+  counting, prefer the newest value of a changed fact and state its date,
+  write date arithmetic out, infer preferences from behaviour), then give
+  the answer on a line marked ``FINAL ANSWER:``, which the reader extracts.
+
+Memories that do not fit the model's context window (minus the tokens
+reserved for the reply) are dropped, lowest ranked first, and the answer
+records that it was truncated. The memories kept are shown oldest first, so
+that the last mention of a fact is also its newest value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sim.errors import UserError
+from sim.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
+
+if TYPE_CHECKING:
+    from memory.base import Retrieved
+    from sim.llm import LLMClient
+
+__all__ = [
+    "Answer",
+    "Reader",
+    "READER_VARIANTS",
+    "DEFAULT_ANSWER_TOKENS",
+    "format_memory",
+    "format_question_date",
+    "extract_answer",
+]
+
+READER_VARIANTS: tuple[str, ...] = tuple(READER_TEMPLATES)
+"""Reader variant names."""
+
+DEFAULT_ANSWER_TOKENS: dict[str, int] = {"short": 48, "cot": 512}
+"""Tokens reserved for the reply, per variant, unless the caller says otherwise."""
+
+# Tokens a chat template adds around each message and before the reply
+# (role markers, separators); generous so that an estimate never overflows.
+_TOKENS_PER_MESSAGE = 8
+_TOKENS_SAFETY = 16
+
+# A memory already carries its date when it starts with a short dated prefix
+# followed by " | " (the form of ``memory.base.render_turn``).
+_DATED_PREFIX = re.compile(r"^[^|\n]{0,48}\d[^|\n]{0,48} \| ")
+_FINAL_LINE = re.compile(
+    r"^[\s>*_#-]*" + re.escape(FINAL_ANSWER_MARK.rstrip(":")) + r"[\s*_]*[:：][\s*_]*(?P<answer>.*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_ANSWER_PREFIX = re.compile(r"^[\s*_]*(?:final\s+)?answer[\s*_]*[:：][\s*_]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A reader's answer to one question, with what producing it cost."""
+
+    text: str
+    """The extracted final answer."""
+    raw: str
+    """The model's full reply."""
+    prompt_id: str
+    """Id of the prompt template (name and hash of its text)."""
+    prompt_tokens: int
+    """Prompt tokens of the call."""
+    completion_tokens: int
+    """Tokens generated."""
+    latency_s: float
+    """Wall time of the call (of the original call when the reply was cached)."""
+    truncated: bool
+    """True when some retrieved memories were dropped to fit the context window."""
+    n_memories_used: int
+    """How many retrieved memories the prompt showed."""
+    cached: bool = False
+    """True when the reply came from the response cache."""
+
+
+def format_question_date(when: datetime | str) -> str:
+    """The date a question is asked, as the prompt shows it (``Monday, 8 May 2023``)."""
+    if isinstance(when, str):
+        return when.strip()
+    return f"{when:%A}, {when.day} {when:%B %Y}"
+
+
+def format_memory(memory: Retrieved) -> str:
+    """One memory on one line, starting with its date.
+
+    A text that already starts with a date (``"8 May, 2023 | Caroline: ..."``)
+    is kept as it is; otherwise ``created_at`` is put in front.
+    """
+    text = " ".join(memory.text.split())
+    if _DATED_PREFIX.match(text):
+        return f"- {text}"
+    return f"- {memory.created_at:%Y-%m-%d %H:%M} | {text}"
+
+
+def extract_answer(raw: str, variant: str) -> str:
+    """The final answer in a reply.
+
+    ``cot``: the text after the last ``FINAL ANSWER:`` marker; when the model
+    wrote none, the last non-empty line. ``short``: the first non-empty line,
+    without an ``Answer:`` prefix.
+    """
+    text = raw.strip()
+    if not text:
+        return ""
+    if variant == "cot":
+        found = [m.group("answer") for m in _FINAL_LINE.finditer(text)]
+        line = found[-1] if found else text.splitlines()[-1]
+    else:
+        line = next(ln for ln in text.splitlines() if ln.strip())
+    line = _ANSWER_PREFIX.sub("", line.strip())
+    return line.strip().strip("*_`\"'").strip()
+
+
+class Reader:
+    """Answers questions from retrieved memories with an LLM client."""
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        variant: str = "short",
+        max_answer_tokens: int | None = None,
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        template: PromptTemplate | None = None,
+    ) -> None:
+        """Args:
+        llm: the client that writes answers.
+        variant: ``short`` or ``cot``.
+        max_answer_tokens: tokens reserved for the reply; default per variant
+            (``DEFAULT_ANSWER_TOKENS``).
+        temperature: sampling temperature (0: greedy, reproducible).
+        seed: sampling seed sent with every call.
+        template: a template to use instead of the variant's own (it must have the
+            fields ``memories``, ``question`` and ``question_date``).
+
+        Raises:
+            UserError: unknown variant (the message lists the known ones).
+        """
+        if variant not in READER_TEMPLATES:
+            raise UserError(f"--reader: unknown variant {variant!r}; choose one of: none, {', '.join(READER_VARIANTS)}")
+        self.llm = llm
+        self.variant = variant
+        self.template = template or READER_TEMPLATES[variant]
+        self.max_answer_tokens = int(max_answer_tokens or DEFAULT_ANSWER_TOKENS[variant])
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+
+    @property
+    def prompt_id(self) -> str:
+        """Id of the template in use."""
+        return self.template.id
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this reader."""
+        return {
+            "variant": self.variant,
+            "prompt_id": self.prompt_id,
+            "max_answer_tokens": self.max_answer_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+    def build_messages(
+        self, question: str, question_date: datetime | str, memories: Sequence[Retrieved]
+    ) -> tuple[list[dict[str, str]], int]:
+        """The chat messages for a question and how many memories they show.
+
+        Memories are taken best first while they fit the context window
+        (one that does not fit is skipped, a shorter one after it may still
+        fit), then shown oldest first.
+
+        Raises:
+            UserError: the prompt does not fit the context window even without memories.
+        """
+        date = format_question_date(question_date)
+        empty = self.template.render(memories=NO_MEMORIES, question=question, question_date=date)
+        fixed = sum(self.llm.count_tokens(m["content"]) for m in empty)
+        fixed += _TOKENS_PER_MESSAGE * len(empty) + _TOKENS_SAFETY
+        budget = self.llm.context_window - self.max_answer_tokens - fixed
+        if budget < 0:
+            raise UserError(
+                f"the {self.variant} prompt for question {question[:60]!r} needs {fixed} tokens plus "
+                f"{self.max_answer_tokens} for the answer, more than the model's context window of "
+                f"{self.llm.context_window}"
+            )
+        budget += self.llm.count_tokens(NO_MEMORIES)
+        chosen: list[tuple[int, str]] = []
+        for rank, memory in enumerate(memories):
+            line = format_memory(memory)
+            cost = self.llm.count_tokens(line) + 1  # +1: the newline
+            if cost <= budget:
+                chosen.append((rank, line))
+                budget -= cost
+        order = sorted(chosen, key=lambda c: (memories[c[0]].created_at, c[0]))
+        block = "\n".join(line for _, line in order) if order else NO_MEMORIES
+        messages = self.template.render(memories=block, question=question, question_date=date)
+        return messages, len(chosen)
+
+    def answer(
+        self, question: str, question_date: datetime | str, memories: Sequence[Retrieved]
+    ) -> Answer:
+        """Answer ``question`` from ``memories`` (best first).
+
+        Raises:
+            LLMUnavailableError: the model's endpoint failed (see ``sim.llm``).
+        """
+        messages, used = self.build_messages(question, question_date, memories)
+        out = self.llm.chat(
+            messages, max_tokens=self.max_answer_tokens, temperature=self.temperature, seed=self.seed
+        )
+        return Answer(
+            text=extract_answer(out.text, self.variant),
+            raw=out.text,
+            prompt_id=self.prompt_id,
+            prompt_tokens=out.prompt_tokens,
+            completion_tokens=out.completion_tokens,
+            latency_s=out.latency_s,
+            truncated=used < len(memories),
+            n_memories_used=used,
+            cached=out.cached,
+        )
