@@ -25,12 +25,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory.base import Turn
 from scenarios import persona_text as T
 from scenarios.base import ScenarioStream
-from sim.errors import UserError
+from sim.config import validate_args
 from sim.events import Deletion, Event, Question, Session, sort_events
 
 __all__ = ["PersonaConfig", "PersonaScenario", "BASE_CHANGE_RATES", "RECOMMENDATION_TOPIC"]
@@ -105,20 +105,6 @@ class PersonaConfig(BaseModel):
     @classmethod
     def _aware(cls, v: datetime) -> datetime:
         return v if v.tzinfo is not None else v.replace(tzinfo=timezone.utc)
-
-
-def validate_args(model: type[BaseModel], args: Mapping[str, Any], *, what: str, source: str) -> BaseModel:
-    """Validate ``args`` with ``model``; errors name the key and the source file."""
-    try:
-        return model(**dict(args))
-    except ValidationError as exc:
-        where = f" in {source}" if source else ""
-        parts = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-            msg = err["msg"].removeprefix("Value error, ")
-            parts.append(f"{what}.{key}: {msg}")
-        raise UserError(f"bad {what} configuration{where}: " + "; ".join(parts)) from None
 
 
 @dataclass(slots=True)
