@@ -18,6 +18,8 @@ __all__ = ["main"]
 
 # (command, module implementing it, help)
 _COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("demo", "sim.demo_cli", "the persona demo against every registered system (offline)"),
+    ("run", "sim.run_cli", "replay a scenario config against memory systems"),
     ("static", "static_benchmarks.cli", "run a static benchmark (LoCoMo, LongMemEval)"),
 )
 
