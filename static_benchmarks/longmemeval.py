@@ -90,10 +90,15 @@ __all__ = [
     "score_ranking",
     "score_turn2session",
     "RetrievalRun",
+    "retrieval_row",
     "run_retrieval",
+    "retrieval_frame",
     "summarise_retrieval",
     "AnswerSetup",
     "QaRun",
+    "QA_ROWS",
+    "read_qa_rows",
+    "qa_row",
     "run_qa",
     "summarise_qa",
     "format_retrieval_table",
@@ -963,3 +968,297 @@ def format_retrieval_table(metrics: Mapping[str, Any], ks: Sequence[int] = RETRI
                 lines.append(f"{name:<{name_w}} {g['instances']:>5} {g[lvl]['scored']:>6}{cells}")
             lines.append("")
     return "\n".join(lines).rstrip("\n")
+
+
+# ---------------------------------------------------------------------------
+# QA protocol
+
+
+class AnswerSetup(Protocol):
+    """A reader plus judges (``sim.answering``), or a test double.
+
+    ``answer_and_judge`` returns flat JSON-serialisable fields: the answer,
+    one ``answer_<judge>`` score per judge, tokens and cost.
+    """
+
+    def answer_and_judge(
+        self,
+        question: str,
+        question_date: datetime,
+        memories: Sequence[Retrieved],
+        gold: str,
+        category: str,
+        question_id: str,
+    ) -> Mapping[str, Any]:
+        """Answer one question from ``memories`` and score the answer."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class QaRun:
+    """What a QA-protocol run has recorded (this session's rows and resumed ones)."""
+
+    rows: tuple[Mapping[str, Any], ...]
+    """One row per finished instance, in the order they finished."""
+    resumed: int
+    """Rows found in the run folder from an earlier, interrupted session."""
+    dropped_partial_line: bool
+    """Whether a half-written last line (a crash mid-write) was cut off."""
+    texts_ingested: int
+    """Memory texts handed to the systems this session."""
+    unique_texts: int
+    """Distinct texts among them."""
+    wall_s: float
+    """Wall time of this session."""
+
+
+QA_ROWS = "qa_rows.jsonl"
+"""Append-only file of finished QA instances in a run folder."""
+
+
+def read_qa_rows(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
+    """Finished rows of a run folder's ``qa_rows.jsonl`` (missing file: none).
+
+    A last line without its newline is what a crash mid-write leaves: it is
+    cut off (and reported) so that the instance runs again. Any other bad
+    line is an error.
+
+    Returns:
+        The rows and whether a partial last line was cut off.
+
+    Raises:
+        UserError: a complete line that is not a JSON object with ``question_id``.
+    """
+    p = Path(path)
+    if not p.exists():
+        return [], False
+    data = p.read_bytes()
+    dropped = False
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with p.open("r+b") as f:
+            f.truncate(cut)
+        data = data[:cut]
+        dropped = True
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{p}: line {n}: not JSON ({exc.msg}); remove the line to resume") from None
+        if not isinstance(row, dict) or not isinstance(row.get("question_id"), str):
+            raise UserError(f"{p}: line {n}: expected an object with question_id; remove the line to resume")
+        rows.append(row)
+    return rows, dropped
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; null reads back as unscored
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (np.integer, np.floating)):
+        return _json_safe(value.item())
+    return str(value)
+
+
+def qa_row(
+    inst: Instance,
+    system: MemorySystem,
+    answer: AnswerSetup,
+    *,
+    k: int = 30,
+    texts: _TextCounter | None = None,
+) -> dict[str, Any]:
+    """Ingest every turn of one instance, retrieve the top ``k``, answer and judge.
+
+    ``now`` for retrieval is the later of the question date and the newest
+    session; the reader gets the question date. The row also carries
+    ``evidence_any@k``: whether a turn the file marks ``has_answer`` (user or
+    assistant, answer sessions only) is in the provenance of the top ``k``
+    (NaN when there is none, e.g. abstention questions).
+    """
+    uid = inst.question_id
+    start = time.perf_counter()
+    n_items = 0
+    for turns in memory_turns(inst, granularity="turn", user_only=False):
+        if not turns:
+            continue
+        system.ingest(turns, user_id=uid, now=turns[0].created_at)
+        n_items += len(turns)
+        if texts is not None:
+            for t in turns:
+                texts.add(render_turn(t))
+    ingest_ms = (time.perf_counter() - start) * 1000.0
+    start = time.perf_counter()
+    retrieved = system.retrieve(inst.question, user_id=uid, now=inst.latest, k=k)
+    retrieve_ms = (time.perf_counter() - start) * 1000.0
+    evidence = {
+        turn_key(s.session_id, t.index) for s in inst.sessions if s.is_answer for t in s.turns if t.has_answer
+    }
+    hit = any(evidence.intersection(r.source_turn_ids) for r in retrieved[:k])
+    row: dict[str, Any] = {
+        "question_id": inst.question_id,
+        "question_type": inst.question_type,
+        "abstention": inst.is_abstention,
+        "question": inst.question,
+        "gold": inst.answer,
+        "question_date": inst.question_date_text,
+        "sessions": len(inst.sessions),
+        "items": n_items,
+        "k": k,
+        "retrieved_ids": [r.memory_id for r in retrieved],
+        "retrieved_sources": [list(r.source_turn_ids) for r in retrieved],
+        "ingest_ms": ingest_ms,
+        "retrieve_ms": retrieve_ms,
+        f"evidence_any@{k}": (float(hit) if evidence and not inst.is_abstention else math.nan),
+    }
+    start = time.perf_counter()
+    result = answer.answer_and_judge(
+        inst.question, inst.question_date, retrieved, inst.answer, inst.question_type, inst.question_id
+    )
+    row["answer_s"] = time.perf_counter() - start
+    for key, value in result.items():
+        if key in row:
+            key = f"answer.{key}"
+        row[key] = value
+    return row
+
+
+def run_qa(
+    instances: Iterable[Instance],
+    make_system: Callable[[], MemorySystem],
+    answer: AnswerSetup,
+    *,
+    run_dir: str | Path,
+    k: int = 30,
+    progress: bool | None = None,
+    total: int | None = None,
+) -> QaRun:
+    """Run the QA protocol, appending each finished instance to ``run_dir/qa_rows.jsonl``.
+
+    Instances already in that file are skipped, so a run interrupted by a
+    crash, Ctrl-C or an endpoint that went away resumes where it stopped.
+    Each row is flushed and synced before the next instance starts.
+
+    Args:
+        instances: instances to run (streamed).
+        make_system: builds a fresh, empty system; called once per instance.
+        answer: the reader and judges.
+        run_dir: the run folder (created when missing).
+        k: memories retrieved per question.
+        progress: show a progress bar (None: only on a terminal).
+        total: number of instances, for the progress bar.
+    """
+    from tqdm.auto import tqdm
+
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise UserError(f"-k must be a positive integer, got {k!r}")
+    folder = Path(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / QA_ROWS
+    previous, dropped = read_qa_rows(path)
+    done = {r["question_id"] for r in previous}
+    rows: list[Mapping[str, Any]] = list(previous)
+    texts = _TextCounter()
+    start = time.perf_counter()
+    with path.open("a", encoding="utf-8") as out, tqdm(
+        total=total, initial=0, unit="inst", desc="longmemeval qa", leave=False,
+        disable=None if progress is None else not progress,
+    ) as bar:
+        for inst in instances:
+            bar.update(1)
+            if inst.question_id in done:
+                continue
+            row = _json_safe(qa_row(inst, make_system(), answer, k=k, texts=texts))
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+            done.add(inst.question_id)
+            rows.append(row)
+    return QaRun(
+        rows=tuple(rows),
+        resumed=len(previous),
+        dropped_partial_line=dropped,
+        texts_ingested=texts.total,
+        unique_texts=texts.unique,
+        wall_s=time.perf_counter() - start,
+    )
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def summarise_qa(rows: Sequence[Mapping[str, Any]], *, score_key: str = "answer_llm_longmemeval") -> dict[str, Any]:
+    """Accuracy tables as the official ``print_qa_metrics``, plus tokens and cost.
+
+    - overall accuracy: mean over all judged instances;
+    - task-averaged accuracy: mean of the per-type means (of the types present);
+    - per-type accuracy (abstention instances count in their type too);
+    - abstention accuracy: mean over the ``_abs`` instances.
+
+    A row whose judge gave no verdict (null/NaN) is unscored: counted, not zero.
+    Token and cost totals add every numeric field whose name ends in
+    ``tokens`` or contains ``cost``.
+    """
+    def acc(part: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        vals = [v for v in (_num(r.get(score_key)) for r in part) if v is not None]
+        return {"n": len(part), "judged": len(vals), "accuracy": (sum(vals) / len(vals)) if vals else None}
+
+    per_type = {t: acc([r for r in rows if r.get("question_type") == t]) for t in QUESTION_TYPES}
+    per_type = {t: v for t, v in per_type.items() if v["n"]}
+    type_means = [v["accuracy"] for v in per_type.values() if v["accuracy"] is not None]
+    totals: dict[str, float] = {}
+    for r in rows:
+        for key, value in r.items():
+            if key.endswith("tokens") or "cost" in key:
+                v = _num(value)
+                if v is not None:
+                    totals[key] = totals.get(key, 0.0) + v
+    ev = [v for v in (_num(r.get(f"evidence_any@{r.get('k')}")) for r in rows) if v is not None]
+    return {
+        "score_key": score_key,
+        "overall": acc(rows),
+        "task_averaged_accuracy": (sum(type_means) / len(type_means)) if type_means else None,
+        "types_averaged": [t for t, v in per_type.items() if v["accuracy"] is not None],
+        "per_type": per_type,
+        "abstention": acc([r for r in rows if str(r.get("question_id", "")).endswith("_abs")]),
+        "evidence_any_at_k": (sum(ev) / len(ev)) if ev else None,
+        "totals": totals,
+    }
+
+
+def format_qa_table(metrics: Mapping[str, Any]) -> str:
+    """The QA table: per type, overall, task-averaged, abstention, tokens and cost."""
+    def pct(v: float | None) -> str:
+        return f"{'-':>8}" if v is None else f"{100 * v:>7.1f}%"
+
+    w = 26
+    lines = [f"{'question type':<{w}} {'n':>5} {'judged':>6} {'accuracy':>8}", "-" * (w + 22)]
+    for t, v in metrics["per_type"].items():
+        lines.append(f"{t:<{w}} {v['n']:>5} {v['judged']:>6} {pct(v['accuracy'])}")
+    lines.append("-" * (w + 22))
+    o, a = metrics["overall"], metrics["abstention"]
+    lines.append(f"{'overall':<{w}} {o['n']:>5} {o['judged']:>6} {pct(o['accuracy'])}")
+    lines.append(f"{'task-averaged':<{w}} {'':>5} {'':>6} {pct(metrics['task_averaged_accuracy'])}")
+    lines.append(f"{'abstention':<{w}} {a['n']:>5} {a['judged']:>6} {pct(a['accuracy'])}")
+    if metrics.get("evidence_any_at_k") is not None:
+        lines.append(f"{'evidence in top k':<{w}} {'':>5} {'':>6} {pct(metrics['evidence_any_at_k'])}")
+    if metrics["totals"]:
+        lines.append("totals: " + ", ".join(
+            f"{key} {value:.4f}" if "cost" in key else f"{key} {int(value)}" for key, value in sorted(metrics["totals"].items())
+        ))
+    return "\n".join(lines)

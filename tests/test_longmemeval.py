@@ -382,3 +382,107 @@ def test_naive_with_hash_embedder_is_deterministic() -> None:
         for name, v in r.items():
             if "@" in name and not math.isnan(v):
                 assert 0.0 <= v <= 1.0
+
+
+# ---------------------------------------------------------------------------- QA protocol
+
+
+class FakeAnswers:
+    """Test double of a reader + judge: answers with the gold when a retrieved memory states it."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.calls: list[str] = []
+        self.fail_after = fail_after
+        self.dates: list[datetime] = []
+
+    def answer_and_judge(
+        self,
+        question: str,
+        question_date: datetime,
+        memories: Sequence[Retrieved],
+        gold: str,
+        category: str,
+        question_id: str,
+    ) -> dict[str, Any]:
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise UserError("endpoint went away")
+        self.calls.append(question_id)
+        self.dates.append(question_date)
+        found = any(gold.lower() in m.text.lower() for m in memories)
+        if question_id.endswith("_abs"):
+            verdict = 1.0
+        elif category == "single-session-preference":
+            verdict = math.nan  # a judge reply without a verdict
+        else:
+            verdict = float(found)
+        return {"answer": gold if found else "I don't know", "answer_llm_longmemeval": verdict,
+                "reader_prompt_tokens": 100, "reader_completion_tokens": 5, "cost_usd": 0.25}
+
+
+def test_qa_protocol_end_to_end(tmp_path: Path) -> None:
+    made: list[LexicalMemory] = []
+
+    def make() -> LexicalMemory:
+        made.append(LexicalMemory())
+        return made[-1]
+
+    fake = FakeAnswers()
+    run = lme.run_qa(lme.iter_instances(MINI), make, fake, run_dir=tmp_path, k=3, progress=False)
+    insts = lme.load_instances(MINI)
+    assert fake.calls == [i.question_id for i in insts]  # abstention instances are asked too
+    assert fake.dates == [i.question_date for i in insts]
+    # QA ingests every turn, assistant turns included
+    assert any(t.speaker == "assistant" for t in made[0].turns)
+    assert len(made[0].turns) == sum(len(s.turns) for s in insts[0].sessions)
+    rows = {r["question_id"]: r for r in run.rows}
+    assert all(len(r["retrieved_ids"]) <= 3 for r in run.rows)
+    # the assistant's cacio e pepe turn is evidence the QA retrieval can find
+    assert rows["a55157a1"]["evidence_any@3"] == 1.0
+    assert rows["a55157a1"]["answer_llm_longmemeval"] == 1.0
+    assert rows["d0c1a7e2_abs"]["evidence_any@3"] is None  # abstention: no evidence to find
+    metrics = lme.summarise_qa(run.rows)
+    verdicts = {qid: r["answer_llm_longmemeval"] for qid, r in rows.items()}
+    judged = [v for v in verdicts.values() if v is not None]
+    assert metrics["overall"]["n"] == 7 and metrics["overall"]["judged"] == 6
+    assert metrics["overall"]["accuracy"] == pytest.approx(sum(judged) / len(judged))
+    type_means = []
+    for t in lme.QUESTION_TYPES:
+        vals = [verdicts[i.question_id] for i in insts if i.question_type == t and verdicts[i.question_id] is not None]
+        if vals:
+            type_means.append(sum(vals) / len(vals))
+            assert metrics["per_type"][t]["accuracy"] == pytest.approx(type_means[-1])
+    assert metrics["task_averaged_accuracy"] == pytest.approx(sum(type_means) / len(type_means))
+    assert metrics["per_type"]["single-session-preference"]["accuracy"] is None
+    assert metrics["abstention"] == {"n": 1, "judged": 1, "accuracy": 1.0}
+    assert metrics["totals"] == {"reader_prompt_tokens": 700, "reader_completion_tokens": 35, "cost_usd": pytest.approx(1.75)}
+    table = lme.format_qa_table(metrics)
+    assert "task-averaged" in table and "abstention" in table and "cost_usd 1.7500" in table
+
+
+def test_qa_resumes_without_repeating_finished_instances(tmp_path: Path) -> None:
+    first = FakeAnswers(fail_after=3)
+    with pytest.raises(UserError, match="endpoint went away"):
+        lme.run_qa(lme.iter_instances(MINI), LexicalMemory, first, run_dir=tmp_path, k=5, progress=False)
+    saved, dropped = lme.read_qa_rows(tmp_path / lme.QA_ROWS)
+    assert [r["question_id"] for r in saved] == first.calls and not dropped
+    # a crash in the middle of writing the next row leaves half a line
+    with (tmp_path / lme.QA_ROWS).open("a") as f:
+        f.write('{"question_id": "7e3b9d21", "answ')
+    second = FakeAnswers()
+    run = lme.run_qa(lme.iter_instances(MINI), LexicalMemory, second, run_dir=tmp_path, k=5, progress=False)
+    ids = [i.question_id for i in lme.load_instances(MINI)]
+    assert second.calls == ids[3:]
+    assert run.resumed == 3 and run.dropped_partial_line
+    assert sorted(r["question_id"] for r in run.rows) == sorted(ids)
+    lines = (tmp_path / lme.QA_ROWS).read_text().splitlines()
+    assert len(lines) == len(ids) == len({json.loads(x)["question_id"] for x in lines})
+    # a finished run resumed again asks nothing
+    third = FakeAnswers()
+    lme.run_qa(lme.iter_instances(MINI), LexicalMemory, third, run_dir=tmp_path, k=5, progress=False)
+    assert third.calls == []
+
+
+def test_qa_rows_file_with_a_bad_complete_line(tmp_path: Path) -> None:
+    (tmp_path / lme.QA_ROWS).write_text('{"question_id": "a"}\nnot json\n')
+    with pytest.raises(UserError, match=r"qa_rows.jsonl: line 2: not JSON"):
+        lme.read_qa_rows(tmp_path / lme.QA_ROWS)
