@@ -178,6 +178,66 @@ def _register_builtin() -> None:
         "memory.naive:NaiveMemory",
         description="every turn stored as one memory; top-k by cosine",
     )
+    register_memory(
+        "surprise",
+        "memory.gated:SurpriseMemory",
+        description="turn stored when 1 - max cosine to its speaker's memories >= 0.2; first 3 per speaker kept",
+    )
+    register_memory(
+        "multisignal",
+        "memory.gated:MultiSignalMemory",
+        description="surprise gate OR temporal markers OR novel named entities (spaCy); reports compression",
+    )
+    register_memory(
+        "neuroplastic",
+        "memory.neuroplastic:NeuroplasticMemory",
+        description="every turn stored; strengthening, association links, belief revision, consolidation",
+    )
+    # Ablations: each mechanism off in turn.
+    for mechanism in ("ltp", "associations", "inhibition", "consolidation"):
+        register_memory(
+            f"neuroplastic-no-{mechanism}",
+            "memory.neuroplastic:NeuroplasticMemory",
+            description=f"neuroplastic with {mechanism} switched off",
+            defaults={mechanism: False},
+        )
+    register_memory(
+        "fullcontext",
+        "memory.fullcontext:FullContextMemory",
+        description="no retrieval: the newest turns that fit 2048 tokens, in time order",
+    )
+    register_memory(
+        "bm25",
+        "memory.lexical:BM25Memory",
+        description="every turn stored; top-k by BM25 per user (bm25s)",
+    )
+    register_memory(
+        "hybrid",
+        "memory.lexical:HybridMemory",
+        description="BM25 and dense cosine rankings fused by reciprocal rank",
+    )
+    register_memory(
+        "recency",
+        "memory.variants:RecencyMemory",
+        description="any system (inner=NAME) with scores boosted by recency",
+    )
+    register_memory(
+        "rerank",
+        "memory.variants:RerankMemory",
+        description="any system (inner=NAME) reranked by a local cross-encoder (model=PATH)",
+    )
+    register_memory(
+        "naive+recency",
+        "memory.variants:RecencyMemory",
+        description="naive with scores boosted by recency (half-life 30 days)",
+        defaults={"inner": "naive"},
+    )
+    register_memory(
+        "naive+rerank",
+        "memory.variants:RerankMemory",
+        description="naive top-30 reranked by a local cross-encoder (model=PATH)",
+        defaults={"inner": "naive"},
+    )
 
 
 _register_builtin()
