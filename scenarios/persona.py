@@ -358,7 +358,8 @@ class PersonaScenario:
         told.sort(key=lambda e: (e.stated, e.turn_id))
         cur = told[-1]
         out: dict[str, dict[str, Any]] = {}
-        older = [e.turn_id for e in told[:-1]]
+        # A value can come back (A -> B -> A); an old turn stating the current value is not stale.
+        older = [e.turn_id for e in told[:-1] if e.value != cur.value]
         out["current"] = {
             "cur": cur.value,
             "gold": cur.value,

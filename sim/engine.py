@@ -34,6 +34,7 @@ __all__ = [
     "delayed_feedback",
     "maintenance",
     "turn_maps",
+    "start_processes",
 ]
 
 AnswerFn = Callable[..., Mapping[str, Any]]
@@ -290,6 +291,17 @@ def maintenance(env: simpy.Environment, harness: Harness, every_s: float) -> Any
     while True:
         yield env.timeout(every_s)
         harness.maintain()
+
+
+def start_processes(env: simpy.Environment, harness: Harness, events: Iterable[Event]) -> None:
+    """One ``user_timeline`` per user, plus ``maintenance`` when it is scheduled."""
+    by_user: dict[str, list[Event]] = {}
+    for e in events:
+        by_user.setdefault(e.user_id, []).append(e)  # type: ignore[union-attr]
+    for user_events in by_user.values():
+        env.process(user_timeline(env, harness, user_events))
+    if harness.config.maintenance_every_s > 0:
+        env.process(maintenance(env, harness, harness.config.maintenance_every_s))
 
 
 def turn_maps(events: Iterable[Event]) -> tuple[dict[str, str], dict[str, str]]:

@@ -24,9 +24,8 @@ import simpy
 
 from memory.registry import Resources, SystemSpec, build_memory
 from scenarios.base import ScenarioStream, build_scenario
-from sim.engine import EngineConfig, Harness, SystemUnderTest, maintenance, turn_maps, user_timeline
+from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes, turn_maps
 from sim.errors import UserError
-from sim.events import Event
 from sim.recorder import Recorder
 
 __all__ = ["RunSpec", "Checkpoint", "RunResult", "iter_run", "run", "default_out_dir", "summarise"]
@@ -145,13 +144,7 @@ def iter_run(
         answer=answer_setup.answer_and_judge if answer_setup is not None else None,
         judge_keys=tuple(f"answer_{j.name}" for j in answer_setup.judges) if answer_setup is not None else (),
     )
-    by_user: dict[str, list[Event]] = {}
-    for e in stream.events:
-        by_user.setdefault(e.user_id, []).append(e)  # type: ignore[union-attr]
-    for events in by_user.values():
-        env.process(user_timeline(env, harness, events))
-    if config.maintenance_every_s > 0:
-        env.process(maintenance(env, harness, config.maintenance_every_s))
+    start_processes(env, harness, stream.events)
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
