@@ -117,8 +117,9 @@ class LLMRequestError(UserError):
 
 def llm_cache_dir() -> Path:
     """memsim's cache folder: ``$MEMSIM_CACHE_DIR``, else ``~/.cache/memsim``."""
-    env = os.environ.get("MEMSIM_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "memsim"
+    from memory.embed import default_cache_dir
+
+    return default_cache_dir()
 
 
 def default_model_path() -> Path:

@@ -1,0 +1,321 @@
+"""Glue between a benchmark run and the reader, judges and meter.
+
+A command adds the answer options with ``add_answer_arguments`` and turns
+them into an ``AnswerSetup`` with ``answer_setup_from_args``. For each
+question, ``AnswerSetup.answer_and_judge`` returns a flat row fragment (the
+answer, its tokens and latency, one score per judge) to merge into the
+question's row next to its evidence scores. ``AnswerSetup.describe`` goes into
+the run's spec and ``AnswerSetup.cost`` into its metrics.
+
+When the model's endpoint fails for good in the middle of a run,
+``answer_and_judge`` raises ``LLMUnavailableError`` (a ``UserError``): the
+caller catches it, writes the rows it already has, and reports the error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sim.errors import UserError
+from sim.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
+from sim.llm import (
+    LLM_KINDS,
+    CachedLLM,
+    LLMClient,
+    LLMUnavailableError,
+    Meter,
+    MeteredLLM,
+    PriceTable,
+    make_llm,
+)
+from sim.readers import READER_VARIANTS, Reader
+
+if TYPE_CHECKING:
+    from memory.base import Retrieved
+
+__all__ = [
+    "AnswerSetup",
+    "DEFAULT_JUDGES",
+    "LLMUnavailableError",
+    "add_answer_arguments",
+    "answer_setup_from_args",
+    "build_llm",
+    "format_cost",
+]
+
+DEFAULT_JUDGES: dict[str, tuple[str, ...]] = {
+    "synthetic": ("contains",),
+    "locomo": ("contains", "f1_locomo"),
+    "longmemeval": ("contains", "f1_mem0"),
+}
+"""Judges used when ``--judge`` is not given, per benchmark."""
+
+DEFAULT_LOCAL_CONTEXT = 2048
+"""Context window of the local model unless ``--llm-context-window`` says otherwise."""
+
+
+def add_answer_arguments(parser: argparse.ArgumentParser, *, default_reader: str = "none") -> None:
+    """Add the reader, LLM, judge and price options to a command's parser."""
+    g = parser.add_argument_group("answers (reader, LLM, judges)")
+    g.add_argument(
+        "--reader",
+        choices=("none", *READER_VARIANTS),
+        default=default_reader,
+        help=f"answer prompt: none (retrieval only), short or cot (default: {default_reader})",
+    )
+    g.add_argument("--llm", choices=LLM_KINDS, default="local", help="LLM client (default: local)")
+    g.add_argument(
+        "--llm-model",
+        default=None,
+        help="model name at the endpoint, for --llm openai (default: gpt-4o-mini)",
+    )
+    g.add_argument(
+        "--llm-base-url",
+        default=None,
+        help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL or OpenAI)",
+    )
+    g.add_argument(
+        "--llm-model-path",
+        default=None,
+        metavar="GGUF",
+        help="GGUF model for --llm local (default: packaged SmolLM2-135M-Instruct); with "
+        "--llm openai, the file the server runs, used to count tokens exactly",
+    )
+    g.add_argument(
+        "--llm-context-window",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help=f"context window in tokens (default: {DEFAULT_LOCAL_CONTEXT} for a GGUF model, "
+        "else from the model's name)",
+    )
+    g.add_argument("--llm-threads", type=int, default=None, help="CPU threads of the local model")
+    g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request (openai)")
+    g.add_argument("--llm-retries", type=int, default=4, help="retries of a failed request (openai)")
+    g.add_argument("--llm-concurrency", type=int, default=4, help="requests in flight at most (openai)")
+    g.add_argument(
+        "--max-answer-tokens", type=int, default=None, help="tokens reserved for an answer (default per reader)"
+    )
+    g.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
+    g.add_argument(
+        "--judge",
+        action="append",
+        choices=JUDGE_NAMES,
+        default=None,
+        metavar="NAME",
+        help=f"score answers with this judge (repeatable): {', '.join(JUDGE_NAMES)}",
+    )
+    g.add_argument(
+        "--judge-model",
+        default=None,
+        help="model for LLM judges on the same endpoint (a GGUF path for --llm local; default: the reader's)",
+    )
+    g.add_argument(
+        "--prices", default=None, metavar="FILE", help="JSON or TOML price table overriding the defaults"
+    )
+
+
+def build_llm(
+    kind: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    model_path: str | None = None,
+    context_window: int | None = None,
+    threads: int | None = None,
+    timeout_s: float = 60.0,
+    max_retries: int = 4,
+    concurrency: int = 4,
+) -> LLMClient:
+    """A raw client (no cache, no meter) from command-line style settings."""
+    if context_window is not None and context_window < 64:
+        raise UserError(f"--llm-context-window: need at least 64 tokens, got {context_window}")
+    if kind == "local":
+        return make_llm(
+            "local",
+            model_path=model_path,
+            n_ctx=context_window or DEFAULT_LOCAL_CONTEXT,
+            n_threads=threads,
+        )
+    if kind == "openai":
+        if context_window is None and model_path:
+            # The server runs this GGUF; llama.cpp servers default to the same window as local.
+            context_window = DEFAULT_LOCAL_CONTEXT
+        return make_llm(
+            "openai",
+            model=model or "gpt-4o-mini",
+            base_url=base_url,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            context_window=context_window,
+            tokenizer_path=model_path,
+        )
+    return make_llm(kind)  # raises the UserError listing the kinds
+
+
+class AnswerSetup:
+    """A reader, its judges and the meter that counts what they spend."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        judges: Sequence[Judge],
+        meter: Meter,
+        *,
+        caches: Sequence[CachedLLM] = (),
+    ) -> None:
+        """Args:
+        reader: writes the answers.
+        judges: score them (names must be distinct).
+        meter: counts the calls of reader and LLM judges.
+        caches: response caches in use (closed by ``close``).
+        """
+        names = [j.name for j in judges]
+        if len(set(names)) != len(names):
+            raise UserError(f"--judge: a judge is named twice in {names}")
+        self.reader = reader
+        self.judges = tuple(judges)
+        self.meter = meter
+        self._caches = tuple(caches)
+
+    def describe(self) -> dict[str, Any]:
+        """Reader, LLM and judges, as the run's spec records them."""
+        llm = self.reader.llm
+        llm_desc = llm.describe() if hasattr(llm, "describe") else {"kind": llm.name, "model": llm.model}
+        judges = []
+        for j in self.judges:
+            judges.append(j.describe() if hasattr(j, "describe") else {"name": j.name})
+        return {
+            "reader": self.reader.describe(),
+            "llm": llm_desc,
+            "judges": judges,
+            "cache": bool(self._caches),
+        }
+
+    def answer_and_judge(
+        self,
+        question: str,
+        question_date: datetime | str,
+        memories: Sequence[Retrieved],
+        gold: Any,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer one question and score the answer with every judge.
+
+        Returns:
+            ``answer``, ``answer_raw``, ``prompt_id``, ``prompt_tokens``,
+            ``completion_tokens``, ``llm_latency_ms``, ``llm_cached``,
+            ``truncated``, ``n_memories_used`` and ``answer_<judge>`` per judge.
+
+        Raises:
+            LLMUnavailableError: the endpoint failed for good; rows recorded so far stand.
+        """
+        ans = self.reader.answer(question, question_date, memories)
+        row: dict[str, Any] = {
+            "answer": ans.text,
+            "answer_raw": ans.raw,
+            "prompt_id": ans.prompt_id,
+            "prompt_tokens": ans.prompt_tokens,
+            "completion_tokens": ans.completion_tokens,
+            "llm_latency_ms": ans.latency_s * 1000.0,
+            "llm_cached": ans.cached,
+            "truncated": ans.truncated,
+            "n_memories_used": ans.n_memories_used,
+        }
+        gold_text = "" if gold is None else str(gold)
+        for judge in self.judges:
+            row[f"answer_{judge.name}"] = float(
+                judge.score(
+                    question=question,
+                    gold=gold_text,
+                    answer=ans.text,
+                    category=category,
+                    question_id=question_id,
+                )
+            )
+        return row
+
+    @property
+    def score_columns(self) -> list[str]:
+        """The ``answer_<judge>`` columns ``answer_and_judge`` fills."""
+        return [f"answer_{j.name}" for j in self.judges]
+
+    def cost(self) -> dict[str, Any]:
+        """What the reader and LLM judges spent so far (``Meter.summary``)."""
+        return self.meter.summary()
+
+    def close(self) -> None:
+        """Close the response caches."""
+        for c in self._caches:
+            c.close()
+
+
+def answer_setup_from_args(
+    args: argparse.Namespace, default_judges: Sequence[str]
+) -> AnswerSetup | None:
+    """The setup the options ask for; None for ``--reader none``.
+
+    Args:
+        args: parsed options added by ``add_answer_arguments``.
+        default_judges: judges used when ``--judge`` was not given (see ``DEFAULT_JUDGES``).
+
+    Raises:
+        UserError: bad options (unknown judge, missing key, unreadable price file, ...).
+    """
+    if getattr(args, "reader", "none") == "none":
+        return None
+    judge_names = list(dict.fromkeys(args.judge or default_judges))
+    for name in judge_names:
+        if name not in JUDGE_NAMES:
+            raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")
+    prices = PriceTable.load(args.prices) if args.prices else PriceTable()
+    meter = Meter(prices)
+    common = dict(
+        base_url=args.llm_base_url,
+        context_window=args.llm_context_window,
+        threads=args.llm_threads,
+        timeout_s=args.llm_timeout,
+        max_retries=args.llm_retries,
+        concurrency=args.llm_concurrency,
+    )
+    base = build_llm(args.llm, model=args.llm_model, model_path=args.llm_model_path, **common)
+    caches: list[CachedLLM] = []
+
+    def wrap(client: LLMClient, role: str) -> LLMClient:
+        if not args.no_cache:
+            client = CachedLLM(client)
+            caches.append(client)
+        return MeteredLLM(client, meter, role=role)
+
+    reader = Reader(wrap(base, "reader"), args.reader, args.max_answer_tokens)
+    judges: list[Judge] = []
+    judge_llm: LLMClient | None = None
+    for name in judge_names:
+        if name in LLM_JUDGES and judge_llm is None:
+            if args.judge_model:
+                if args.llm == "local":
+                    raw = build_llm("local", model_path=args.judge_model, **common)
+                else:
+                    raw = build_llm("openai", model=args.judge_model, **common)
+            else:
+                raw = base
+            judge_llm = wrap(raw, "judge")
+        judges.append(make_judge(name, judge_llm if name in LLM_JUDGES else None))
+    return AnswerSetup(reader, judges, meter, caches=caches)
+
+
+def format_cost(summary: dict[str, Any]) -> str:
+    """One line for a summary table: calls, tokens, model time and cost."""
+    cost = summary.get("cost_usd", 0.0)
+    cost_text = "unknown (no price for a model)" if isinstance(cost, float) and math.isnan(cost) else f"${cost:.4f}"
+    return (
+        f"LLM: {summary.get('calls', 0)} calls ({summary.get('cached_calls', 0)} cached), "
+        f"{summary.get('prompt_tokens', 0):,} prompt + {summary.get('completion_tokens', 0):,} "
+        f"completion tokens, {summary.get('latency_s', 0.0):.1f} s, cost {cost_text}"
+    )
