@@ -1,0 +1,244 @@
+"""The engine: ordering of scoring and feedback, what systems may see, failures, determinism."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import simpy
+
+from memory.base import MemoryStats, Retrieved, Turn
+from memory.embed import HashEmbedder
+from memory.registry import Resources, SystemSpec
+from scenarios.base import ScenarioStream, build_scenario
+from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes, turn_maps
+from sim.events import Deletion, Question, Session, sort_events
+from sim.recorder import Recorder
+from sim.runner import RunSpec, run, summarise
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class SpySystem:
+    """Keeps every turn; retrieves newest first; logs every call with the simulated time."""
+
+    def __init__(self, log: list, fail_on: str | None = None) -> None:
+        self.log = log
+        self.turns: dict[str, list[Turn]] = {}
+        self.fail_on = fail_on
+
+    def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
+        self.log.append(("ingest", now, user_id, tuple(t.turn_id for t in turns)))
+        self.turns.setdefault(user_id, []).extend(turns)
+
+    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        self.log.append(("retrieve", now, user_id, query))
+        if self.fail_on == "retrieve" and len([x for x in self.log if x[0] == "retrieve"]) > 2:
+            raise RuntimeError("index corrupted")
+        mine = [t for t in self.turns.get(user_id, []) if t.created_at <= now]
+        mine.sort(key=lambda t: t.created_at, reverse=True)
+        return [Retrieved(t.turn_id, t.text, 1.0, t.created_at, (t.turn_id,)) for t in mine[:k]]
+
+    def feedback(self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime) -> None:
+        self.log.append(("feedback", now, user_id, question_id, tuple(retrieved), correct))
+
+    def maintain(self, *, now: datetime) -> None:
+        self.log.append(("maintain", now))
+
+    def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
+        self.log.append(("forget", now, user_id, tuple(turn_ids)))
+        gone = set(turn_ids)
+        self.turns[user_id] = [t for t in self.turns.get(user_id, []) if t.turn_id not in gone]
+
+    def stats(self) -> MemoryStats:
+        return MemoryStats(items=sum(len(v) for v in self.turns.values()))
+
+
+def _turn(uid: str, sid: str, i: int, text: str, when: datetime) -> Turn:
+    return Turn(f"{sid}-t{i}", uid, "user", text, when, sid)
+
+
+def _tiny_stream() -> ScenarioStream:
+    s1 = T0 + timedelta(hours=1)
+    s2 = T0 + timedelta(days=2)
+    events = [
+        Session("a-s1", "a", s1, (_turn("a", "a-s1", 1, "I live in Oslo.", s1), _turn("a", "a-s1", 2, "I love jazz.", s1))),
+        Session("b-s1", "b", s1, (_turn("b", "b-s1", 1, "I live in Lyon.", s1),)),
+        Question("a-q1", "a", T0 + timedelta(days=1), "Where do I live?", "Oslo", "current", ("a-s1-t1",), topic="home_city"),
+        Session("a-s2", "a", s2, (_turn("a", "a-s2", 1, "I moved to Rome.", s2),)),
+        Question("a-q2", "a", T0 + timedelta(days=3), "Where do I live now?", "Rome", "current", ("a-s2-t1",), ("a-s1-t1",), "home_city"),
+        Deletion("a-d1", "a", T0 + timedelta(days=4), ("a-s2-t1",), "home_city"),
+        Question("b-q1", "b", T0 + timedelta(days=5), "Where do I live?", "Lyon", "current", ("b-s1-t1",), topic="home_city"),
+    ]
+    return ScenarioStream(start=T0, end=T0 + timedelta(days=6), events=tuple(sort_events(events)))
+
+
+def _replay(stream: ScenarioStream, systems, delay_s: float = 7200.0, every_s: float = 86400.0):
+    env = simpy.Environment()
+    owner, text = turn_maps(stream.events)
+    rec = Recorder()
+    cfg = EngineConfig(start=stream.start, k=5, feedback_delay_s=delay_s, maintenance_every_s=every_s)
+    harness = Harness(env=env, systems=systems, recorder=rec, config=cfg, turn_owner=owner, turn_text=text)
+    start_processes(env, harness, stream.events)
+    env.run(until=(stream.end - stream.start).total_seconds() + delay_s + 1)
+    return rec
+
+
+def test_feedback_after_scoring_and_after_delay():
+    log: list = []
+    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem(log))], delay_s=7200.0)
+    probes = rec.probes_frame()
+    asked = {r["question_id"]: r["time"] for r in probes.iter_rows(named=True)}
+    fb = [x for x in log if x[0] == "feedback"]
+    assert {x[3] for x in fb} == set(asked)
+    for _, when, _, qid, _, _ in fb:
+        assert when - asked[qid] == timedelta(hours=2)
+        # the retrieve for this question happened before its feedback
+        i_ret = next(i for i, x in enumerate(log) if x[0] == "retrieve" and x[1] == asked[qid])
+        i_fb = next(i for i, x in enumerate(log) if x[0] == "feedback" and x[3] == qid)
+        assert i_ret < i_fb
+    # correct = evidence score: q1 is answered by the only session, q2 by the newest turn
+    assert all(x[5] for x in fb if x[3] in ("a-q1", "a-q2"))
+
+
+def test_systems_never_receive_gold_fields():
+    log: list = []
+    stream = _tiny_stream()
+    _replay(stream, [SystemUnderTest(SystemSpec("spy"), SpySystem(log))])
+    questions = {e.text for e in stream.events if isinstance(e, Question)}
+    # the deletion probe queries with the forgotten turns' own text
+    _, text = turn_maps(stream.events)
+    probes = {text[t] for e in stream.events if isinstance(e, Deletion) for t in e.turn_ids}
+    golds = {e.question_id: e for e in stream.events if isinstance(e, Question)}
+    for entry in log:
+        if entry[0] == "retrieve":
+            assert entry[3] in questions | probes  # question text (or a deletion probe), nothing else
+        if entry[0] == "feedback":
+            q = golds[entry[3]]
+            # only question id, retrieved memory ids and a bool; never gold, evidence or superseded
+            assert isinstance(entry[5], bool)
+            flat = json.dumps([str(x) for x in entry])
+            assert q.gold not in flat
+
+
+def test_deletion_is_probed_and_leaks_are_counted():
+    class Leaky(SpySystem):
+        def forget(self, turn_ids, *, user_id, now):  # ignores the request
+            self.log.append(("forget", now, user_id, tuple(turn_ids)))
+
+    log1: list = []
+    log2: list = []
+    rec = _replay(
+        _tiny_stream(),
+        [SystemUnderTest(SystemSpec("good"), SpySystem(log1)), SystemUnderTest(SystemSpec("leaky"), Leaky(log2))],
+    )
+    tl = rec.timeline_frame().filter(pl.col("event") == "forget")
+    leaked = dict(zip(tl["system"].to_list(), tl["leaked"].to_list()))
+    assert leaked == {"good": 0, "leaky": 1}
+
+
+def test_isolation_failure_recorded():
+    class Promiscuous(SpySystem):
+        def retrieve(self, query, *, user_id, now, k):
+            every = [t for ts in self.turns.values() for t in ts if t.created_at <= now]
+            return [Retrieved(t.turn_id, t.text, 1.0, t.created_at, (t.turn_id,)) for t in every[:k]]
+
+    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("bad"), Promiscuous([]))])
+    assert rec.probes_frame()["isolation_failures"].sum() > 0
+    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem([]))])
+    assert rec.probes_frame()["isolation_failures"].sum() == 0
+
+
+def test_failing_system_is_recorded_and_others_continue():
+    rec = _replay(
+        _tiny_stream(),
+        [
+            SystemUnderTest(SystemSpec("ok"), SpySystem([])),
+            SystemUnderTest(SystemSpec("broken"), SpySystem([], fail_on="retrieve")),
+        ],
+    )
+    probes = rec.probes_frame()
+    counts = dict(zip(*np.unique(probes["system"].to_numpy(), return_counts=True)))
+    assert counts["ok"] == 3
+    assert counts["broken"] == 2  # the rows before the failure are kept
+    assert rec.failures and rec.failures[0]["system"] == "broken"
+    assert "index corrupted" in rec.failures[0]["error"]
+
+
+def test_maintenance_runs_on_schedule():
+    log: list = []
+    _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem(log))], every_s=86400.0)
+    ticks = [x[1] for x in log if x[0] == "maintain"]
+    assert ticks[:3] == [T0 + timedelta(days=d) for d in (1, 2, 3)]
+
+
+def test_stale_above_current_scored():
+    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem([]))])
+    row = rec.probes_frame().filter(pl.col("question_id") == "a-q2").row(0, named=True)
+    assert row["stale_above_current"] == 0.0  # newest-first: the current value outranks Oslo
+    assert row["first_rank"] == 1
+    q1 = rec.probes_frame().filter(pl.col("question_id") == "a-q1").row(0, named=True)
+    assert math.isnan(q1["stale_above_current"])
+
+
+def _spec(seed: int, systems=("naive",)) -> RunSpec:
+    return RunSpec(
+        scenario="persona",
+        scenario_args={"users": 2, "months": 2},
+        systems=tuple(SystemSpec(s) for s in systems),
+        seed=seed,
+        n_boot=200,
+    )
+
+
+def _fake_resources() -> Resources:
+    return Resources(embedder_factory=lambda: HashEmbedder())
+
+
+def test_same_seed_gives_identical_rows(tmp_path: Path):
+    a = run(_spec(3), out_dir=tmp_path / "a", resources=_fake_resources())
+    b = run(_spec(3), out_dir=tmp_path / "b", resources=_fake_resources())
+    cols = [c for c in a.probes.columns if c != "retrieve_ms"]
+    assert a.probes.select(cols).equals(b.probes.select(cols))
+    assert a.metrics["systems"]["naive"]["first"] == b.metrics["systems"]["naive"]["first"]
+    c = run(_spec(4), out_dir=tmp_path / "c", resources=_fake_resources())
+    assert not a.probes.select(cols).equals(c.probes.select(cols)) if a.probes.height == c.probes.height else True
+    assert a.probes["question"].to_list() != c.probes["question"].to_list()
+
+
+def test_run_folder_is_complete_and_metrics_recomputable(tmp_path: Path):
+    res = run(_spec(5), out_dir=tmp_path / "r", resources=_fake_resources())
+    for name in ("spec.json", "probes.parquet", "timeline.parquet", "metrics.json"):
+        assert (tmp_path / "r" / name).is_file()
+    spec = json.loads((tmp_path / "r" / "spec.json").read_text())
+    assert spec["scenario"]["name"] == "persona" and spec["systems"][0]["name"] == "naive"
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    probes = pl.read_parquet(tmp_path / "r" / "probes.parquet")
+    timeline = pl.read_parquet(tmp_path / "r" / "timeline.parquet")
+    stats_rng = np.random.default_rng(spec["seed"]).spawn(3)[2]
+    _, again = summarise(probes, timeline, spec=spec, rng=stats_rng)
+    for key in ("first", "second", "diff", "diff_lo", "diff_hi", "mean"):
+        assert again["systems"]["naive"][key] == pytest.approx(metrics["systems"]["naive"][key])
+    assert metrics["totals"]["questions"] == probes.height
+
+
+def test_unknown_system_is_a_clear_error(tmp_path: Path):
+    from memory.registry import UnknownSystemError, parse_system
+
+    with pytest.raises(UnknownSystemError, match="known systems: .*naive"):
+        parse_system("nosuch")
+
+
+def test_stream_users_are_processed_concurrently(tmp_path: Path):
+    stream = build_scenario("persona", {"users": 4, "months": 1}).generate(np.random.default_rng(0))
+    rec = _replay(stream, [SystemUnderTest(SystemSpec("spy"), SpySystem([]))])
+    probes = rec.probes_frame()
+    assert probes["user_id"].n_unique() == 4
+    assert probes["time"].is_sorted()
+    assert probes["isolation_failures"].sum() == 0
