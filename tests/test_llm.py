@@ -409,3 +409,16 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
     assert setup2.cost()["calls"] == 0 and setup2.cost()["cached_calls"] == 2
     setup.close()
     setup2.close()
+
+
+def test_bench_llm_with_a_scripted_client() -> None:
+    from sim.bench_llm import bench_llm, bench_questions, format_bench
+
+    qs = bench_questions(3, 12)
+    assert len(qs) == 3 and all(len(m) == 12 for _, _, m in qs)
+    llm = ScriptedLLM("FINAL ANSWER: Bristol")
+    results = bench_llm(["short", "cot"], llm=llm, n_questions=3, n_memories=12)
+    assert [r.variant for r in results] == ["short", "cot"]
+    assert all(r.answers_per_s > 0 and r.mean_prompt_tokens > 0 for r in results)
+    assert len(llm.calls) == 2 * (3 + 1)  # a warm-up call per variant
+    assert "answers/s" in format_bench(results)
