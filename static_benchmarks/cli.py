@@ -13,6 +13,7 @@ __all__ = ["add_arguments", "main"]
 # (benchmark, module, help)
 _BENCHMARKS: tuple[tuple[str, str, str], ...] = (
     ("locomo", "static_benchmarks.locomo_cli", "LoCoMo: ingest each conversation, ask its questions"),
+    ("longmemeval", "static_benchmarks.longmemeval_cli", "LongMemEval: retrieval protocol, or QA with a reader"),
 )
 
 

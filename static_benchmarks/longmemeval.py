@@ -43,7 +43,8 @@ Retrieval protocol (offline, no LLM), as the official evaluation scores it:
 
 QA protocol: per instance a fresh system ingests every turn (text
 ``"<date> | <role>: <content>"``), retrieves the top k for the question, a
-reader answers with the question date and the LongMemEval rubric judge
+reader answers with the question date (as the file writes it, the form the
+memories carry) and the LongMemEval rubric judge
 scores it. Finished instances are appended to ``qa_rows.jsonl`` in the run
 folder, so an interrupted run resumes without repeating them.
 """
@@ -101,6 +102,7 @@ __all__ = [
     "qa_row",
     "run_qa",
     "summarise_qa",
+    "TABLE_COLUMNS",
     "format_retrieval_table",
     "format_qa_table",
 ]
@@ -954,20 +956,39 @@ def _cell(v: float | None, w: int = 7) -> str:
     return f"{'-':>{w}}" if v is None else f"{v:>{w}.3f}"
 
 
-def format_retrieval_table(metrics: Mapping[str, Any], ks: Sequence[int] = RETRIEVAL_KS) -> str:
-    """Per-type and overall tables, one per level and metric, as printable text."""
+_SHORT = {"recall_any": "R_any", "recall_all": "R_all", "ndcg_any": "nDCG"}
+TABLE_COLUMNS: tuple[str, ...] = (
+    "recall_any@5",
+    "recall_all@5",
+    "ndcg_any@5",
+    "recall_all@10",
+    "ndcg_any@10",
+    "recall_all@30",
+    "recall_all@50",
+    "ndcg_any@50",
+)
+"""Columns of the printed retrieval table (every cut-off is in ``metrics.json``)."""
+
+
+def format_retrieval_table(
+    metrics: Mapping[str, Any], columns: Sequence[str] = TABLE_COLUMNS
+) -> str:
+    """One table per level (turn, session): question types and overall by ``columns``."""
     groups = list(metrics["per_type"].items()) + [("overall", metrics["overall"])]
     name_w = max(26, *(len(n) for n, _ in groups))
     lines: list[str] = []
     for lvl in metrics["levels"]:
-        for m in _METRICS:
-            head = f"{lvl + ' ' + m:<{name_w}} {'n':>5} {'scored':>6}" + "".join(f" {'@' + str(k):>7}" for k in ks)
-            lines += [head, "-" * len(head)]
-            for name, g in groups:
-                cells = "".join(" " + _cell(g[lvl]["scores"].get(f"{m}@{k}")) for k in ks)
-                lines.append(f"{name:<{name_w}} {g['instances']:>5} {g[lvl]['scored']:>6}{cells}")
-            lines.append("")
-    return "\n".join(lines).rstrip("\n")
+        cols = [c for c in columns if c in metrics["overall"][lvl]["scores"]]
+        labels = [_SHORT.get(c.split("@")[0], c.split("@")[0]) + "@" + c.split("@")[1] for c in cols]
+        width = max(7, *(len(c) for c in labels))
+        head = f"{lvl + ' level':<{name_w}} {'n':>5} {'scored':>6}" + "".join(f" {c:>{width}}" for c in labels)
+        lines += [head, "-" * len(head)]
+        for name, g in groups:
+            cells = "".join(" " + _cell(g[lvl]["scores"].get(c), width) for c in cols)
+            lines.append(f"{name:<{name_w}} {g['instances']:>5} {g[lvl]['scored']:>6}{cells}")
+        lines.append("")
+    lines.append("R_any: recall_any, R_all: recall_all, nDCG: ndcg_any (official definitions)")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------
@@ -984,7 +1005,7 @@ class AnswerSetup(Protocol):
     def answer_and_judge(
         self,
         question: str,
-        question_date: datetime,
+        question_date: datetime | str,
         memories: Sequence[Retrieved],
         gold: str,
         category: str,
@@ -1081,7 +1102,7 @@ def qa_row(
     """Ingest every turn of one instance, retrieve the top ``k``, answer and judge.
 
     ``now`` for retrieval is the later of the question date and the newest
-    session; the reader gets the question date. The row also carries
+    session; the reader gets the question date as the file writes it. The row also carries
     ``evidence_any@k``: whether a turn the file marks ``has_answer`` (user or
     assistant, answer sessions only) is in the provenance of the top ``k``
     (NaN when there is none, e.g. abstention questions).
@@ -1122,8 +1143,10 @@ def qa_row(
         f"evidence_any@{k}": (float(hit) if evidence and not inst.is_abstention else math.nan),
     }
     start = time.perf_counter()
+    # The reader gets the date as the file writes it, the same form as the memories' dates,
+    # as the official generation prompt does.
     result = answer.answer_and_judge(
-        inst.question, inst.question_date, retrieved, inst.answer, inst.question_type, inst.question_id
+        inst.question, inst.question_date_text, retrieved, inst.answer, inst.question_type, inst.question_id
     )
     row["answer_s"] = time.perf_counter() - start
     for key, value in result.items():
@@ -1131,6 +1154,17 @@ def qa_row(
             key = f"answer.{key}"
         row[key] = value
     return row
+
+
+_METER_KEYS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def _meter_totals(answer: AnswerSetup) -> dict[str, float] | None:
+    cost = getattr(answer, "cost", None)
+    if not callable(cost):
+        return None
+    summary = cost()
+    return {key: float(summary.get(key, 0.0)) for key in _METER_KEYS}
 
 
 def run_qa(
@@ -1178,7 +1212,13 @@ def run_qa(
             bar.update(1)
             if inst.question_id in done:
                 continue
-            row = _json_safe(qa_row(inst, make_system(), answer, k=k, texts=texts))
+            before = _meter_totals(answer)
+            row = qa_row(inst, make_system(), answer, k=k, texts=texts)
+            after = _meter_totals(answer)
+            if before is not None and after is not None:
+                # Reader and judge spending of this instance, kept in its row so totals survive a resume.
+                row.update({f"llm_{key}": after[key] - before[key] for key in _METER_KEYS})
+            row = _json_safe(row)
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             out.flush()
             os.fsync(out.fileno())
@@ -1211,8 +1251,10 @@ def summarise_qa(rows: Sequence[Mapping[str, Any]], *, score_key: str = "answer_
     - abstention accuracy: mean over the ``_abs`` instances.
 
     A row whose judge gave no verdict (null/NaN) is unscored: counted, not zero.
-    Token and cost totals add every numeric field whose name ends in
-    ``tokens`` or contains ``cost``.
+    Totals add every numeric field whose name ends in ``tokens`` or
+    ``calls`` or contains ``cost`` (``llm_*`` fields: reader and judges; plain
+    ``prompt_tokens``/``completion_tokens``: the reader). A total is NaN when
+    some row lacks a number for it (e.g. a model without a price).
     """
     def acc(part: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         vals = [v for v in (_num(r.get(score_key)) for r in part) if v is not None]
@@ -1224,10 +1266,11 @@ def summarise_qa(rows: Sequence[Mapping[str, Any]], *, score_key: str = "answer_
     totals: dict[str, float] = {}
     for r in rows:
         for key, value in r.items():
-            if key.endswith("tokens") or "cost" in key:
+            if key.endswith(("tokens", "calls")) or "cost" in key:
+                if isinstance(value, bool):
+                    continue
                 v = _num(value)
-                if v is not None:
-                    totals[key] = totals.get(key, 0.0) + v
+                totals[key] = totals.get(key, 0.0) + (math.nan if v is None else v)
     ev = [v for v in (_num(r.get(f"evidence_any@{r.get('k')}")) for r in rows) if v is not None]
     return {
         "score_key": score_key,
@@ -1258,7 +1301,10 @@ def format_qa_table(metrics: Mapping[str, Any]) -> str:
     if metrics.get("evidence_any_at_k") is not None:
         lines.append(f"{'evidence in top k':<{w}} {'':>5} {'':>6} {pct(metrics['evidence_any_at_k'])}")
     if metrics["totals"]:
-        lines.append("totals: " + ", ".join(
-            f"{key} {value:.4f}" if "cost" in key else f"{key} {int(value)}" for key, value in sorted(metrics["totals"].items())
-        ))
+        def show(key: str, value: float) -> str:
+            if math.isnan(value):
+                return f"{key} unknown"
+            return f"{key} {value:.4f}" if "cost" in key else f"{key} {int(value):,}"
+
+        lines.append("totals: " + ", ".join(show(k, v) for k, v in sorted(metrics["totals"].items())))
     return "\n".join(lines)

@@ -363,7 +363,7 @@ def test_summary_means_per_type_and_overall() -> None:
     # a type with nothing scored reports null, never zero
     assert metrics["per_type"]["single-session-assistant"]["turn"]["scores"]["recall_any@1"] is None
     table = lme.format_retrieval_table(metrics)
-    assert "turn recall_any" in table and "session ndcg_any" in table and "overall" in table
+    assert "turn level" in table and "session level" in table and "nDCG@50" in table
 
 
 def test_naive_with_hash_embedder_is_deterministic() -> None:
@@ -393,12 +393,18 @@ class FakeAnswers:
     def __init__(self, fail_after: int | None = None) -> None:
         self.calls: list[str] = []
         self.fail_after = fail_after
-        self.dates: list[datetime] = []
+        self.dates: list[datetime | str] = []
+        self.spent = 0.0
+
+    def cost(self) -> dict[str, Any]:
+        # cumulative, like sim.llm.Meter.summary(): the protocol stores per-instance differences
+        n = len(self.calls)
+        return {"calls": 2 * n, "prompt_tokens": 120 * n, "completion_tokens": 7 * n, "cost_usd": self.spent}
 
     def answer_and_judge(
         self,
         question: str,
-        question_date: datetime,
+        question_date: datetime | str,
         memories: Sequence[Retrieved],
         gold: str,
         category: str,
@@ -408,6 +414,7 @@ class FakeAnswers:
             raise UserError("endpoint went away")
         self.calls.append(question_id)
         self.dates.append(question_date)
+        self.spent += 0.5
         found = any(gold.lower() in m.text.lower() for m in memories)
         if question_id.endswith("_abs"):
             verdict = 1.0
@@ -430,7 +437,7 @@ def test_qa_protocol_end_to_end(tmp_path: Path) -> None:
     run = lme.run_qa(lme.iter_instances(MINI), make, fake, run_dir=tmp_path, k=3, progress=False)
     insts = lme.load_instances(MINI)
     assert fake.calls == [i.question_id for i in insts]  # abstention instances are asked too
-    assert fake.dates == [i.question_date for i in insts]
+    assert fake.dates == [i.question_date_text for i in insts]
     # QA ingests every turn, assistant turns included
     assert any(t.speaker == "assistant" for t in made[0].turns)
     assert len(made[0].turns) == sum(len(s.turns) for s in insts[0].sessions)
@@ -454,7 +461,10 @@ def test_qa_protocol_end_to_end(tmp_path: Path) -> None:
     assert metrics["task_averaged_accuracy"] == pytest.approx(sum(type_means) / len(type_means))
     assert metrics["per_type"]["single-session-preference"]["accuracy"] is None
     assert metrics["abstention"] == {"n": 1, "judged": 1, "accuracy": 1.0}
-    assert metrics["totals"] == {"reader_prompt_tokens": 700, "reader_completion_tokens": 35, "cost_usd": pytest.approx(1.75)}
+    assert metrics["totals"] == {
+        "reader_prompt_tokens": 700, "reader_completion_tokens": 35, "cost_usd": pytest.approx(1.75),
+        "llm_calls": 14, "llm_prompt_tokens": 840, "llm_completion_tokens": 49, "llm_cost_usd": pytest.approx(3.5),
+    }
     table = lme.format_qa_table(metrics)
     assert "task-averaged" in table and "abstention" in table and "cost_usd 1.7500" in table
 
@@ -474,6 +484,8 @@ def test_qa_resumes_without_repeating_finished_instances(tmp_path: Path) -> None
     assert second.calls == ids[3:]
     assert run.resumed == 3 and run.dropped_partial_line
     assert sorted(r["question_id"] for r in run.rows) == sorted(ids)
+    # spending survives the resume: each row carries its own
+    assert lme.summarise_qa(run.rows)["totals"]["llm_cost_usd"] == pytest.approx(0.5 * len(ids))
     lines = (tmp_path / lme.QA_ROWS).read_text().splitlines()
     assert len(lines) == len(ids) == len({json.loads(x)["question_id"] for x in lines})
     # a finished run resumed again asks nothing
@@ -486,3 +498,119 @@ def test_qa_rows_file_with_a_bad_complete_line(tmp_path: Path) -> None:
     (tmp_path / lme.QA_ROWS).write_text('{"question_id": "a"}\nnot json\n')
     with pytest.raises(UserError, match=r"qa_rows.jsonl: line 2: not JSON"):
         lme.read_qa_rows(tmp_path / lme.QA_ROWS)
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def _args(*extra: str) -> Any:
+    from sim.cli import build_parser
+
+    return build_parser().parse_args(["static", "longmemeval", *extra])
+
+
+def _hash_resources() -> Any:
+    from memory.embed import HashEmbedder
+    from memory.registry import Resources
+
+    return Resources(embedder_factory=lambda: HashEmbedder(dim=256))
+
+
+def test_cli_retrieval_writes_run_and_prints_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import polars as pl
+
+    from static_benchmarks import longmemeval_cli
+
+    out = tmp_path / "run"
+    args = _args("--data", str(MINI), "--system", "naive", "--reader", "none", "--out", str(out), "--no-progress")
+    assert longmemeval_cli.main(args, resources=_hash_resources()) == 0
+    text = capsys.readouterr().out
+    assert "turn level" in text and "session level" in text and "1 abstention skipped" in text
+    assert re.search(r"texts: 31 ingested, 16 unique; embedder hash-bow-256", text)
+    frame = pl.read_parquet(out / "probes.parquet")
+    metrics = json.loads((out / "metrics.json").read_text())
+    spec = json.loads((out / "spec.json").read_text())
+    assert frame.height == 6 and spec["granularity"] == "turn" and spec["system"]["name"] == "naive"
+    # the tables can be recomputed from the parquet file alone
+    again = lme.summarise_retrieval(frame)
+    assert again["overall"] == metrics["overall"]
+    assert metrics["texts"] == {"ingested": 31, "unique": 16}
+    with pytest.raises(UserError, match="already holds a run"):
+        longmemeval_cli.main(args, resources=_hash_resources())
+
+
+def test_cli_selection_types_sample_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from static_benchmarks import longmemeval_cli
+
+    args = _args("--data", str(MINI), "--types", "knowledge-update,multi-session", "--out", str(tmp_path / "a"), "--no-progress")
+    longmemeval_cli.main(args, resources=_hash_resources())
+    metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert sorted(metrics["per_type"]) == ["knowledge-update", "multi-session"]
+    args = _args("--data", str(MINI), "--limit", "2", "--out", str(tmp_path / "b"), "--no-progress")
+    longmemeval_cli.main(args, resources=_hash_resources())
+    metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert metrics["instances"] == 2 and metrics["abstention_skipped"] == 1
+    sel = longmemeval_cli.select(MINI, types=None, sample=3, seed=1, limit=None)
+    assert sel.indices == longmemeval_cli.select(MINI, types=None, sample=3, seed=1, limit=None).indices
+    assert sel.total == 3
+
+
+def _scripted_answers() -> Any:
+    from sim.answering import AnswerSetup
+    from sim.judges import make_judge
+    from sim.llm import Meter, MeteredLLM, ScriptedLLM
+    from sim.readers import Reader
+
+    meter = Meter()
+    reader_llm = ScriptedLLM("The memories say so.\nFINAL ANSWER: Business Administration")
+
+    def judge_reply(messages: Sequence[dict[str, str]]) -> str:
+        prompt = " ".join(m["content"] for m in messages)
+        return "yes" if prompt.count("Business Administration") >= 2 else "no"
+
+    judge_llm = ScriptedLLM(judge_reply)
+    reader = Reader(MeteredLLM(reader_llm, meter, role="reader"), "cot")
+    judges = [make_judge("llm_longmemeval", MeteredLLM(judge_llm, meter, role="judge")), make_judge("contains")]
+    return AnswerSetup(reader, judges, meter), reader_llm
+
+
+def test_cli_qa_with_reader_and_rubric_judge_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from static_benchmarks import longmemeval_cli
+
+    out = tmp_path / "qa"
+    base = ("--data", str(MINI), "--system", "naive", "--reader", "cot", "--judge", "llm_longmemeval",
+            "--out", str(out), "--no-progress")
+    answers, reader_llm = _scripted_answers()
+    assert longmemeval_cli.main(_args(*base, "--limit", "4"), resources=_hash_resources(), answers=answers) == 0
+    assert len(reader_llm.calls) == 4
+    # the reader is told the question date
+    assert "2023/05/30 (Tue) 23:40" in " ".join(m["content"] for m in reader_llm.calls[0]["messages"])
+    # a different setting cannot resume into this folder
+    with pytest.raises(UserError, match="resuming needs the same settings, but selection differs"):
+        longmemeval_cli.main(_args(*base), resources=_hash_resources(), answers=_scripted_answers()[0])
+    capsys.readouterr()
+    # the same settings resume: nothing is asked again
+    answers, reader_llm = _scripted_answers()
+    longmemeval_cli.main(_args(*base, "--limit", "4"), resources=_hash_resources(), answers=answers)
+    assert reader_llm.calls == []
+    text = capsys.readouterr().out
+    assert "4 instances (4 resumed)" in text and "task-averaged" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    # the scripted judge says yes where the gold names the degree: d0c1a7e2 and its abstention twin
+    assert metrics["per_type"]["single-session-user"]["accuracy"] == 1.0
+    assert metrics["abstention"] == {"n": 1, "judged": 1, "accuracy": 1.0}
+    assert metrics["overall"]["accuracy"] == pytest.approx(2 / 4)
+    assert metrics["task_averaged_accuracy"] == pytest.approx((1.0 + 0.0 + 0.0) / 3)
+    assert metrics["totals"]["llm_calls"] == 8  # a reader and a judge call per instance
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli import main
+
+    assert main(["static", "longmemeval", "--data", str(tmp_path / "absent.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["static", "longmemeval", "--data", str(MINI), "--types", "trivia"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown question type(s) trivia; valid: single-session-user" in err and err.count("\n") == 1
+    assert main(["static", "longmemeval", "--data", str(MINI), "--system", "nosuch"]) == 2
+    assert "unknown memory system 'nosuch'" in capsys.readouterr().err
