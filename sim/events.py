@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Union
 
-from memory.base import Turn
+from memory.base import Turn  # re-exported: a turn is an event's payload
 
 __all__ = [
+    "Turn",
     "Session",
     "Question",
     "Feedback",
