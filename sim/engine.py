@@ -22,7 +22,7 @@ import simpy
 
 from memory.base import MemorySystem, Retrieved
 from memory.registry import SystemSpec
-from sim.events import Deletion, Event, Question, Session, Tick
+from sim.events import Deletion, Event, Feedback, Question, Session, Tick
 from sim.recorder import Recorder
 from sim.scoring import DEFAULT_KS, evidence_scores, first_evidence_rank, stale_above_current
 
@@ -205,12 +205,12 @@ class Harness:
             **scores,
         }
 
-    def deliver_feedback(self, sut: SystemUnderTest, q: Question, retrieved: Sequence[str], correct: bool) -> None:
+    def deliver_feedback(self, sut: SystemUnderTest, fb: Feedback, retrieved: Sequence[str]) -> None:
         """Hand a question's correctness signal to one system."""
         if sut.failed is not None:
             return
         try:
-            sut.system.feedback(q.question_id, list(retrieved), correct, user_id=q.user_id, now=self.now())
+            sut.system.feedback(fb.question_id, list(retrieved), fb.correct, user_id=fb.user_id, now=fb.time)
         except Exception as exc:
             self._fail(sut, "feedback", exc)
 
@@ -283,7 +283,8 @@ def delayed_feedback(
 ) -> Any:
     """Deliver a question's correctness signal after the configured delay."""
     yield env.timeout(harness.config.feedback_delay_s)
-    harness.deliver_feedback(sut, q, retrieved, correct)
+    fb = Feedback(question_id=q.question_id, user_id=q.user_id, time=harness.now(), correct=correct)
+    harness.deliver_feedback(sut, fb, retrieved)
 
 
 def maintenance(env: simpy.Environment, harness: Harness, every_s: float) -> Any:
