@@ -98,30 +98,38 @@ class _Entry:
     target: str
     description: str
     defaults: Mapping[str, Any]
+    standalone: bool
 
 
 _REGISTRY: dict[str, _Entry] = {}
 
 
 def register_memory(
-    name: str, target: str, *, description: str, defaults: Mapping[str, Any] | None = None
+    name: str,
+    target: str,
+    *,
+    description: str,
+    defaults: Mapping[str, Any] | None = None,
+    standalone: bool = True,
 ) -> None:
     """Register ``target`` (``"module:callable"``) under ``name``.
 
     The callable is called as ``factory(resources=Resources, **args)``.
     ``defaults`` are merged under the user's args (used for aliases such as
-    ablations). A duplicate name is an error.
+    ablations). ``standalone=False`` marks systems that cannot be built
+    without user-given arguments (a model path, an inner system); the demo
+    leaves them out. A duplicate name is an error.
     """
     if name in _REGISTRY:
         raise ValueError(f"memory system {name!r} is already registered")
     if ":" not in target:
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
-    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}))
+    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone)
 
 
-def memory_names() -> list[str]:
-    """Registered names, sorted."""
-    return sorted(_REGISTRY)
+def memory_names(*, standalone_only: bool = False) -> list[str]:
+    """Registered names, sorted; with ``standalone_only``, those buildable without arguments."""
+    return sorted(n for n, e in _REGISTRY.items() if e.standalone or not standalone_only)
 
 
 def memory_description(name: str) -> str:
@@ -220,11 +228,13 @@ def _register_builtin() -> None:
         "recency",
         "memory.variants:RecencyMemory",
         description="any system (inner=NAME) with scores boosted by recency",
+        standalone=False,
     )
     register_memory(
         "rerank",
         "memory.variants:RerankMemory",
         description="any system (inner=NAME) reranked by a local cross-encoder (model=PATH)",
+        standalone=False,
     )
     register_memory(
         "naive+recency",
@@ -236,6 +246,7 @@ def _register_builtin() -> None:
         "naive+rerank",
         "memory.variants:RerankMemory",
         description="naive top-30 reranked by a local cross-encoder (model=PATH)",
+        standalone=False,
         defaults={"inner": "naive"},
     )
 

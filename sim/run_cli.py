@@ -44,8 +44,8 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def demo_systems() -> list[SystemSpec]:
-    """Every registered system except the ``control-`` instruments, naive first."""
-    names = [n for n in memory_names() if not n.startswith("control-")]
+    """Every standalone registered system except the ``control-`` instruments, naive first."""
+    names = [n for n in memory_names(standalone_only=True) if not n.startswith("control-")]
     names.sort(key=lambda n: (n != "naive", n))
     return [SystemSpec(n) for n in names]
 
