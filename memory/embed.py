@@ -409,6 +409,8 @@ class EmbeddingCache:
             conn = self._connection()
 
             def write() -> None:
+                # IMMEDIATE takes the write lock up front, so a busy database
+                # fails here (and is retried) rather than halfway through.
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     conn.executemany(
@@ -416,10 +418,12 @@ class EmbeddingCache:
                         "VALUES (?, ?, ?, ?)",
                         rows,
                     )
+                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    # Leave no transaction open, so a retry can BEGIN again.
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
 
             _retry(write)
 
