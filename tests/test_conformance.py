@@ -1,0 +1,76 @@
+"""Every registered memory system against every conformance check (memory/checks.py).
+
+Ids read ``<system>:<check>``. Systems run on the deterministic
+``HashEmbedder`` here; ``test_real_embedder`` repeats a few checks with the
+real all-MiniLM-L6-v2 for some systems.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memory.checks import QUERIES, CheckSkipped, CheckSubject, conversation, iter_checks
+from memory.embed import HashEmbedder
+from memory.registry import Resources, memory_names
+from tiny_cross_encoder import build_tiny_cross_encoder
+
+CHECKS = dict(iter_checks())
+CASES = [(name, cid) for name in memory_names() for cid in CHECKS]
+
+
+def _needs_model(name: str) -> bool:
+    return name == "rerank" or name.endswith("+rerank")
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny cross-encoder on disk whose vocabulary covers the checks' conversation."""
+    texts = [t.text for sessions in conversation().values() for s in sessions for t in s] + list(QUERIES)
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"), texts)
+
+
+def _subject(name: str, cross_encoder_dir: Path, embedder_factory: Any) -> CheckSubject:
+    args: dict[str, Any] = {"model": str(cross_encoder_dir)} if _needs_model(name) else {}
+    return CheckSubject(
+        name=name,
+        args=args,
+        make_resources=lambda: Resources(rng=np.random.default_rng(7), embedder_factory=embedder_factory),
+    )
+
+
+def _run(fn: Any, subject: CheckSubject) -> None:
+    try:
+        fn(subject)
+    except CheckSkipped as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("name", "check"), CASES, ids=[f"{n}:{c}" for n, c in CASES])
+def test_conformance(name: str, check: str, cross_encoder_dir: Path) -> None:
+    """``name`` passes ``check`` (HashEmbedder for speed)."""
+    _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: HashEmbedder()))
+
+
+def test_every_builtin_is_checked() -> None:
+    """The systems this suite must cover are registered (a missing one would silently escape it)."""
+    expected = {"naive", "surprise", "multisignal", "neuroplastic", "fullcontext", "bm25", "hybrid"}
+    expected |= {f"neuroplastic-no-{m}" for m in ("ltp", "associations", "inhibition", "consolidation")}
+    assert expected <= set(memory_names())
+
+
+REAL_CASES = [
+    (name, cid)
+    for name in ("neuroplastic", "multisignal")
+    for cid in ("forget_removes_derived", "no_future_memories", "deterministic")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "check"), REAL_CASES, ids=[f"{n}:{c}:minilm" for n, c in REAL_CASES])
+def test_real_embedder(name: str, check: str, minilm: Any, cross_encoder_dir: Path) -> None:
+    """The same checks with the real embedder, whose cosines trigger merges and inhibition for real."""
+    _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: minilm))
