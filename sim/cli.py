@@ -21,6 +21,9 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "sim.demo_cli", "the persona demo against every registered system (offline)"),
     ("run", "sim.run_cli", "replay a scenario config against memory systems"),
     ("static", "static_benchmarks.cli", "run a static benchmark (LoCoMo, LongMemEval)"),
+    ("report", "analysis.report_cli", "write report.html and report.md for a run folder"),
+    ("compare", "analysis.compare_cli", "compare run folders: per-seed intervals, rankings"),
+    ("bench", "static_benchmarks.bench", "time a static benchmark run, cold and warm cache"),
 )
 
 

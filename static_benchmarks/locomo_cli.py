@@ -41,7 +41,15 @@ from static_benchmarks.protocol import (
     write_run,
 )
 
-__all__ = ["LocomoRun", "add_arguments", "main", "run_locomo", "resolve_system", "default_data_path"]
+__all__ = [
+    "LocomoRun",
+    "add_arguments",
+    "main",
+    "run_locomo",
+    "resolve_system",
+    "default_data_path",
+    "make_resources",
+]
 
 DEFAULT_K = 30
 """The headline cut-off when ``-k`` is not given."""
@@ -79,6 +87,19 @@ def resolve_system(text: str) -> SystemSpec:
         raise UserError(f"--system: {exc}") from None
     except ValueError as exc:
         raise UserError(f"--system: {exc}") from None
+
+
+def make_resources(cache_dir: Path | None = None) -> Resources:
+    """Run resources: rng seeded 0, the packaged embedder on ``cache_dir`` (default cache when None)."""
+    if cache_dir is None:
+        return Resources(rng=np.random.default_rng(0))
+
+    def embedder() -> Any:
+        from memory.embed import Embedder
+
+        return Embedder(cache_dir=cache_dir)
+
+    return Resources(rng=np.random.default_rng(0), embedder_factory=embedder)
 
 
 def _version() -> str:
@@ -134,7 +155,7 @@ def run_locomo(
         raise UserError(f"--labels {labels!r}; valid: {', '.join(CATEGORY_LABELS)}")
     if limit_conversations is not None and limit_conversations <= 0:
         raise UserError(f"--limit-conversations must be positive, got {limit_conversations}")
-    resources = resources if resources is not None else Resources(rng=np.random.default_rng(0))
+    resources = resources if resources is not None else make_resources()
 
     def make_system() -> Any:
         try:
@@ -216,6 +237,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--captions", action="store_true", help="append ' [image: <caption>]' to turns with an image")
     parser.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="embedding cache folder (default $MEMSIM_CACHE_DIR or ~/.cache/memsim)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -240,6 +267,7 @@ def main(args: argparse.Namespace) -> int:
         captions=args.captions,
         labels=args.labels,
         limit_conversations=args.limit_conversations,
+        resources=make_resources(args.cache_dir),
         progress=False if args.no_progress else None,
     )
     metrics = dict(run.metrics)

@@ -7,11 +7,17 @@ import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 
 from memory.base import render_turn
+from memory.embed import Embedder, HashEmbedder
+from memory.registry import Resources, SystemSpec
 from sim import cli
 from sim.errors import UserError
+from static_benchmarks import locomo_cli
+from static_benchmarks.bench import bench_locomo
 from static_benchmarks.locomo import (
     CATEGORY_LABELS,
     QUESTION_DELAY,
@@ -20,6 +26,8 @@ from static_benchmarks.locomo import (
     parse_locomo_date,
     to_static,
 )
+from static_benchmarks.locomo_cli import run_locomo
+from static_benchmarks.protocol import summarise
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIRKS = FIXTURES / "locomo_quirks.json"
@@ -259,3 +267,94 @@ def test_real_file_counts() -> None:
     assert s.orphan_session_dates == 16
     q = next(q for q in ds.questions if q.raw_evidence == ("D30:05",))
     assert q.evidence == ("conv-50:D30:5",)
+
+
+# --- full command with the naive system ---------------------------------------------------------
+
+
+def _hash_resources(cache_dir: Path | None = None) -> Resources:
+    return Resources(rng=np.random.default_rng(0), embedder_factory=lambda: HashEmbedder(64))
+
+
+def test_cli_run_writes_recomputable_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(locomo_cli, "make_resources", _hash_resources)
+    out = tmp_path / "run"
+    argv = ["static", "locomo", "--data", str(QUIRKS), "--system", "naive", "-k", "3", "--out", str(out)]
+    code = cli.main([*argv, "--labels", "mem0", "--no-progress"])
+    stdout = capsys.readouterr().out
+    assert code == 0
+    assert "orphan" not in stdout and "session dates without a session (ignored): 1" in stdout
+    assert "1 single-hop" in stdout and "4 open-domain" in stdout and "overall" in stdout
+    spec = json.loads((out / "spec.json").read_text())
+    assert spec["system"]["name"] == "naive" and spec["k"] == 3 and spec["retrieve_k"] == 50
+    assert spec["ks"] == [1, 3, 5, 10, 30, 50] and spec["labels"] == "mem0"
+    assert spec["data"]["sha256"] == load_locomo(QUIRKS).sha256
+    assert spec["embedder"] == "hash-bow-64"
+    frame = pl.read_parquet(out / "probes.parquet")
+    assert frame.height == 9
+    metrics = json.loads((out / "metrics.json").read_text())
+    again = summarise(frame)
+    for key in ("overall", "per_category", "retrieve_ms"):
+        assert metrics[key] == json.loads(json.dumps(again[key]))
+    assert metrics["overall"]["excluded"] == {"adversarial": 2, "no_usable_evidence": 2}
+    assert metrics["load_summary"]["evidence_ids_unusable"] == 1
+    # Naive stores every turn: with 7 and 2 turns, top-50 holds every gold turn.
+    assert metrics["overall"]["scores"]["recall_all@50"] == 1.0
+    row = frame.filter(pl.col("question_id") == "conv-a:q1").row(0, named=True)
+    assert row["evidence"] == ["conv-a:D2:1", "conv-a:D2:3"]
+    assert row["category_label"] == "temporal" and len(row["retrieved_ids"]) == 7
+    assert all(src[0].startswith("conv-a:") for src in row["retrieved_sources"])
+    # The same folder is refused before any work.
+    line = _cli_error(argv, capsys)
+    assert "already holds a run" in line
+
+
+def test_bench_cold_then_warm_counts(tmp_path: Path) -> None:
+    ds = load_locomo(QUIRKS)
+    system = SystemSpec("naive")
+    cold, warm = bench_locomo(ds, system, k=5, progress=False, make_embedder=lambda _: HashEmbedder(32))
+    # Naive embeds every turn once and every question once.
+    assert cold.texts_requested == ds.summary.turns + ds.summary.questions
+    assert cold.questions == warm.questions == 9
+    assert cold.texts_embedded > 0 and cold.embedded_per_s is not None
+    assert 0 <= cold.retrieve_p50_ms <= cold.retrieve_p95_ms
+
+
+@pytest.mark.slow
+def test_bench_real_embedder_warm_run_is_all_cache_hits() -> None:
+    ds = load_locomo(QUIRKS)
+    cold, warm = bench_locomo(ds, SystemSpec("naive"), k=5, progress=False)
+    assert cold.texts_embedded > 0 and cold.first_compute_s > 0
+    # The warm run makes the same calls; each text the cold run computed or found is now a hit.
+    assert warm.texts_embedded == 0
+    assert warm.cache_hits == cold.cache_hits + cold.texts_embedded
+    assert warm.texts_requested == cold.texts_requested
+
+
+@pytest.mark.slow
+def test_real_file_one_conversation_with_real_embedder(minilm: Embedder) -> None:
+    ds = load_locomo(real_locomo_path())
+    run = run_locomo(
+        ds,
+        SystemSpec("naive"),
+        k=10,
+        limit_conversations=1,
+        resources=Resources(rng=np.random.default_rng(0), embedder_factory=lambda: minilm),
+        progress=False,
+    )
+    first = ds.conversations[0].sample_id
+    n_questions = sum(1 for q in ds.questions if q.sample_id == first)
+    assert run.frame.height == n_questions
+    overall = run.metrics["overall"]
+    assert overall["excluded"]["adversarial"] == sum(
+        1 for q in ds.questions if q.sample_id == first and q.category == 5
+    )
+    scores = overall["scores"]
+    # More memories can only find more evidence; dense retrieval over one
+    # conversation finds most single turns by 50.
+    assert scores["recall_any@1"] <= scores["recall_any@10"] <= scores["recall_any@50"]
+    assert scores["recall_all@50"] >= scores["recall_all@10"]
+    assert scores["recall_any@50"] > 0.7
+    assert run.spec["embedder"] == "all-MiniLM-L6-v2"
