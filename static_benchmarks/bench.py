@@ -26,8 +26,8 @@ import numpy as np
 from memory.registry import Resources, SystemSpec
 from sim.errors import UserError
 from static_benchmarks.locomo import LocomoDataset, load_locomo
-from static_benchmarks.locomo_cli import DEFAULT_K, default_data_path, resolve_system, run_locomo
-from static_benchmarks.protocol import resolve_ks
+from static_benchmarks.locomo_cli import DEFAULT_K, LocomoRun, default_data_path, resolve_system, run_locomo
+from static_benchmarks.protocol import check_run_dir, format_tables, resolve_ks, write_run
 
 __all__ = ["PhaseTiming", "TimedEmbedder", "bench_locomo", "add_arguments", "main"]
 
@@ -134,6 +134,7 @@ def _phase(
     limit_conversations: int | None,
     progress: bool | None,
     make_embedder: Callable[[Path], Any],
+    keep: list[LocomoRun],
 ) -> PhaseTiming:
     timed: list[TimedEmbedder] = []
 
@@ -152,6 +153,7 @@ def _phase(
         progress=progress,
     )
     wall = time.perf_counter() - start
+    keep.append(run)
     stats = timed[0].stats if timed else None
     latency = run.metrics["retrieve_ms"]
     return PhaseTiming(
@@ -179,6 +181,7 @@ def bench_locomo(
     limit_conversations: int | None = None,
     progress: bool | None = None,
     make_embedder: Callable[[Path], Any] | None = None,
+    runs: list[LocomoRun] | None = None,
 ) -> tuple[PhaseTiming, PhaseTiming]:
     """Time the static LoCoMo run on a fresh cache (cold), then on the same cache (warm).
 
@@ -190,6 +193,7 @@ def bench_locomo(
         progress: progress bar (None: only on a terminal).
         make_embedder: builds the embedder on a cache folder; default the
             packaged all-MiniLM-L6-v2 (``memory.embed.Embedder``).
+        runs: when given, the cold and warm ``LocomoRun`` are appended to it.
 
     The temporary cache folder is removed afterwards; the user's own cache
     is never touched.
@@ -202,6 +206,7 @@ def bench_locomo(
 
             return Embedder(cache_dir=cache_dir)
 
+    keep: list[LocomoRun] = runs if runs is not None else []
     with tempfile.TemporaryDirectory(prefix="memsim-bench-") as tmp:
         phases = tuple(
             _phase(
@@ -213,6 +218,7 @@ def bench_locomo(
                 limit_conversations=limit_conversations,
                 progress=progress,
                 make_embedder=make_embedder,
+                keep=keep,
             )
             for name in ("cold", "warm")
         )
@@ -250,6 +256,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=int, default=DEFAULT_K, help=f"headline cut-off (default {DEFAULT_K})")
     p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+    p.add_argument(
+        "--out", type=Path, default=None, metavar="DIR", help="also write the warm run as a run folder and print its tables"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -262,14 +271,25 @@ def main(args: argparse.Namespace) -> int:
     if args.limit_conversations is not None and args.limit_conversations <= 0:
         raise UserError(f"--limit-conversations must be positive, got {args.limit_conversations}")
     system = resolve_system(args.system)
+    if args.out is not None:
+        check_run_dir(args.out)
     dataset = load_locomo(data)
+    runs: list[LocomoRun] = []
     cold, warm = bench_locomo(
         dataset,
         system,
         k=args.k,
         limit_conversations=args.limit_conversations,
         progress=False if args.no_progress else None,
+        runs=runs,
     )
+    if args.out is not None:
+        # Both runs retrieve the same lists (same texts, same vectors); the warm
+        # one is written because its latencies are those of a cached setup.
+        warm_run = runs[-1]
+        write_run(args.out, warm_run.spec, warm_run.frame, warm_run.metrics)
+        print(format_tables(warm_run.metrics, warm_run.result.ks))
+        print(f"run folder (warm run): {args.out}")
     print(_report(dataset, system, cold, warm))
     if args.json is not None:
         payload = {

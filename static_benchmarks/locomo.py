@@ -374,9 +374,9 @@ def _load_record(
     sessions: list[LocomoSession] = []
     known: set[str] = set()
     for key in conv:
-        if _DATE_KEY.fullmatch(key):
-            number = _DATE_KEY.fullmatch(key).group(1)  # type: ignore[union-attr]
-            if f"session_{number}" not in conv:
+        date_match = _DATE_KEY.fullmatch(key)
+        if date_match is not None:
+            if f"session_{date_match.group(1)}" not in conv:
                 counts["orphan_session_dates"] += 1
             continue
         m = _SESSION_KEY.fullmatch(key)

@@ -26,7 +26,7 @@ from static_benchmarks.locomo import (
     parse_locomo_date,
     to_static,
 )
-from static_benchmarks.locomo_cli import run_locomo
+from static_benchmarks.locomo_cli import LocomoRun, run_locomo
 from static_benchmarks.protocol import summarise
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -325,7 +325,10 @@ def test_bench_cold_then_warm_counts(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_bench_real_embedder_warm_run_is_all_cache_hits() -> None:
     ds = load_locomo(QUIRKS)
-    cold, warm = bench_locomo(ds, SystemSpec("naive"), k=5, progress=False)
+    runs: list[LocomoRun] = []
+    cold, warm = bench_locomo(ds, SystemSpec("naive"), k=5, progress=False, runs=runs)
+    # Cached vectors are the computed ones: both runs retrieve the same lists.
+    assert runs[0].frame["retrieved_ids"].to_list() == runs[1].frame["retrieved_ids"].to_list()
     assert cold.texts_embedded > 0 and cold.first_compute_s > 0
     # The warm run makes the same calls; each text the cold run computed or found is now a hit.
     assert warm.texts_embedded == 0
@@ -358,3 +361,4 @@ def test_real_file_one_conversation_with_real_embedder(minilm: Embedder) -> None
     assert scores["recall_all@50"] >= scores["recall_all@10"]
     assert scores["recall_any@50"] > 0.7
     assert run.spec["embedder"] == "all-MiniLM-L6-v2"
+
