@@ -28,7 +28,7 @@ from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes, 
 from sim.errors import UserError
 from sim.recorder import Recorder
 
-__all__ = ["RunSpec", "Checkpoint", "RunResult", "iter_run", "run", "default_out_dir", "summarise"]
+__all__ = ["RunSpec", "Checkpoint", "RunResult", "iter_run", "run", "default_out_dir", "summarise", "per_user"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +169,9 @@ def iter_run(
     wall = time.perf_counter() - t0
     summary, metrics = summarise(probes, timeline, spec=spec_json, rng=stats_rng)
     metrics["wall_seconds"] = round(wall, 3)
+    # A discrete-event run does not wait out simulated time: this is how many
+    # simulated seconds each wall second replayed (the run's time compression).
+    metrics["time_compression"] = round(span / wall, 1) if wall > 0 else None
     metrics["failures"] = recorder.failures
     metrics["totals"] = stream.totals()
     reports = {s.label: s.system.report() for s in suts if callable(getattr(s.system, "report", None))}
@@ -234,8 +237,44 @@ def summarise(
         for col in rows.columns:
             if col.startswith("answer_") and rows[col].dtype.is_numeric():
                 per_system[name][col] = _nanmean(rows[col])
+        per_system[name]["per_user"] = per_user(rows, metric)
     metrics["systems"] = per_system
+    metrics["isolation_failures"] = int(scored["isolation_failures"].sum())
     return summary, metrics
+
+
+def per_user(rows: pl.DataFrame, metric: str) -> dict[str, dict[str, Any]]:
+    """One system's accuracy per user, whole and by halves of that user's own questions.
+
+    A user's halves split at the median ``q_index`` of their scored questions
+    (as ``analysis.stats.halves`` splits the whole stream), so a heavy user
+    cannot hide another's decline. Answer-judge columns get a mean per user
+    too. NaN scores are left out; a user with none scored gets nulls.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    answer_cols = [c for c in rows.columns if c.startswith("answer_") and rows[c].dtype.is_numeric()]
+    for user in dict.fromkeys(rows["user_id"].to_list()):
+        part = rows.filter(pl.col("user_id") == user).sort("q_index")
+        x = part[metric].cast(pl.Float64).to_numpy()
+        q = part["q_index"].to_numpy()
+        ok = ~np.isnan(x)
+        x, q = x[ok], q[ok]
+        second = q >= np.median(q) if q.size else np.zeros(0, dtype=bool)
+        first_mean = float(x[~second].mean()) if (~second).any() else None
+        second_mean = float(x[second].mean()) if second.any() else None
+        entry: dict[str, Any] = {
+            "questions": part.height,
+            "scored": int(x.size),
+            "mean": float(x.mean()) if x.size else None,
+            "first_half": first_mean,
+            "second_half": second_mean,
+            "diff": None if first_mean is None or second_mean is None else second_mean - first_mean,
+            "isolation_failures": int(part["isolation_failures"].sum()),
+        }
+        for col in answer_cols:
+            entry[col] = _nanmean(part[col])
+        out[str(user)] = entry
+    return out
 
 
 def _nanmean(s: pl.Series) -> float | None:
