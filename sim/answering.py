@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,10 @@ from sim.llm import (
     LLM_KINDS,
     CachedLLM,
     LLMClient,
+    OPENAI_URL,
     LLMUnavailableError,
     Meter,
+    OpenAICompatibleLLM,
     MeteredLLM,
     PriceTable,
     make_llm,
@@ -54,6 +57,9 @@ DEFAULT_JUDGES: dict[str, tuple[str, ...]] = {
 }
 """Judges used when ``--judge`` is not given, per benchmark."""
 
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+"""Model asked for at OpenAI's endpoint when ``--llm-model`` is not given."""
+
 DEFAULT_LOCAL_CONTEXT = 2048
 """Context window of the local model unless ``--llm-context-window`` says otherwise."""
 
@@ -71,7 +77,8 @@ def add_answer_arguments(parser: argparse.ArgumentParser, *, default_reader: str
     g.add_argument(
         "--llm-model",
         default=None,
-        help="model name at the endpoint, for --llm openai (default: gpt-4o-mini)",
+        help="model name at the endpoint, for --llm openai (default: gpt-4o-mini at OpenAI, "
+        "else the first model the endpoint lists)",
     )
     g.add_argument(
         "--llm-base-url",
@@ -145,9 +152,13 @@ def build_llm(
         if context_window is None and model_path:
             # The server runs this GGUF; llama.cpp servers default to the same window as local.
             context_window = DEFAULT_LOCAL_CONTEXT
+        if not model:
+            url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
+            # OpenAI's default; another server is asked which model it serves.
+            model = DEFAULT_OPENAI_MODEL if url.rstrip("/") == OPENAI_URL else _served_model(url)
         return make_llm(
             "openai",
-            model=model or "gpt-4o-mini",
+            model=model,
             base_url=base_url,
             timeout_s=timeout_s,
             max_retries=max_retries,
@@ -156,6 +167,13 @@ def build_llm(
             tokenizer_path=model_path,
         )
     return make_llm(kind)  # raises the UserError listing the kinds
+
+
+def _served_model(url: str) -> str:
+    models = OpenAICompatibleLLM.served_models(url)
+    if not models:
+        raise UserError(f"--llm-model: the endpoint {url} lists no models; name one")
+    return models[0]
 
 
 class AnswerSetup:

@@ -47,6 +47,7 @@ __all__ = [
     "Meter",
     "PriceTable",
     "DEFAULT_PRICES",
+    "SERVER_SAMPLING",
     "LLM_KINDS",
     "OPENAI_URL",
     "make_llm",
@@ -150,10 +151,10 @@ class LocalLLM:
     """A GGUF model run in this process by llama.cpp (``llama-cpp-python``).
 
     Each call starts from an empty context, so a reply depends only on its own
-    messages and parameters, never on the calls before it. Sampling is plain:
-    no repetition penalty and no top-k/top-p/min-p cut, so that temperature 0
-    is greedy decoding and the same request sent to a llama.cpp server with
-    these parameters gives the same reply.
+    messages and parameters, never on the calls before it. The sampling
+    settings the OpenAI API has no field for are those a llama.cpp server
+    uses by default (``SERVER_SAMPLING``), so that the same request sent to
+    ``python -m llama_cpp.server`` running the same GGUF gets the same reply.
     """
 
     name = "local"
@@ -220,7 +221,7 @@ class LocalLLM:
                 max_tokens=max_tokens,
                 temperature=temperature,
                 seed=seed,
-                **PLAIN_SAMPLING,
+                **SERVER_SAMPLING,
             )
             latency = time.perf_counter() - start
         usage = out.get("usage") or {}
@@ -241,16 +242,17 @@ class LocalLLM:
         }
 
 
-PLAIN_SAMPLING: Mapping[str, Any] = {
-    "top_p": 1.0,
-    "top_k": 0,
-    "min_p": 0.0,
-    "repeat_penalty": 1.0,
+SERVER_SAMPLING: Mapping[str, Any] = {
+    "top_p": 0.95,
+    "top_k": 40,
+    "min_p": 0.05,
+    "repeat_penalty": 1.1,
 }
-"""Sampling settings that leave the distribution as the model gives it.
+"""The llama.cpp server's defaults for settings an OpenAI request leaves out.
 
-llama.cpp (in-process and server) otherwise applies its own defaults, and the
-server's differ from the library's; passing these to both makes them agree.
+The in-process library's own defaults differ (no repetition penalty), and
+the penalty applies even to greedy decoding at temperature 0, so the local
+client passes these to answer exactly as a llama.cpp server would.
 """
 
 
@@ -280,6 +282,11 @@ def _known_context_window(model: str) -> int:
         if model.startswith(prefix) and len(prefix) > len(best):
             best, window = prefix, size
     return window
+
+
+def _is_loopback(url: str) -> bool:
+    host = (urlparse(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _is_openai_host(url: str) -> bool:
@@ -384,6 +391,25 @@ class OpenAICompatibleLLM:
                     max_retries=0,
                 )
             return self._client
+
+    @staticmethod
+    def served_models(base_url: str | None = None, api_key: str | None = None, timeout_s: float = 10.0) -> list[str]:
+        """The model ids an endpoint lists at ``GET /models``.
+
+        Raises:
+            LLMUnavailableError: the endpoint cannot be reached or does not list models.
+        """
+        import openai
+
+        url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "unused"
+        try:
+            client = openai.OpenAI(api_key=key, base_url=url, timeout=timeout_s, max_retries=1)
+            return [m.id for m in client.models.list()]
+        except openai.OpenAIError as exc:
+            raise LLMUnavailableError(
+                f"LLM endpoint {url}: cannot list its models ({_short(exc)}); name one with --llm-model"
+            ) from None
 
     def count_tokens(self, text: str) -> int:
         """Exact with a GGUF tokenizer; otherwise one token per 3 bytes, rounded up.
@@ -753,18 +779,25 @@ class PriceTable:
             prices[str(model)] = (float(pair[0]), float(pair[1]))
         return cls(prices)
 
-    def price(self, model: str, kind: str = "openai") -> tuple[float, float] | None:
-        """(input, output) USD per million tokens, or None when unknown."""
-        if kind in ("local", "scripted"):
-            return (0.0, 0.0)
+    def price(self, model: str, kind: str = "openai", endpoint: str = "") -> tuple[float, float] | None:
+        """(input, output) USD per million tokens, or None when unknown.
+
+        A model named in the table has that price. Otherwise models run in
+        this process or served on this machine (a loopback endpoint) cost
+        nothing per token, and remote ones are priced by longest prefix.
+        """
         if model in self.prices:
             return self.prices[model]
+        if kind in ("local", "scripted") or _is_loopback(endpoint):
+            return (0.0, 0.0)
         best = max((m for m in self.prices if model.startswith(m)), key=len, default=None)
         return self.prices[best] if best is not None else None
 
-    def cost(self, model: str, prompt_tokens: int, completion_tokens: int, kind: str = "openai") -> float:
+    def cost(
+        self, model: str, prompt_tokens: int, completion_tokens: int, kind: str = "openai", endpoint: str = ""
+    ) -> float:
         """USD for the given tokens; NaN when the model has no price."""
-        p = self.price(model, kind)
+        p = self.price(model, kind, endpoint)
         if p is None:
             return math.nan
         return (prompt_tokens * p[0] + completion_tokens * p[1]) / 1_000_000
@@ -795,8 +828,10 @@ class Meter:
         self._tallies: dict[tuple[str, str, str], _Tally] = {}
         self._lock = threading.Lock()
 
-    def record(self, completion: Completion, *, model: str, kind: str, role: str = "reader") -> None:
-        """Count one reply."""
+    def record(
+        self, completion: Completion, *, model: str, kind: str, role: str = "reader", endpoint: str = ""
+    ) -> None:
+        """Count one reply of ``model`` served by a ``kind`` client at ``endpoint``."""
         with self._lock:
             t = self._tallies.setdefault((role, kind, model), _Tally())
             if completion.cached:
@@ -806,7 +841,9 @@ class Meter:
             t.prompt_tokens += completion.prompt_tokens
             t.completion_tokens += completion.completion_tokens
             t.latency_s += completion.latency_s
-            t.cost_usd += self.prices.cost(model, completion.prompt_tokens, completion.completion_tokens, kind)
+            t.cost_usd += self.prices.cost(
+                model, completion.prompt_tokens, completion.completion_tokens, kind, endpoint
+            )
 
     def summary(self) -> dict[str, Any]:
         """Totals and a breakdown per role and model (plain JSON data).
@@ -879,7 +916,7 @@ class MeteredLLM:
     ) -> Completion:
         """The inner client's reply, counted."""
         out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        self.meter.record(out, model=self.model, kind=self.name, role=self.role)
+        self.meter.record(out, model=self.model, kind=self.name, role=self.role, endpoint=self.endpoint)
         return out
 
     def describe(self) -> dict[str, Any]:

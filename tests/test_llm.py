@@ -84,6 +84,16 @@ class _Endpoint:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def do_GET(self) -> None:  # noqa: N802
+                data = json.dumps(
+                    {"object": "list", "data": [{"id": "served-model", "object": "model", "created": 0, "owned_by": "me"}]}
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def log_message(self, *args: object) -> None:
                 pass
 
@@ -269,6 +279,10 @@ def test_price_table_lookup_and_cost() -> None:
     assert prices.price("gpt-4o") == DEFAULT_PRICES["gpt-4o"]
     assert prices.price("smollm2.gguf", kind="local") == (0.0, 0.0)
     assert prices.price("mystery") is None
+    # served on this machine: no per-token bill, unless the table names the model
+    assert prices.price("mystery", endpoint="http://127.0.0.1:8000/v1") == (0.0, 0.0)
+    assert prices.price("gpt-4o", endpoint="http://localhost:8000/v1") == DEFAULT_PRICES["gpt-4o"]
+    assert prices.price("mystery", endpoint="http://10.0.0.7:8000/v1") is None
     assert prices.cost("gpt-4o-mini", 1_000_000, 2_000_000) == pytest.approx(0.15 + 1.20)
     assert math.isnan(prices.cost("mystery", 10, 10))
 
@@ -422,3 +436,19 @@ def test_bench_llm_with_a_scripted_client() -> None:
     assert all(r.answers_per_s > 0 and r.mean_prompt_tokens > 0 for r in results)
     assert len(llm.calls) == 2 * (3 + 1)  # a warm-up call per variant
     assert "answers/s" in format_bench(results)
+
+
+def test_model_defaults_to_what_the_endpoint_serves(endpoint_factory) -> None:
+    ep = endpoint_factory([])
+    assert OpenAICompatibleLLM.served_models(ep.url) == ["served-model"]
+    setup = answer_setup_from_args(
+        _parse(["--reader", "short", "--llm", "openai", "--llm-base-url", ep.url, "--no-cache"]), ["contains"]
+    )
+    assert setup.describe()["llm"]["model"] == "served-model"
+    setup.answer_and_judge("Where?", T, [], "Lisbon")
+    assert ep.requests[-1]["model"] == "served-model"
+    assert setup.cost()["cost_usd"] == 0.0  # loopback endpoint
+    gone = ep.url
+    ep.stop()
+    with pytest.raises(LLMUnavailableError, match="--llm-model"):
+        OpenAICompatibleLLM.served_models(gone, timeout_s=2)
