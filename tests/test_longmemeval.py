@@ -614,3 +614,40 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "unknown question type(s) trivia; valid: single-session-user" in err and err.count("\n") == 1
     assert main(["static", "longmemeval", "--data", str(MINI), "--system", "nosuch"]) == 2
     assert "unknown memory system 'nosuch'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- benchmark file, real parts
+
+
+def test_generated_bench_file_follows_the_schema(tmp_path: Path) -> None:
+    from static_benchmarks.bench_longmemeval import generate_file
+
+    info = generate_file(tmp_path / "gen.json", size_gb=0.0004, sessions_per_instance=12, pool_sessions=40, seed=1)
+    warnings = lme.LoadWarnings()
+    insts = lme.load_instances(tmp_path / "gen.json", warnings=warnings)
+    assert len(insts) == info["instances"] >= 2 and info["bytes"] >= 400_000
+    assert warnings.total() == 0
+    for inst in insts:
+        assert len(inst.sessions) >= 13 and lme.gold_turn_keys(inst)
+        assert all(s.date <= inst.question_date for s in inst.sessions)
+    # pooled sessions recur across instances, as in the published files
+    first = {s.session_id for s in insts[0].sessions}
+    assert first & {s.session_id for s in insts[1].sessions}
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_with_real_embedder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli import main
+
+    out = tmp_path / "run"
+    code = main(["static", "longmemeval", "--data", str(MINI), "--system", "naive", "--reader", "none",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "turn level" in text and "embedder all-MiniLM-L6-v2" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    # MiniLM puts the stated degree first for "What degree did I graduate with?"
+    frame_rows = {r["question_id"]: r for r in __import__("polars").read_parquet(out / "probes.parquet").to_dicts()}
+    assert frame_rows["d0c1a7e2"]["first_gold_rank"] == 1
+    assert metrics["overall"]["turn"]["scores"]["recall_any@50"] == 1.0
+    assert metrics["embedder"]["unique_texts"] <= metrics["texts"]["unique"] + 6  # texts + 6 questions
