@@ -232,6 +232,10 @@ class LocalLLM:
             latency_s=latency,
         )
 
+    def request_settings(self) -> dict[str, Any]:
+        """Settings besides the request that shape replies (part of cache keys)."""
+        return {"sampling": dict(SERVER_SAMPLING), "model_bytes": self.model_path.stat().st_size}
+
     def describe(self) -> dict[str, Any]:
         """What a run's spec records about this client."""
         return {
@@ -239,6 +243,7 @@ class LocalLLM:
             "model": self.model,
             "endpoint": self.endpoint,
             "context_window": self.context_window,
+            "sampling": dict(SERVER_SAMPLING),
         }
 
 
@@ -475,6 +480,10 @@ class OpenAICompatibleLLM:
             f"time(s) in a row; last error: {_short(last)}"
         )
 
+    def request_settings(self) -> dict[str, Any]:
+        """Settings besides the request that shape replies (part of cache keys)."""
+        return {"extra_body": dict(self.extra_body)} if self.extra_body else {}
+
     def _delay(self, attempt: int, exc: Exception | None) -> float:
         delay = min(30.0, self.backoff_s * 2 ** (attempt - 1))
         retry_after = _retry_after(exc)
@@ -657,10 +666,11 @@ class CachedLLM:
             "temperature": float(temperature),
             "seed": seed,
         }
-        # Server-side settings change replies too, so they are part of the request.
-        extra = getattr(self.inner, "extra_body", None)
-        if extra:
-            payload["extra_body"] = extra
+        # Settings outside the request (sampling, server extras, the model file)
+        # change replies too, so they are part of the key.
+        settings = getattr(self.inner, "request_settings", None)
+        if callable(settings):
+            payload["settings"] = dict(settings())
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -249,6 +249,14 @@ def test_cache_key_includes_endpoint_and_model(tmp_path: Path) -> None:
     assert a.key(MESSAGES, **k) == a.key([dict(m) for m in MESSAGES], **k)
 
 
+def test_cache_key_includes_client_settings(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/v1"
+    plain = CachedLLM(OpenAICompatibleLLM("m", base_url=url), tmp_path)
+    extra = CachedLLM(OpenAICompatibleLLM("m", base_url=url, extra_body={"top_k": 1}), tmp_path)
+    k = dict(max_tokens=4, temperature=0.0, seed=0)
+    assert plain.key(MESSAGES, **k) != extra.key(MESSAGES, **k)
+
+
 def test_cache_does_not_store_failures(tmp_path: Path) -> None:
     calls = []
 
