@@ -37,7 +37,7 @@ from analysis.stats import (
 )
 from sim.errors import UserError
 
-__all__ = ["RunData", "load_run", "write_report", "compare_runs", "DEFAULT_WINDOW", "DEFAULT_WINDOW_DAYS", "DEFAULT_FADING"]
+__all__ = ["RunData", "load_run", "scored_probes", "stats_rng", "write_report", "compare_runs", "DEFAULT_WINDOW", "DEFAULT_WINDOW_DAYS", "DEFAULT_FADING"]
 
 DEFAULT_WINDOW = 50
 """Questions in the windowed accuracy curve."""
@@ -481,11 +481,29 @@ class _Built:
     figures: tuple[tuple[str, str, str, str], ...]  # (section, svg, alt, caption)
 
 
+def stats_rng(run: RunData) -> np.random.Generator:
+    """The generator the runner used for its summary, so report and metrics.json agree.
+
+    The runner splits ``default_rng(seed)`` into scenario, system and
+    statistics streams (``spawn(3)``) and draws the summary from the third.
+    """
+    root = np.random.default_rng(run.seed)
+    return root.spawn(3)[2] if run.longitudinal else root
+
+
+def scored_probes(run: RunData) -> pl.DataFrame:
+    """Probe rows without a system error: a failed retrieval is not a scored question."""
+    df = run.probes
+    if "error" in df.columns and df.schema["error"] == pl.Utf8:
+        return df.filter(pl.col("error").is_null())
+    return df
+
+
 def _build(run: RunData, *, window: int, window_days: float, fading: float, n_boot: int) -> _Built:
-    rng = np.random.default_rng(run.seed)
+    rng = stats_rng(run)
     summaries: list[tuple[str, pl.DataFrame]] = []
     figures: list[tuple[str, str, str, str]] = []
-    df = run.probes
+    df = scored_probes(run)
     if run.longitudinal:
         for metric in [run.metric, *cv.answer_metrics(df)]:
             if df[metric].cast(pl.Float64).drop_nulls().drop_nans().len() == 0:
@@ -640,9 +658,9 @@ def compare_runs(
     curve_parts = []
     for run in runs:
         label = _run_label(run, runs)
-        rng = np.random.default_rng(run.seed)
+        rng = stats_rng(run)
         if run.longitudinal:
-            summary = learning_summary(run.probes, metric=run.metric, control=run.control, rng=rng, n_boot=n_boot)
+            summary = learning_summary(scored_probes(run), metric=run.metric, control=run.control, rng=rng, n_boot=n_boot)
             for r in summary.iter_rows(named=True):
                 x = run.probes.filter(pl.col("system") == r["system"])[run.metric].cast(pl.Float64)
                 rows.append({"run": label, "system": r["system"], "metric": run.metric, "n": r["n"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.report import DEFAULT_FADING, DEFAULT_WINDOW, DEFAULT_WINDOW_DAYS, load_run, write_report
+from analysis.report import DEFAULT_FADING, DEFAULT_WINDOW, DEFAULT_WINDOW_DAYS, load_run, scored_probes, stats_rng, write_report
 from analysis.stats import format_table, learning_summary
 
 __all__ = ["add_arguments", "main"]
@@ -24,8 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Write the report, print the summary table and the report's path."""
-    import numpy as np
-
     from sim.errors import UserError
 
     if args.window < 1:
@@ -41,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
         run = load_run(args.run_dir)
         if run.longitudinal:
             summary = learning_summary(
-                run.probes, metric=run.metric, control=run.control, rng=np.random.default_rng(run.seed), n_boot=args.n_boot
+                scored_probes(run), metric=run.metric, control=run.control, rng=stats_rng(run), n_boot=args.n_boot
             )
             print(format_table(summary))
             print()

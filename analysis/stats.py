@@ -883,10 +883,10 @@ def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]], list[str]]:
         "halves split at the median question index",
         "[lo, hi]: 95% percentile bootstrap interval (questions resampled; whole users when several)",
     ]
-    if control:
+    if control and tests:
         notes.append(
             f"DiD: (2nd - 1st)_system - (2nd - 1st)_{control} on questions both scored; "
-            f"p: {' / '.join(tests) or 'none'} on second-half questions both scored vs {control}, "
+            f"p: {' / '.join(tests)} on second-half questions both scored vs {control}, "
             "n = paired questions, effect = system - control"
         )
     return headers, rows, notes
