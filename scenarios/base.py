@@ -105,3 +105,5 @@ def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: 
 
 
 register_scenario("persona", "scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
+register_scenario("locomo_stream", "scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
+register_scenario("longmemeval_stream", "scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")

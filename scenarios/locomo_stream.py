@@ -1,0 +1,298 @@
+"""LoCoMo conversations replayed on their real calendar, questions interleaved.
+
+Each LoCoMo conversation is one user: both speakers' turns are that user's
+history (the memory serves the pair). Sessions arrive at their real
+``session_N_date_time`` and are built exactly as the static protocol builds
+them (``static_benchmarks.locomo.to_static``): the same turn ids
+(``"<sample_id>:<dia_id>"``), the same text, ``created_at`` = the session's
+time and ``metadata["date_text"]`` = the session's date string, so a memory
+renders the same text in both protocols.
+
+Each question is asked at a time chosen by ``question_time``:
+
+- ``after_evidence``: shortly after the last session that holds its evidence,
+  ``U(min_delay_hours, max_delay_hours)`` later, but before the
+  conversation's next session (the upper bound shrinks to the gap when the
+  next session comes sooner; LoCoMo's gaps are all longer than a day). The
+  question is asked while the conversation is still on that topic, and later
+  sessions bring the distractors a memory has to live with.
+- ``uniform``: uniformly between ``min_delay_hours`` after its last evidence
+  session and the conversation's end (``QUESTION_DELAY`` after its last
+  session).
+- ``end``: every question at the conversation's end, as the static protocol
+  asks them. Run through the engine, the naive store then scores exactly as
+  in the static protocol: the control of the longitudinal runs.
+
+With the first two policies no question precedes its evidence. Category-5
+(adversarial) questions are left out unless ``include_adversarial``; they then
+keep the file's evidence (the turns the adversarial answer points at) and
+kind ``adversarial``. Questions with no usable evidence id after cleaning are
+left out and counted (``meta["excluded"]``). A share ``question_fraction`` of
+the remaining questions is kept (the question-rate knob), drawn per
+conversation.
+
+Re-asks: each kept question is asked again with probability ``reask_rate``,
+``U(reask_min_days, reask_max_days)`` after its first asking, verbatim or
+(with probability ``paraphrase_rate``) in one of ``PARAPHRASES``: wrappers
+such as "Remind me: ..." that keep the meaning and the gold fields. A re-ask
+has its own id (``"<question_id>:r1"``), ``reask_of`` = the first asking and
+``topic`` = the first asking's id, so a system that learned from answering it
+once can show it.
+
+Same generator state, same stream.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from scenarios.base import ScenarioStream
+from sim.config import validate_args
+from sim.errors import UserError
+from sim.events import Event, Question, Session, sort_events
+from static_benchmarks.locomo import ADVERSARIAL, CATEGORY_LABELS, QUESTION_DELAY, load_locomo, to_static
+
+__all__ = [
+    "LocomoStreamConfig",
+    "LocomoStreamScenario",
+    "PARAPHRASES",
+    "QUESTION_TIMES",
+    "default_locomo_path",
+    "paraphrase",
+]
+
+QUESTION_TIMES: tuple[str, ...] = ("after_evidence", "uniform", "end")
+"""Valid values of ``question_time``."""
+
+PARAPHRASES: tuple[str, ...] = (
+    "Remind me: {q}",
+    "Sorry, asking again: {q}",
+    "I asked this before, but {lq}",
+    "Can you remind me, {lq}",
+    "{q} I forgot what we said.",
+    "Quick check, {lq}",
+)
+"""Meaning-preserving rewrites of a question (``{q}`` as asked, ``{lq}`` with a lowered question word)."""
+
+_QUESTION_WORDS = frozenset(
+    "what when where who whom whose which why how did do does is are was were would could can has have had "
+    "should will in on at according".split()
+)
+_HOUR = 3600.0
+_DAY = 86400.0
+
+
+def default_locomo_path() -> Path:
+    """``$MEMSIM_LOCOMO``, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
+    env = os.environ.get("MEMSIM_LOCOMO")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+def paraphrase(question: str, template: str) -> str:
+    """``question`` rewritten with one of ``PARAPHRASES``.
+
+    The first word is lowered (for ``{lq}``) only when it is a question word,
+    so a question that opens with a name keeps its capital.
+    """
+    q = question.strip()
+    first = q.split(" ", 1)[0]
+    lq = q[0].lower() + q[1:] if first.lower() in _QUESTION_WORDS else q
+    return template.format(q=q, lq=lq)
+
+
+class LocomoStreamConfig(BaseModel):
+    """Arguments of the ``locomo_stream`` scenario (validated; unknown keys are errors)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: str = Field("", description="locomo10.json path (empty: $MEMSIM_LOCOMO or ../shared/data/locomo/)")
+    conversations: tuple[str, ...] = Field((), description="sample ids to replay (empty: all)")
+    limit_conversations: int | None = Field(None, ge=1, description="keep only the first N conversations")
+    question_time: Literal["after_evidence", "uniform", "end"] = Field(
+        "after_evidence", description="when a question is asked relative to its evidence"
+    )
+    min_delay_hours: float = Field(1.0, ge=0, description="earliest question time after its last evidence session")
+    max_delay_hours: float = Field(48.0, gt=0, description="latest question time after it (after_evidence)")
+    include_adversarial: bool = Field(False, description="also ask category-5 (adversarial) questions")
+    question_fraction: float = Field(1.0, gt=0, le=1, description="share of questions asked (per conversation)")
+    reask_rate: float = Field(0.0, ge=0, le=1, description="chance a question is asked again later")
+    paraphrase_rate: float = Field(0.5, ge=0, le=1, description="chance a re-ask uses a paraphrase")
+    reask_min_days: float = Field(1.0, ge=0, description="earliest re-ask after the first asking")
+    reask_max_days: float = Field(30.0, gt=0, description="latest re-ask after the first asking")
+    captions: bool = Field(False, description="append image captions to turn text, as the static --captions")
+
+    @model_validator(mode="after")
+    def _check(self) -> LocomoStreamConfig:
+        if self.min_delay_hours >= self.max_delay_hours:
+            raise ValueError(
+                f"min_delay_hours ({self.min_delay_hours}) must be below max_delay_hours ({self.max_delay_hours})"
+            )
+        if self.reask_min_days >= self.reask_max_days:
+            raise ValueError(
+                f"reask_min_days ({self.reask_min_days}) must be below reask_max_days ({self.reask_max_days})"
+            )
+        return self
+
+    def path(self) -> Path:
+        """The data file to read."""
+        return Path(self.data) if self.data else default_locomo_path()
+
+
+class LocomoStreamScenario:
+    """The ``locomo_stream`` scenario: see the module docstring."""
+
+    name = "locomo_stream"
+
+    def __init__(self, config: LocomoStreamConfig | None = None, *, source: str = "") -> None:
+        self.config = config or LocomoStreamConfig()
+        path = self.config.path()
+        if not path.is_file():
+            where = f" (scenario.data in {source})" if source else " (scenario.data)"
+            raise UserError(
+                f"LoCoMo data file not found: {path}{where}; set scenario.data or MEMSIM_LOCOMO to locomo10.json"
+            )
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LocomoStreamScenario:
+        """Build from a config table; bad keys or values, or a missing file, raise ``UserError``."""
+        config = validate_args(LocomoStreamConfig, args, what="scenario", source=source)
+        return cls(config, source=source)  # type: ignore[arg-type]
+
+    def spec_args(self) -> dict[str, Any]:
+        """Resolved arguments, JSON-ready (``data`` as the path actually read)."""
+        out = self.config.model_dump(mode="json")
+        out["data"] = str(self.config.path())
+        return out
+
+    # -- generation -------------------------------------------------------
+
+    def generate(self, rng: np.random.Generator) -> ScenarioStream:
+        """Load the file and build every conversation's sessions and questions."""
+        cfg = self.config
+        dataset = load_locomo(cfg.path())
+        convs = to_static(dataset, captions=cfg.captions)
+        if cfg.conversations:
+            known = [c.user_id for c in convs]
+            unknown = [c for c in cfg.conversations if c not in known]
+            if unknown:
+                raise UserError(
+                    f"scenario.conversations: unknown sample id(s) {unknown} in {cfg.path()}; valid: {', '.join(known)}"
+                )
+            wanted = set(cfg.conversations)
+            convs = [c for c in convs if c.user_id in wanted]
+        if cfg.limit_conversations is not None:
+            convs = convs[: cfg.limit_conversations]
+        category = {q.question_id: q.category for q in dataset.questions}
+        labels = CATEGORY_LABELS["locomo"]
+
+        events: list[Event] = []
+        excluded = {"adversarial": 0, "no_usable_evidence": 0, "not_sampled": 0}
+        per_user: dict[str, dict[str, int]] = {}
+        for conv in convs:
+            # One child generator per conversation, drawn in file order: a conversation's
+            # questions do not depend on how many questions the ones before it had.
+            conv_rng = np.random.default_rng(rng.integers(2**63))
+            session_times = [s.now for s in conv.sessions]
+            at = {t.turn_id: s.now for s in conv.sessions for t in s.turns}
+            end = max(session_times) + QUESTION_DELAY
+            for s in conv.sessions:
+                events.append(Session(session_id=s.session_id, user_id=conv.user_id, time=s.now, turns=s.turns))
+            asked = 0
+            reasks = 0
+            for sq in conv.questions:
+                code = category[sq.question_id]
+                if code == ADVERSARIAL and not cfg.include_adversarial:
+                    excluded["adversarial"] += 1
+                    continue
+                if not sq.evidence:
+                    excluded["no_usable_evidence"] += 1
+                    continue
+                # Draws happen for every candidate, kept or not, so the fraction only thins the stream.
+                keep = conv_rng.random() < cfg.question_fraction
+                when = self._ask_time(conv_rng, max(at[t] for t in sq.evidence), session_times, end)
+                reask = conv_rng.random() < cfg.reask_rate
+                re_delay = conv_rng.uniform(cfg.reask_min_days, cfg.reask_max_days) * _DAY
+                re_para = conv_rng.random() < cfg.paraphrase_rate
+                re_template = PARAPHRASES[int(conv_rng.integers(len(PARAPHRASES)))]
+                if not keep:
+                    excluded["not_sampled"] += 1
+                    continue
+                first = Question(
+                    question_id=sq.question_id,
+                    user_id=conv.user_id,
+                    time=when,
+                    text=sq.question,
+                    gold=sq.answer,
+                    kind=labels[code],
+                    evidence=sq.evidence,
+                    topic=sq.question_id,
+                )
+                events.append(first)
+                asked += 1
+                if reask:
+                    events.append(
+                        Question(
+                            question_id=f"{sq.question_id}:r1",
+                            user_id=conv.user_id,
+                            time=when + timedelta(seconds=float(re_delay)),
+                            text=paraphrase(sq.question, re_template) if re_para else sq.question,
+                            gold=sq.answer,
+                            kind=labels[code],
+                            evidence=sq.evidence,
+                            topic=sq.question_id,
+                            reask_of=sq.question_id,
+                        )
+                    )
+                    reasks += 1
+            per_user[conv.user_id] = {
+                "sessions": len(conv.sessions),
+                "turns": sum(len(s.turns) for s in conv.sessions),
+                "questions": asked,
+                "reasks": reasks,
+            }
+        if not events:
+            raise UserError(f"scenario locomo_stream: no conversations selected from {cfg.path()}")
+        ordered = tuple(sort_events(events))
+        start = ordered[0].time
+        # A minute after the last event, so the final day's run covers it.
+        end_all = ordered[-1].time + timedelta(minutes=1)
+        meta = {
+            "data": str(cfg.path()),
+            "sha256": dataset.sha256,
+            "question_time": cfg.question_time,
+            "excluded": excluded,
+            "per_user": per_user,
+        }
+        return ScenarioStream(start=start, end=end_all, events=ordered, meta=meta)
+
+    def _ask_time(
+        self, rng: np.random.Generator, evidence_at: datetime, session_times: list[datetime], end: datetime
+    ) -> datetime:
+        """When a question whose last evidence session starts at ``evidence_at`` is asked."""
+        cfg = self.config
+        # Both draws are made whatever the policy, so switching policy leaves the other draws alone.
+        u_after = rng.random()
+        u_uniform = rng.random()
+        if cfg.question_time == "end":
+            return end
+        lo = cfg.min_delay_hours * _HOUR
+        if cfg.question_time == "after_evidence":
+            later = [t for t in session_times if t > evidence_at]
+            gap = (min(later) - evidence_at).total_seconds() if later else math.inf
+            hi = min(cfg.max_delay_hours * _HOUR, gap)
+            # A next session sooner than the minimum delay: ask halfway to it.
+            lo = min(lo, hi / 2.0)
+            return evidence_at + timedelta(seconds=lo + u_after * (hi - lo))
+        hi = max((end - evidence_at).total_seconds(), lo)
+        return evidence_at + timedelta(seconds=lo + u_uniform * (hi - lo))
+

@@ -1,0 +1,276 @@
+"""LongMemEval instances replayed on their dates, each question at its ``question_date``.
+
+Every instance of a LongMemEval file brings a haystack of dated sessions and
+one question. The stream replays the sessions at their dates and asks the
+question at its ``question_date``; turns carry ``metadata["date_text"]`` (the
+file's date string) and the official turn keys ``<session_id>_<index + 1>``,
+so the gold evidence is the official one: the user turns marked
+``has_answer`` inside answer sessions.
+
+Who the user is (``group``):
+
+- ``shared`` (default): all instances are one user (``"longmemeval"``) whose
+  life is the union of the haystacks. A session that several instances list
+  (the fillers drawn from ShareGPT and UltraChat are listed by many) is
+  ingested once, at the earliest date any instance gives it; later listings
+  with another date or other content are counted in ``meta`` and dropped.
+  This is what makes the stream longitudinal: questions are interleaved with
+  new sessions and every question is asked of a memory that keeps growing.
+  The price: each question searches every instance's haystack, not only its
+  own, so evidence scores are lower than the official per-instance ones, and
+  instances written about different fictional facts share one memory.
+- ``instance``: each instance is its own user (user id = question id) with
+  only its own haystack, as the official protocol runs them, but all users
+  replayed together against one instance of each system. Session and turn
+  ids are prefixed with the user (``"<question_id>/<turn key>"``) because
+  provenance must name exactly one user's turn; a session listed twice by
+  one instance is ingested once.
+
+Left out and counted (``meta["excluded"]``): abstention questions (``_abs``)
+unless ``include_abstention`` (they are then asked with no evidence and
+score NaN), questions without any gold user turn (single-session-assistant,
+whose evidence is an assistant turn) and, in ``shared`` mode, questions
+whose gold turns were all dropped with a conflicting copy of their session.
+A left-out instance contributes no sessions. When an evidence session is
+dated after its question (the file allows it), the question is asked a
+minute after that session, so no question precedes its evidence; such moves
+are counted. Only user turns are ingested by default (the official retrieval
+corpus); ``user_only = false`` ingests assistant turns too.
+
+The stream takes no random draws: the same file and arguments give the same
+stream whatever the seed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memory.base import Turn
+from scenarios.base import ScenarioStream
+from sim.config import validate_args
+from sim.errors import UserError
+from sim.events import Event, Question, Session, sort_events
+from static_benchmarks.longmemeval import (
+    QUESTION_TYPES,
+    Instance,
+    LoadWarnings,
+    gold_turn_keys,
+    iter_instances,
+    memory_turns,
+)
+
+__all__ = ["LongMemEvalStreamConfig", "LongMemEvalStreamScenario", "SHARED_USER", "default_longmemeval_path"]
+
+SHARED_USER = "longmemeval"
+"""The user id of every event in ``shared`` mode."""
+
+_MOVE = timedelta(minutes=1)
+
+
+def default_longmemeval_path() -> Path | None:
+    """``$MEMSIM_LONGMEMEVAL`` when set, else None (the file must be named)."""
+    env = os.environ.get("MEMSIM_LONGMEMEVAL")
+    return Path(env) if env else None
+
+
+class LongMemEvalStreamConfig(BaseModel):
+    """Arguments of the ``longmemeval_stream`` scenario (validated; unknown keys are errors)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: str = Field("", description="a LongMemEval JSON file (empty: $MEMSIM_LONGMEMEVAL)")
+    group: Literal["shared", "instance"] = Field("shared", description="one user for all instances, or one per instance")
+    types: tuple[str, ...] = Field((), description="question types to keep (empty: all)")
+    limit_instances: int | None = Field(None, ge=1, description="keep the first N instances that pass the filters")
+    include_abstention: bool = Field(False, description="also ask abstention (_abs) questions (unscored)")
+    user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus)")
+
+    @field_validator("types")
+    @classmethod
+    def _known_types(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [t for t in v if t not in QUESTION_TYPES]
+        if unknown:
+            raise ValueError(f"unknown question types {unknown}; valid: {', '.join(QUESTION_TYPES)}")
+        return tuple(v)
+
+    def path(self) -> Path | None:
+        """The data file to read, if one is named."""
+        return Path(self.data) if self.data else default_longmemeval_path()
+
+
+class LongMemEvalStreamScenario:
+    """The ``longmemeval_stream`` scenario: see the module docstring."""
+
+    name = "longmemeval_stream"
+
+    def __init__(self, config: LongMemEvalStreamConfig | None = None, *, source: str = "") -> None:
+        self.config = config or LongMemEvalStreamConfig()
+        where = f" in {source}" if source else ""
+        path = self.config.path()
+        if path is None:
+            raise UserError(f"scenario.data{where}: name a LongMemEval file (or set MEMSIM_LONGMEMEVAL)")
+        if not path.is_file():
+            raise UserError(f"LongMemEval data file not found: {path} (scenario.data{where})")
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LongMemEvalStreamScenario:
+        """Build from a config table; bad keys or values, or a missing file, raise ``UserError``."""
+        config = validate_args(LongMemEvalStreamConfig, args, what="scenario", source=source)
+        return cls(config, source=source)  # type: ignore[arg-type]
+
+    def spec_args(self) -> dict[str, Any]:
+        """Resolved arguments, JSON-ready (``data`` as the path actually read)."""
+        out = self.config.model_dump(mode="json")
+        out["data"] = str(self.config.path())
+        return out
+
+    # -- generation -------------------------------------------------------
+
+    def generate(self, rng: np.random.Generator) -> ScenarioStream:
+        """Read the file and build the sessions and questions (``rng`` is not drawn from)."""
+        cfg = self.config
+        path = cfg.path()
+        assert path is not None  # checked in __init__
+        warnings = LoadWarnings()
+        excluded = {"abstention": 0, "no_gold_turns": 0, "evidence_dropped": 0, "type": 0}
+        counts = {"moved_after_evidence": 0, "shared_sessions_reused": 0, "session_date_conflicts": 0,
+                  "session_content_conflicts": 0, "duplicate_sessions": 0}
+        events: list[Event] = []
+        # shared mode: session id -> (time, turn texts) of the copy that was kept
+        kept: dict[str, tuple[datetime, tuple[str, ...]]] = {}
+        kept_turns: dict[str, Session] = {}
+        instances = 0
+        for inst in iter_instances(path, warnings=warnings):
+            if cfg.types and inst.question_type not in cfg.types:
+                excluded["type"] += 1
+                continue
+            # An abstention question's haystack does not hold its answer: it has no evidence to score.
+            gold = frozenset() if inst.is_abstention else gold_turn_keys(inst)
+            if inst.is_abstention and not cfg.include_abstention:
+                excluded["abstention"] += 1
+                continue
+            if not gold and not inst.is_abstention:
+                excluded["no_gold_turns"] += 1
+                continue
+            if cfg.limit_instances is not None and instances >= cfg.limit_instances:
+                break
+            instances += 1
+            if cfg.group == "instance":
+                events.extend(self._instance_events(inst, gold, counts))
+            else:
+                q = self._shared_events(inst, gold, kept, kept_turns, counts, excluded)
+                if q is not None:
+                    events.append(q)
+        if cfg.group == "shared":
+            events.extend(kept_turns.values())
+        if not any(isinstance(e, Question) for e in events):
+            raise UserError(f"scenario longmemeval_stream: no usable question in {path} with these filters")
+        ordered = tuple(sort_events(events))
+        meta = {
+            "data": str(path),
+            "group": cfg.group,
+            "instances": instances,
+            "excluded": excluded,
+            **counts,
+            "load_warnings": warnings.to_json(),
+        }
+        return ScenarioStream(
+            start=ordered[0].time, end=ordered[-1].time + timedelta(minutes=1), events=ordered, meta=meta
+        )
+
+    def _turns(self, inst: Instance) -> list[list[Turn]]:
+        return memory_turns(inst, granularity="turn", user_only=self.config.user_only)
+
+    def _question(self, inst: Instance, user: str, evidence: tuple[str, ...], evidence_at: list[datetime],
+                  counts: dict[str, int]) -> Question:
+        when = inst.question_date
+        if evidence_at and max(evidence_at) >= when:
+            when = max(evidence_at) + _MOVE
+            counts["moved_after_evidence"] += 1
+        return Question(
+            question_id=inst.question_id,
+            user_id=user,
+            time=when,
+            text=inst.question,
+            gold=inst.answer,
+            kind=inst.question_type,
+            evidence=evidence,
+            topic=inst.question_id,
+        )
+
+    def _instance_events(self, inst: Instance, gold: frozenset[str], counts: dict[str, int]) -> list[Event]:
+        user = inst.question_id
+        out: list[Event] = []
+        seen: set[str] = set()
+        at: dict[str, datetime] = {}
+        for session, turns in zip(inst.sessions, self._turns(inst), strict=True):
+            if session.session_id in seen:
+                counts["duplicate_sessions"] += 1
+                continue
+            seen.add(session.session_id)
+            renamed = tuple(replace(t, turn_id=f"{user}/{t.turn_id}", session_id=f"{user}/{t.session_id}") for t in turns)
+            for t in turns:
+                at[t.turn_id] = session.date
+            if renamed:
+                out.append(Session(session_id=f"{user}/{session.session_id}", user_id=user, time=session.date, turns=renamed))
+        keys = sorted(k for k in gold if k in at)
+        evidence = tuple(f"{user}/{k}" for k in keys)
+        out.append(self._question(inst, user, evidence, [at[k] for k in keys], counts))
+        return out
+
+    def _shared_events(
+        self,
+        inst: Instance,
+        gold: frozenset[str],
+        kept: dict[str, tuple[datetime, tuple[str, ...]]],
+        kept_turns: dict[str, Session],
+        counts: dict[str, int],
+        excluded: dict[str, int],
+    ) -> Question | None:
+        own: dict[str, tuple[str, ...]] = {}
+        for session, turns in zip(inst.sessions, self._turns(inst), strict=True):
+            texts = tuple(t.text for t in turns)
+            sid = session.session_id
+            own.setdefault(sid, texts)
+            if sid in kept:
+                counts["shared_sessions_reused"] += 1
+                when, held = kept[sid]
+                if held != texts:
+                    counts["session_content_conflicts"] += 1
+                if session.date != when:
+                    counts["session_date_conflicts"] += 1
+                    if session.date < when and held == texts and sid in kept_turns:
+                        # The earliest date any instance gives a shared session wins.
+                        old = kept_turns[sid]
+                        kept_turns[sid] = replace(
+                            old, time=session.date, turns=tuple(replace(t, created_at=session.date) for t in old.turns)
+                        )
+                        kept[sid] = (session.date, held)
+                continue
+            kept[sid] = (session.date, texts)
+            if turns:
+                kept_turns[sid] = Session(
+                    session_id=sid,
+                    user_id=SHARED_USER,
+                    time=session.date,
+                    turns=tuple(replace(t, user_id=SHARED_USER) for t in turns),
+                )
+        # A gold turn counts only when the kept copy of its session is this instance's copy.
+        keys = [k for k in sorted(gold) if (sid := _session_of(k)) in kept and kept[sid][1] == own.get(sid)]
+        if gold and not keys:
+            excluded["evidence_dropped"] += 1
+            return None
+        return self._question(inst, SHARED_USER, tuple(keys), [kept[_session_of(k)][0] for k in keys], counts)
+
+
+def _session_of(turn_key: str) -> str:
+    """The session id of an official turn key ``<session_id>_<n>``."""
+    return turn_key.rsplit("_", 1)[0]

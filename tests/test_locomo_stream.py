@@ -1,0 +1,224 @@
+"""The ``locomo_stream`` scenario: timing policies, exclusions, re-asks, determinism, static equivalence."""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory.naive import NaiveMemory
+from memory.registry import Resources, SystemSpec
+from scenarios.base import ScenarioStream, build_scenario
+from scenarios.locomo_stream import PARAPHRASES, paraphrase
+from sim.config import CONFIG_DIR, load_config
+from sim.errors import UserError
+from sim.events import Question, Session
+from sim.runner import RunSpec, run
+from static_benchmarks.locomo import QUESTION_DELAY, load_locomo, to_static
+from static_benchmarks.protocol import run_static
+
+REPO = Path(__file__).resolve().parents[1]
+QUIRKS = REPO / "tests" / "fixtures" / "locomo_quirks.json"
+
+
+def real_locomo_path() -> Path:
+    """The real locomo10.json, or skip (fail under CI=true) when it is absent."""
+    env = os.environ.get("MEMSIM_LOCOMO")
+    path = Path(env) if env else REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    if not path.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
+        pytest.skip(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
+    return path
+
+
+def stream_of(seed: int = 0, **args) -> ScenarioStream:
+    return build_scenario("locomo_stream", args).generate(np.random.default_rng(seed))
+
+
+def questions(stream: ScenarioStream) -> list[Question]:
+    return [e for e in stream.events if isinstance(e, Question)]
+
+
+def session_time_of_turns(stream: ScenarioStream) -> dict[str, object]:
+    return {t.turn_id: e.time for e in stream.events if isinstance(e, Session) for t in e.turns}
+
+
+# --- small fixture: fast ------------------------------------------------------------------------
+
+
+def test_missing_file_is_a_user_error_naming_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(UserError, match=str(missing)):
+        build_scenario("locomo_stream", {"data": str(missing)})
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ({"question_time": "soon"}, "question_time"),
+        ({"reask_rate": 2}, "reask_rate"),
+        ({"min_delay_hours": 50, "max_delay_hours": 48}, "min_delay_hours"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_bad_args_name_the_key(args: dict, needle: str) -> None:
+    with pytest.raises(UserError, match=needle):
+        build_scenario("locomo_stream", {"data": str(QUIRKS), **args})
+
+
+def test_unknown_conversation_lists_the_valid_ones() -> None:
+    with pytest.raises(UserError, match="conv-a, conv-b"):
+        stream_of(data=str(QUIRKS), conversations=["conv-z"])
+
+
+def test_sessions_and_turns_are_the_static_protocols() -> None:
+    stream = stream_of(data=str(QUIRKS))
+    static = to_static(load_locomo(QUIRKS))
+    want = {s.session_id: (s.now, s.turns) for c in static for s in c.sessions}
+    got = {e.session_id: (e.time, e.turns) for e in stream.events if isinstance(e, Session)}
+    assert got == want
+    dates = {s.number: s.date_text for s in load_locomo(QUIRKS).conversations[0].sessions}
+    first = next(e for e in stream.events if isinstance(e, Session) and e.session_id == "conv-a:S2")
+    assert all(t.metadata["date_text"] == dates[2] for t in first.turns)
+    assert all(t.user_id == "conv-a" for t in first.turns)
+
+
+def test_adversarial_and_unusable_questions_are_excluded_and_counted() -> None:
+    stream = stream_of(data=str(QUIRKS))
+    ids = {q.question_id for q in questions(stream)}
+    assert ids == {"conv-a:q0", "conv-a:q1", "conv-a:q2", "conv-a:q6", "conv-b:q0"}
+    assert stream.meta["excluded"] == {"adversarial": 2, "no_usable_evidence": 2, "not_sampled": 0}
+    with_adv = stream_of(data=str(QUIRKS), include_adversarial=True)
+    adv = [q for q in questions(with_adv) if q.kind == "adversarial"]
+    assert {q.question_id for q in adv} == {"conv-a:q3", "conv-b:q1"}
+    assert with_adv.meta["excluded"]["adversarial"] == 0
+    kinds = {q.question_id: q.kind for q in questions(stream)}
+    assert kinds["conv-a:q1"] == "temporal" and kinds["conv-a:q2"] == "multi-hop"
+
+
+@pytest.mark.parametrize("policy", ["after_evidence", "uniform"])
+def test_questions_never_precede_their_evidence_on_the_fixture(policy: str) -> None:
+    for seed in range(5):
+        stream = stream_of(seed, data=str(QUIRKS), question_time=policy, reask_rate=0.5)
+        at = session_time_of_turns(stream)
+        for q in questions(stream):
+            assert q.time > max(at[t] for t in q.evidence), q
+
+
+def test_end_policy_asks_a_day_after_the_last_session() -> None:
+    stream = stream_of(data=str(QUIRKS), question_time="end")
+    last = {"conv-a": load_locomo(QUIRKS).conversations[0].last_time, "conv-b": load_locomo(QUIRKS).conversations[1].last_time}
+    for q in questions(stream):
+        assert q.time == last[q.user_id] + QUESTION_DELAY
+
+
+def test_reasks_come_later_with_the_same_gold_and_a_faithful_text() -> None:
+    stream = stream_of(3, data=str(QUIRKS), reask_rate=1.0, paraphrase_rate=0.5)
+    qs = {q.question_id: q for q in questions(stream)}
+    reasks = [q for q in qs.values() if q.reask_of is not None]
+    assert len(reasks) == 5
+    for r in reasks:
+        orig = qs[r.reask_of]
+        assert r.question_id == f"{orig.question_id}:r1"
+        assert timedelta(days=1) <= r.time - orig.time <= timedelta(days=30)
+        assert (r.gold, r.evidence, r.kind, r.topic) == (orig.gold, orig.evidence, orig.kind, orig.question_id)
+        assert r.text == orig.text or r.text in {paraphrase(orig.text, t) for t in PARAPHRASES}
+
+
+def test_paraphrase_lowers_only_question_words() -> None:
+    assert paraphrase("When did Caroline move?", "Can you remind me, {lq}") == "Can you remind me, when did Caroline move?"
+    assert paraphrase("Caroline's dog is called what?", "Can you remind me, {lq}").endswith("Caroline's dog is called what?")
+
+
+# --- the real file ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real() -> Path:
+    return real_locomo_path()
+
+
+def test_real_counts_and_determinism(real: Path) -> None:
+    a = stream_of(7, data=str(real), reask_rate=0.2)
+    b = stream_of(7, data=str(real), reask_rate=0.2)
+    c = stream_of(8, data=str(real), reask_rate=0.2)
+    assert a.events == b.events
+    assert [q.time for q in questions(a)] != [q.time for q in questions(c)]
+    firsts = [q for q in questions(a) if q.reask_of is None]
+    dataset = load_locomo(real)
+    answerable = sum(1 for q in dataset.questions if q.category != 5 and q.evidence)
+    assert len(firsts) == answerable
+    assert a.meta["excluded"]["adversarial"] == dataset.summary.questions_per_category[5]
+    assert a.totals()["users"] == 10
+    # Re-asks: about the asked share.
+    share = (len(questions(a)) - len(firsts)) / len(firsts)
+    assert 0.15 < share < 0.25
+
+
+@pytest.mark.parametrize("policy", ["after_evidence", "uniform"])
+def test_real_questions_never_precede_their_evidence(real: Path, policy: str) -> None:
+    stream = stream_of(1, data=str(real), question_time=policy, reask_rate=0.3)
+    at = session_time_of_turns(stream)
+    sessions_by_user: dict[str, list] = {}
+    for e in stream.events:
+        if isinstance(e, Session):
+            sessions_by_user.setdefault(e.user_id, []).append(e.time)
+    for q in questions(stream):
+        last_evidence = max(at[t] for t in q.evidence)
+        assert q.time > last_evidence
+        if policy == "after_evidence" and q.reask_of is None:
+            later = [t for t in sessions_by_user[q.user_id] if t > last_evidence]
+            assert q.time - last_evidence <= timedelta(hours=48)
+            if later:
+                assert q.time < min(later), "after_evidence asks before the next session"
+
+
+def test_question_fraction_thins_the_stream(real: Path) -> None:
+    full = questions(stream_of(2, data=str(real), limit_conversations=2))
+    half = stream_of(2, data=str(real), limit_conversations=2, question_fraction=0.5)
+    n = len(questions(half))
+    assert 0.35 * len(full) < n < 0.65 * len(full)
+    assert half.meta["excluded"]["not_sampled"] == len(full) - n
+    assert {q.question_id for q in questions(half)} <= {q.question_id for q in full}
+
+
+def test_shipped_config_loads() -> None:
+    cfg = load_config(CONFIG_DIR / "locomo_stream.toml")
+    assert cfg.scenario["name"] == "locomo_stream"
+
+
+@pytest.mark.slow
+def test_end_policy_through_the_engine_reproduces_the_static_protocol(real: Path, minilm, tmp_path: Path) -> None:
+    """The key correctness check: the naive control scores exactly as the static protocol."""
+    convs = ("conv-26", "conv-30")
+    k = 10
+    args = {"data": str(real), "conversations": list(convs), "question_time": "end"}
+    resources = Resources(embedder_factory=lambda: minilm)
+    spec = RunSpec(scenario="locomo_stream", scenario_args=args, systems=(SystemSpec("naive"),), k=k, n_boot=200)
+    result = run(spec, out_dir=tmp_path / "run", resources=resources)
+
+    static_convs = [c for c in to_static(load_locomo(real)) if c.user_id in convs]
+    static = run_static(static_convs, lambda: NaiveMemory(resources=resources), k=k, progress=False)
+    expected = {p.question.question_id: p for p in static.probes if p.question.excluded is None}
+
+    rows = {r["question_id"]: r for r in result.probes.iter_rows(named=True)}
+    assert set(rows) == set(expected)
+    compared = 0
+    for qid, probe in expected.items():
+        row = rows[qid]
+        assert row["retrieved_ids"] == list(probe.retrieved_ids[:k]), qid
+        for name, value in probe.scores.items():
+            if int(name.split("@")[1]) <= k:
+                assert row[name] == value or (math.isnan(row[name]) and math.isnan(value)), (qid, name)
+                compared += 1
+        assert row["evidence"] == probe.scores[f"recall_all@{k}"]
+    assert compared > 0
+    static_mean = float(np.mean([p.scores[f"recall_all@{k}"] for p in expected.values()]))
+    assert result.metrics["systems"]["naive"]["mean"] == pytest.approx(static_mean, abs=1e-12)
+    assert result.metrics["isolation_failures"] == 0
+    assert set(result.metrics["systems"]["naive"]["per_user"]) == set(convs)
