@@ -6,7 +6,10 @@ system in the same order. A question is retrieved and scored for every system
 before any feedback about it exists; the feedback is a separate process
 (``delayed_feedback``) that waits out the configured delay. Maintenance is
 its own process (``maintenance``). Systems see turns, question text, a
-correctness signal, deletion requests and ticks: never gold fields.
+correctness signal, deletion requests and ticks: never gold fields. The one
+exception is instruments (``memory.inject``): a ``control-`` system with an
+``oracle`` method is handed the question's evidence ids just before it
+retrieves, so that a known effect can be injected.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 import simpy
 
 from memory.base import MemorySystem, Retrieved
+from memory.inject import receives_gold
 from memory.registry import SystemSpec
 from sim.events import Deletion, Event, Feedback, Question, Session, Tick
 from sim.recorder import Recorder
@@ -53,6 +57,11 @@ class SystemUnderTest:
     def label(self) -> str:
         """The system's key in rows and tables."""
         return self.spec.display
+
+    @property
+    def receives_gold(self) -> bool:
+        """Whether this is an instrument that gets gold evidence (``memory.inject.receives_gold``)."""
+        return receives_gold(self.spec.name, self.system)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +158,9 @@ class Harness:
         for sut in self._live():
             t0 = time.perf_counter()
             try:
+                if sut.receives_gold:
+                    # The one gold side channel: instruments only (see memory.inject).
+                    sut.system.oracle(q.question_id, q.evidence, user_id=q.user_id, t_days=self.t_days())  # type: ignore[attr-defined]
                 got = sut.system.retrieve(q.text, user_id=q.user_id, now=q.time, k=k)
             except Exception as exc:
                 self._fail(sut, "retrieve", exc)
