@@ -249,6 +249,27 @@ def _register_builtin() -> None:
         standalone=False,
         defaults={"inner": "naive"},
     )
+    # Instruments (control- prefix): known effects that check the benchmark, not systems to use.
+    register_memory(
+        "control-static",
+        "memory.controls:StaticControl",
+        description="instrument: naive under another name (A/A: DiD against naive is exactly zero)",
+    )
+    register_memory(
+        "control-learner",
+        "memory.controls:LearnerControl",
+        description="instrument: naive re-ranked by feedback on similar questions (known positive DiD)",
+    )
+    register_memory(
+        "control-decay",
+        "memory.controls:DecayControl",
+        description="instrument: naive that forgets a growing share of old memories (known negative DiD)",
+    )
+    register_memory(
+        "control-inject",
+        "memory.inject:InjectedEffect",
+        description="instrument: any system (inner=NAME) plus an oracle that puts missed gold on top, p rising over time",
+    )
 
 
 _register_builtin()
