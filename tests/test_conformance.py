@@ -26,6 +26,18 @@ def _needs_model(name: str) -> bool:
     return name == "rerank" or name.endswith("+rerank")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread() -> Any:
+    """Run the tiny cross-encoder on one thread: its matrices are too small to gain from
+    more, and on a busy machine thread hand-offs cost ~20x the arithmetic."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def cross_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny cross-encoder on disk whose vocabulary covers the checks' conversation."""
