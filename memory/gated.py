@@ -255,6 +255,34 @@ class SurpriseMemory:
                     self._reason_counts[r] = self._reason_counts.get(r, 0) + 1
             decisions[turn.turn_id] = GateDecision(turn.turn_id, stored, float(novelty), tuple(reasons))
 
+    def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
+        """Store ``turns`` as memories without gating (snapshots, large benchmark stores).
+
+        Not part of the protocol and not counted in ``report()``; the gates
+        count the turns as seen, so warm-up is over for loaded speakers.
+
+        Args:
+            turns: the turns to store.
+            user_id: whose memories they become.
+            vectors: unit vectors of ``render_turn(turn)``, one per turn;
+                embedded with the run's embedder when None.
+        """
+        if not turns:
+            return
+        texts = [render_turn(t) for t in turns]
+        vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
+        by_speaker: dict[str, list[int]] = {}
+        for n, t in enumerate(turns):
+            by_speaker.setdefault(t.speaker, []).append(n)
+        for speaker, rows in by_speaker.items():
+            self._index.add(
+                user_id,
+                [Memory("", texts[n], turns[n].created_at, (turns[n].turn_id,)) for n in rows],
+                vecs[rows],
+                partition=speaker,
+            )
+            self._gate(user_id, speaker).seen += len(rows)
+
     # -- protocol ------------------------------------------------------------
 
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:

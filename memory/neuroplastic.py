@@ -218,6 +218,27 @@ class NeuroplasticMemory:
             u.add(i, turn.session_id)
             u.fresh.add(i)
 
+    def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
+        """Store ``turns`` without belief revision (snapshots, large benchmark stores).
+
+        Args:
+            turns: the turns to store.
+            user_id: whose memories they become.
+            vectors: unit vectors of ``render_turn(turn)``, one per turn;
+                embedded with the run's embedder when None.
+        """
+        if not turns:
+            return
+        u = self._user(user_id)
+        texts = [render_turn(t) for t in turns]
+        vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
+        new = self._index.add(
+            user_id, [Memory("", x, t.created_at, (t.turn_id,)) for t, x in zip(turns, texts, strict=True)], vecs
+        )
+        for i, t in zip(new, turns, strict=True):
+            u.add(i, t.session_id)
+            u.fresh.add(i)
+
     # -- retrieval -----------------------------------------------------------------
 
     def _score(self, u: _User, i: int, cos: float, relief: float) -> float:
