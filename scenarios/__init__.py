@@ -1,0 +1,7 @@
+"""Generators of timed event streams, and ready configs in ``scenarios/configs``."""
+
+from __future__ import annotations
+
+from scenarios.base import Scenario, ScenarioStream, build_scenario, register_scenario, scenario_names
+
+__all__ = ["Scenario", "ScenarioStream", "build_scenario", "register_scenario", "scenario_names"]
