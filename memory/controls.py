@@ -27,7 +27,6 @@ Registered under the ``control-`` prefix, which ``memsim demo`` leaves out.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,21 +35,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memory.base import MemoryStats, Retrieved, Turn
+from memory.inject import unit_hash
 from memory.naive import NaiveMemory
 
 if TYPE_CHECKING:
     from memory.registry import Resources
 
-__all__ = ["StaticControl", "LearnerControl", "DecayControl", "unit_hash"]
+__all__ = ["StaticControl", "LearnerControl", "DecayControl"]
 
 _DAY_S = 86400.0
 _MONTH_DAYS = 30.0
-
-
-def unit_hash(salt: int, key: str) -> float:
-    """A number in [0, 1) fixed by ``salt`` and ``key`` (the same in every process)."""
-    digest = hashlib.sha256(f"{salt}\x1f{key}".encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
 class StaticControl(NaiveMemory):
@@ -75,7 +69,7 @@ class _Lesson:
     query: np.ndarray
     """Unit vector of the question as it was asked."""
     delta: dict[str, float] = field(default_factory=dict)
-    """memory id -> +1 (served a correct answer) or -1 (served a wrong one)."""
+    """memory id -> +reward (served a correct answer) or -1 (served a wrong one)."""
 
 
 class LearnerControl:
@@ -83,28 +77,39 @@ class LearnerControl:
 
     Retrieval re-scores naive's top ``candidates`` as ``cosine + strength x
     sum(sim x delta)`` over the remembered questions whose cosine ``sim`` to
-    the query is at least ``similarity``; ``delta`` is +1 for a memory
-    returned for a question marked correct and -1 for one returned for a
-    question marked wrong. The engine's feedback names the question by the
+    the query is at least ``similarity``; ``delta`` is ``+reward`` for a
+    memory returned for a question marked correct and -1 for one returned for
+    a question marked wrong. The reward is small by default: a strong one
+    would pin memories that later go stale when a fact changes. The engine's feedback names the question by the
     ids it was served, which is how a lesson finds its query.
 
     Args:
         resources: Run resources (the shared embedder).
         strength: Weight of the learned adjustment against cosine (> 0).
+        reward: Lesson for a memory that served a correct answer (>= 0; -1 for a wrong one).
         similarity: Least query cosine at which a lesson applies (0..1].
         candidates: Memories re-scored per retrieval (>= 1).
     """
 
     def __init__(
-        self, *, resources: Resources, strength: float = 1.0, similarity: float = 0.7, candidates: int = 50
+        self,
+        *,
+        resources: Resources,
+        strength: float = 1.0,
+        reward: float = 0.1,
+        similarity: float = 0.9,
+        candidates: int = 50,
     ) -> None:
         if not strength > 0:
             raise ValueError(f"strength must be positive, got {strength}")
-        if not 0 < similarity <= 1:
-            raise ValueError(f"similarity must be in (0, 1], got {similarity}")
+        if not 0 <= similarity <= 1:
+            raise ValueError(f"similarity must be in [0, 1], got {similarity}")
         if not isinstance(candidates, int) or candidates < 1:
             raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
+        if reward < 0:
+            raise ValueError(f"reward must be >= 0, got {reward}")
         self.strength = float(strength)
+        self.reward = float(reward)
         self.similarity = float(similarity)
         self.candidates = candidates
         self._inner = NaiveMemory(resources=resources)
@@ -127,7 +132,7 @@ class LearnerControl:
         qv = self._inner.embedder.encode_one(query)
         bonus: dict[str, float] = {}
         for lesson in self._lessons.get(user_id, ()):
-            sim = float(np.dot(qv, lesson.query))
+            sim = 1.0 if self.similarity == 0 else float(np.dot(qv, lesson.query))
             if sim < self.similarity:
                 continue
             for mid, d in lesson.delta.items():
@@ -149,7 +154,7 @@ class LearnerControl:
         if qv is None or not retrieved:
             return
         held = {m.memory_id for m in self._inner.memories(user_id)}
-        sign = 1.0 if correct else -1.0
+        sign = self.reward if correct else -1.0
         delta = {mid: sign for mid in retrieved if mid in held}
         if delta:
             self._lessons.setdefault(user_id, []).append(_Lesson(qv, delta))

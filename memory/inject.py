@@ -28,6 +28,7 @@ the two give identical scores.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -35,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import polars as pl
 
 from memory.base import MemoryStats, Retrieved, Turn, render_turn
-from memory.controls import unit_hash
 
 if TYPE_CHECKING:
     from memory.base import MemorySystem
@@ -45,6 +45,7 @@ __all__ = [
     "INSTRUMENT_PREFIX",
     "ORACLE_ID_PREFIX",
     "GoldOracle",
+    "unit_hash",
     "receives_gold",
     "InjectedEffect",
     "oracle_probability",
@@ -56,6 +57,12 @@ INSTRUMENT_PREFIX = "control-"
 """Registered names of instruments start with this; only they may receive gold."""
 ORACLE_ID_PREFIX = "oracle:"
 """Memory ids of oracle-promoted results start with this."""
+
+
+def unit_hash(salt: int, key: str) -> float:
+    """A number in [0, 1) fixed by ``salt`` and ``key`` (the same in every process)."""
+    digest = hashlib.sha256(f"{salt}\x1f{key}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
 @runtime_checkable
