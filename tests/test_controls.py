@@ -1,0 +1,134 @@
+"""Known-effect instruments: the A/A control, the decay control, the oracle injection and its side channel."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from memory.base import MemoryStats, Retrieved, Turn
+from memory.embed import HashEmbedder
+from memory.inject import inject_rows, receives_gold
+from memory.registry import Resources, SystemSpec, build_memory
+from sim.runner import RunSpec, run
+
+SCENARIO = {"users": 3, "months": 3}
+SPAN_DAYS = 90.0
+
+
+def _resources(seed: int) -> Resources:
+    return Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: HashEmbedder(256))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list:
+    """Three seeds of a small persona run with naive and every instrument."""
+    systems = (
+        SystemSpec("naive"),
+        SystemSpec("control-static"),
+        SystemSpec("control-decay", {"fraction_per_month": 0.3}),
+        SystemSpec("control-inject", {"p_end": 0.5, "span_days": SPAN_DAYS, "seed": 11}),
+    )
+    out = []
+    for seed in range(3):
+        spec = RunSpec(scenario="persona", scenario_args=SCENARIO, systems=systems, seed=seed, n_boot=500)
+        out.append(run(spec, out_dir=tmp_path_factory.mktemp(f"ctl{seed}"), resources=_resources(seed)))
+    return out
+
+
+def _row(result, prefix: str) -> dict:
+    return next(r for r in result.summary.iter_rows(named=True) if r["system"].startswith(prefix))
+
+
+def test_static_control_is_exactly_naive(runs) -> None:
+    """A/A of the plumbing: identical retrieval gives DiD 0 with a zero-width interval on every seed."""
+    for result in runs:
+        p = result.probes
+        a = p.filter(pl.col("system") == "naive").sort("q_index")["retrieved_ids"].to_list()
+        b = p.filter(pl.col("system") == "control-static").sort("q_index")["retrieved_ids"].to_list()
+        assert a == b and len(a) > 50
+        row = _row(result, "control-static")
+        assert row["did"] == 0.0 and row["did_lo"] == 0.0 and row["did_hi"] == 0.0
+
+
+def test_decay_control_has_negative_did(runs) -> None:
+    """Forgetting a growing share of old memories reads as a negative DiD whose interval excludes 0."""
+    dids = []
+    for result in runs:
+        row = _row(result, "control-decay")
+        dids.append(row["did"])
+        assert row["did"] < 0, row
+    assert sum(_row(r, "control-decay")["did_hi"] < 0 for r in runs) >= 2
+    assert np.mean(dids) < -0.03
+
+
+def test_injection_is_detected_and_matches_rows(runs) -> None:
+    """The oracle raises the DiD; replaying its rule on naive's rows gives the very same scores."""
+    for result in runs:
+        row = _row(result, "control-inject")
+        assert row["did"] > 0.05 and row["did_lo"] > 0, row
+        p = result.probes
+        label = row["system"]
+        engine = p.filter(pl.col("system") == label).sort("q_index")["evidence"].to_list()
+        replay = inject_rows(p, system="naive", p_end=0.5, span_days=SPAN_DAYS, seed=11, k=10).sort("q_index")
+        assert replay["evidence"].to_list() == engine
+    assert any(r.metrics["system_reports"][_row(r, "control-inject")["system"]]["fired"] > 5 for r in runs)
+
+
+def test_metrics_carry_the_minimum_detectable_effect(runs) -> None:
+    """metrics.json reports the MDE next to the measured DiD; it grows with the interval's width."""
+    for result in runs:
+        m = result.metrics["systems"]
+        decay = next(v for k, v in m.items() if k.startswith("control-decay"))
+        width = decay["did_hi"] - decay["did_lo"]
+        assert decay["did_mde"] == pytest.approx(width * (1.959964 + 0.841621) / (2 * 1.959964), rel=1e-4)
+        assert m["control-static"]["did_mde"] == 0.0
+
+
+class _Spy:
+    """Records whether gold reached it."""
+
+    def __init__(self) -> None:
+        self.gold: list = []
+
+    def oracle(self, question_id: str, evidence: tuple[str, ...], *, user_id: str, t_days: float) -> None:
+        self.gold.append(evidence)
+
+
+def test_gold_only_for_control_instruments() -> None:
+    """The side channel needs both the control- prefix and the oracle method."""
+    spy = _Spy()
+    assert receives_gold("control-inject", spy)
+    assert not receives_gold("neuroplastic", spy)
+    assert not receives_gold("control-static", build_memory("control-static", resources=_resources(0)))
+    assert not receives_gold("naive", build_memory("naive", resources=_resources(0)))
+
+
+def test_decay_forgets_with_use_not_with_query_time(hash_embedder, make_turn) -> None:
+    """A store left alone forgets nothing more; use moves the clock and old memories go."""
+    mem = build_memory("control-decay", {"fraction_per_month": 1.0, "min_age_days": 1.0}, resources=_resources(3))
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    first = [make_turn(f"fact number {i} about cats", i=i, at=t0) for i in range(40)]
+    mem.ingest(first, user_id="u1", now=t0)
+    far = t0 + timedelta(days=3000)
+    assert len(mem.retrieve("cats", user_id="u1", now=far, k=100)) == 40
+    later = t0 + timedelta(days=15)
+    mem.ingest([make_turn("news about dogs", i=99, at=later)], user_id="u1", now=later)
+    kept = mem.retrieve("cats", user_id="u1", now=later, k=100)
+    assert 5 < len(kept) < 38  # about half of the old ones are gone at half a month x 1.0
+    mem.maintain(now=later)
+    assert mem.stats().items == len(kept)
+
+
+def test_bad_instrument_arguments_are_errors() -> None:
+    with pytest.raises(ValueError, match="p_end"):
+        build_memory("control-inject", {"p_end": 2.0}, resources=_resources(0))
+    with pytest.raises(ValueError, match="instrument"):
+        build_memory("control-inject", {"inner": "control-static"}, resources=_resources(0))
+    with pytest.raises(ValueError, match="fraction_per_month"):
+        build_memory("control-decay", {"fraction_per_month": 0}, resources=_resources(0))

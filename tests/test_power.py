@@ -1,0 +1,66 @@
+"""Power by simulation, minimum detectable effect, and A/A calibration of the DiD interval."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis.power import (
+    PowerPoint,
+    aa_coverage,
+    calibrate_p_end,
+    mde_from_interval,
+    minimum_detectable_effect,
+    power_curve,
+)
+from memory.embed import HashEmbedder
+from memory.registry import Resources, SystemSpec
+from sim.runner import RunSpec, run
+
+
+@pytest.fixture(scope="module")
+def naive_runs(tmp_path_factory: pytest.TempPathFactory) -> list:
+    """Naive alone on three seeds of a small persona scenario (probe rows only)."""
+    out = []
+    for seed in range(3):
+        spec = RunSpec(scenario="persona", scenario_args={"users": 3, "months": 3}, systems=(SystemSpec("naive"),), seed=seed, n_boot=200)
+        res = run(spec, out_dir=tmp_path_factory.mktemp(f"pw{seed}"),
+                  resources=Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: HashEmbedder(256)))
+        out.append(res.probes)
+    return out
+
+
+def test_mde_from_interval() -> None:
+    assert mde_from_interval(-0.1, 0.1) == pytest.approx(2.8016 * 0.1 / 1.96, rel=1e-3)
+    assert math.isnan(mde_from_interval(math.nan, 0.1))
+
+
+def test_minimum_detectable_effect_interpolates() -> None:
+    pts = [PowerPoint(0.0, 0.05, 10, 0.0), PowerPoint(0.02, 0.6, 10, 0.02), PowerPoint(0.04, 1.0, 10, 0.04)]
+    assert minimum_detectable_effect(pts) == pytest.approx(0.02 + 0.2 / 0.4 * 0.02)
+    assert minimum_detectable_effect(pts[:2]) is None
+
+
+def test_calibrated_injection_reads_as_its_size(naive_runs) -> None:
+    """Injected effects are measured at about their size on average, and bigger ones are found more often."""
+    pts = power_curve(naive_runs, system="naive", control="naive", effects=(0.0, 0.03, 0.15), k=10, span_days=90,
+                      rng=np.random.default_rng(0), n_boot=300)
+    assert pts[0].power == 0.0 and pts[0].mean_did == 0.0
+    assert pts[2].seeds == 3 and pts[2].mean_did == pytest.approx(0.15, abs=0.06)
+    assert pts[2].power >= pts[1].power
+    assert calibrate_p_end(naive_runs[0].filter(naive_runs[0]["system"] == "naive"), 5.0, k=10, span_days=90) is None
+
+
+@pytest.mark.xfail(strict=True, reason="the DiD percentile interval, clustered over 3 users, covers an exact null "
+                   "in about 87% of A/A replicates, not 95% (analysis.stats needs a calibrated interval)")
+def test_aa_interval_covers_zero_about_95_percent(naive_runs) -> None:
+    """Two exchangeable static arms: the interval must cover 0 in about 95% of 200 replicates.
+
+    With 200 replicates a true 95% gives 0.92..0.98 (3 standard errors) and a
+    true 80% would give at most 0.89, so the check tells the two apart.
+    """
+    cov, n = aa_coverage(naive_runs, system="naive", k=10, replicates=200, rng=np.random.default_rng(5), n_boot=400)
+    assert n == 200
+    assert 0.92 <= cov <= 0.99, cov
