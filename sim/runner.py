@@ -201,6 +201,7 @@ def summarise(
     Recomputable from a run folder: ``summarise(probes, timeline, spec=spec,
     rng=np.random.default_rng(spec["seed"]).spawn(3)[2])``.
     """
+    from analysis.power import mde_from_interval
     from analysis.stats import learning_summary
 
     metric = spec.get("metric", "evidence")
@@ -222,6 +223,8 @@ def summarise(
         lat = rows["retrieve_ms"].to_numpy()
         per_system[name] = {
             **{k: v for k, v in row.items() if k != "system"},
+            # Smallest DiD this run could detect at 80% power, next to the measured one.
+            "did_mde": mde_from_interval(row["did_lo"], row["did_hi"]) if row.get("did_lo") is not None else None,
             "questions": rows.height,
             "mean": _nanmean(rows[metric]),
             "stale_above_current": _nanmean(rows["stale_above_current"]),
