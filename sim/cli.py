@@ -24,6 +24,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("report", "analysis.report_cli", "write report.html and report.md for a run folder"),
     ("compare", "analysis.compare_cli", "compare run folders: per-seed intervals, rankings"),
     ("bench", "static_benchmarks.bench", "time a static benchmark run, cold and warm cache"),
+    ("power", "analysis.power_cli", "power curve and minimum detectable effect of a scenario (injected effects)"),
 )
 
 
