@@ -103,7 +103,9 @@ def test_same_seed_same_rows_and_no_leaks_with_many_users(crowd: ScenarioStream,
             seed=3,
             n_boot=200,
         )
-        res = run(spec, out_dir=tmp_path / out, resources=Resources(rng=np.random.default_rng(3), embedder_factory=lambda: emb))
+        resources = Resources(rng=np.random.default_rng(3), embedder_factory=lambda: emb)
+        res = run(spec, out_dir=tmp_path / out, resources=resources, stream=crowd)
+        assert res.probes["user_id"].n_unique() == 8
         assert res.metrics["isolation_failures"] == 0
         return res.probes.drop("retrieve_ms")
 
