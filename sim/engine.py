@@ -102,6 +102,7 @@ class Harness:
     judge_keys: tuple[str, ...] = ()
     _q_index: int = 0
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    _threads: dict[str, str] = field(default_factory=dict)
 
     # -- helpers ----------------------------------------------------------
 
@@ -177,6 +178,12 @@ class Harness:
             correct = self._correct(row)
             self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
 
+    def _thread(self, q: Question) -> str:
+        """Id of the first asking of a question that is asked again (itself otherwise)."""
+        root = self._threads.get(q.reask_of, q.reask_of) if q.reask_of else q.question_id
+        self._threads[q.question_id] = root
+        return root
+
     def _correct(self, row: Mapping[str, Any]) -> bool:
         if self.config.feedback_from == "answer" and self.judge_keys:
             value = row.get(self.judge_keys[0])
@@ -199,6 +206,7 @@ class Harness:
             "kind": q.kind,
             "topic": q.topic,
             "reask": q.reask_of is not None,
+            "thread_id": self._thread(q),
             "question": q.text,
             "gold": q.gold,
             "evidence_ids": list(q.evidence),

@@ -24,6 +24,7 @@ PROBE_SCHEMA: dict[str, Any] = {
     "kind": pl.Utf8,
     "topic": pl.Utf8,
     "reask": pl.Boolean,
+    "thread_id": pl.Utf8,
     "question": pl.Utf8,
     "gold": pl.Utf8,
     "evidence_ids": pl.List(pl.Utf8),

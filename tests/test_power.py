@@ -53,8 +53,6 @@ def test_calibrated_injection_reads_as_its_size(naive_runs) -> None:
     assert calibrate_p_end(naive_runs[0].filter(naive_runs[0]["system"] == "naive"), 5.0, k=10, span_days=90) is None
 
 
-@pytest.mark.xfail(strict=True, reason="the DiD percentile interval, clustered over 3 users, covers an exact null "
-                   "in about 87% of A/A replicates, not 95% (analysis.stats needs a calibrated interval)")
 def test_aa_interval_covers_zero_about_95_percent(naive_runs) -> None:
     """Two exchangeable static arms: the interval must cover 0 in about 95% of 200 replicates.
 

@@ -114,16 +114,28 @@ def test_halves_splits_at_median_q_index_and_excludes_unscored() -> None:
     assert h.diff_ci[0] <= h.diff <= h.diff_ci[1]
 
 
-def test_halves_clusters_by_user_when_several() -> None:
-    rng = np.random.default_rng(4)
-    users = [f"u{i % 2}" for i in range(40)]
-    vals = [float(i % 2) for i in range(40)]  # user u1 always right, u0 always wrong
-    one = halves(pl.DataFrame(_rows("s", vals)), system="s", rng=np.random.default_rng(4), n_boot=500)
-    two = halves(pl.DataFrame(_rows("s", vals, users=users)), system="s", rng=rng, n_boot=500)
-    assert one.first == two.first == 0.5
-    # With two users resampled whole, draws of (u0,u0) or (u1,u1) make the interval span 0..1.
-    assert two.first_ci == (0.0, 1.0)
-    assert one.first_ci[1] - one.first_ci[0] < 0.6
+def test_halves_clusters_by_user_when_many_users_else_by_thread() -> None:
+    from analysis.stats import MIN_USER_CLUSTERS
+
+    n_users = MIN_USER_CLUSTERS
+    users = [f"u{i % n_users}" for i in range(4 * n_users)]
+    vals = [float((i % n_users) % 2) for i in range(4 * n_users)]  # odd users always right, even always wrong
+    iid = halves(pl.DataFrame(_rows("s", vals)), system="s", rng=np.random.default_rng(4), n_boot=500)
+    many = halves(pl.DataFrame(_rows("s", vals, users=users)), system="s", rng=np.random.default_rng(4), n_boot=500)
+    assert iid.first == many.first == 0.5
+    # whole users resampled: the between-user spread widens the interval
+    assert (many.first_ci[1] - many.first_ci[0]) > (iid.first_ci[1] - iid.first_ci[0])
+
+    # two users only: too few clusters; re-ask threads are the resampled unit
+    few_users = [f"u{i % 2}" for i in range(40)]
+    threads = [f"t{i % 5}" for i in range(40)]  # 5 threads, each always right or always wrong
+    vals2 = [float(i % 5 < 2) for i in range(40)]
+    rows = _rows("s", vals2, users=few_users)
+    for r, t in zip(rows, threads):
+        r["thread_id"] = t
+    by_thread = halves(pl.DataFrame(rows), system="s", rng=np.random.default_rng(4), n_boot=500)
+    plain = halves(pl.DataFrame(_rows("s", vals2, users=few_users)), system="s", rng=np.random.default_rng(4), n_boot=500)
+    assert (by_thread.first_ci[1] - by_thread.first_ci[0]) > (plain.first_ci[1] - plain.first_ci[0])
 
 
 def test_halves_rejects_unknown_system_and_metric() -> None:
