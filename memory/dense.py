@@ -12,7 +12,7 @@ can search one partition alone; a user's search spans all of them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -192,12 +192,11 @@ class DenseIndex:
             return []
         mems = self._mem[user_id]
         latest = self._latest.get(user_id)
-        where = None
+        where: Callable[[int], bool] | None = None
         if now is not None and latest is not None and latest > now:
             # Only then can a memory lie in the future of ``now``; the store widens its search.
-            def where(i: int) -> bool:
-                return mems[i].created_at <= now
-
+            cutoff = now
+            where = lambda i: mems[i].created_at <= cutoff  # noqa: E731
         return self.store.search(self._key(user_id, part), q, min(k, total), where=where)
 
     def stats(self) -> MemoryStats:
