@@ -420,3 +420,24 @@ def test_multisignal_on_real_locomo_compresses_and_keeps_evidence(minilm: Any) -
         assert all(set(r.source_turn_ids) <= stored for r in got)
         recalls.append(evidence_scores([r.source_turn_ids for r in got], q.evidence, ks=(30,))["recall_any@30"])
     assert float(np.mean(recalls)) > MIN_LOCOMO_RECALL_AT_30
+
+
+# ----------------------------------------------------------------------------- bench
+
+
+def test_bench_systems_small_run_reports_every_system_and_size() -> None:
+    from memory.bench import bench_systems, format_rows
+
+    rows, fig = bench_systems(
+        ["naive", "surprise:warmup=1", "bm25"], [60, 120], sample=40, ingest_turns=20, queries=10,
+        embedder=HashEmbedder(32),
+    )
+    assert [(r.system, r.size) for r in rows] == [
+        (s, n) for s in ("naive", "surprise[warmup=1]", "bm25") for n in (60, 120)
+    ]
+    for r in rows:
+        assert r.ingest_turns_per_s > 0 and 0 < r.retrieve_p50_ms <= r.retrieve_p95_ms
+    naive = {r.size: r.items for r in rows if r.system == "naive"}
+    assert naive == {60: 60 + 20 + 20, 120: 120 + 20 + 20}  # fill + warm-up session + timed turns
+    assert fig.texts_per_s > 0 and fig.model_id == "hash-bow-32"
+    assert "surprise[warmup=1]" in format_rows(rows)
