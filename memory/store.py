@@ -20,10 +20,18 @@ import numpy as np
 
 from sim.errors import UserError
 
-__all__ = ["VectorStore", "MANIFEST_NAME"]
+__all__ = ["VectorStore", "MANIFEST_NAME", "FAISS_THREADS_ENV"]
 
 MANIFEST_NAME = "manifest.json"
 """File in a saved store's folder that maps user ids to index files."""
+
+FAISS_THREADS_ENV = "MEMSIM_FAISS_THREADS"
+"""Environment variable: OpenMP threads FAISS may use (default 1)."""
+
+# Per-user flat indexes are small and searched one query at a time: FAISS's
+# OpenMP threads only add overhead there, and on a busy machine they made a
+# single search about 100x slower. One thread unless the user asks for more.
+faiss.omp_set_num_threads(max(1, int(os.environ.get(FAISS_THREADS_ENV, "1") or 1)))
 
 _FORMAT = "memsim.vectorstore"
 _VERSION = 1
