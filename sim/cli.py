@@ -25,6 +25,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("compare", "analysis.compare_cli", "compare run folders: per-seed intervals, rankings"),
     ("bench", "static_benchmarks.bench", "time a static benchmark run, cold and warm cache"),
     ("power", "analysis.power_cli", "power curve and minimum detectable effect of a scenario (injected effects)"),
+    ("sensitivity", "analysis.sensitivity_cli", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
 )
 
 
