@@ -898,7 +898,7 @@ def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]], list[str]]:
     notes = [
         f"metric: {metric}, mean over scored questions (NaN = unscored, excluded); "
         "halves split at the median question index",
-        "[lo, hi]: 95% percentile bootstrap interval (questions resampled; whole users when several)",
+        "[lo, hi]: 95% percentile bootstrap interval (whole users resampled when there are 30 or more; else question threads)",
     ]
     if control and tests:
         notes.append(

@@ -36,10 +36,10 @@ class FullContextMemory:
     """Full-context control: the newest turns (<= ``now``) that fit ``budget_tokens``.
 
     The query and ``k`` are ignored: the token budget alone decides how many
-    turns are returned. Results are in time order, oldest first, as a reader
-    reads a transcript; ``score`` rises towards the newest turn (1.0 for the
-    newest, 1/2 for the one before, ...), so the list is *not* sorted by
-    score. Turns are stored verbatim as ``render_turn(turn)``.
+    turns are returned. Results are newest first (score 1.0 for the newest,
+    1/2 for the one before, ...), so evidence scores at k mean "among the k
+    most recent turns"; readers put memories back in time order. Turns are
+    stored verbatim as ``render_turn(turn)``.
 
     Defaults: ``budget_tokens=2048``; tokens estimated as words x 1.3, or
     counted with the tokenizer at ``tokenizer`` (a local Hugging Face
@@ -97,7 +97,11 @@ class FullContextMemory:
             self._text_bytes += text_bytes(text)
 
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """The newest turns up to ``now`` that fit the budget, oldest first."""
+        """The newest turns up to ``now`` that fit the budget, newest first.
+
+        Rank is recency, so evidence scores at k read "among the k most recent
+        turns"; readers put memories in time order themselves.
+        """
         keys = self._keys.get(user_id)
         if not keys:
             return []
@@ -112,10 +116,9 @@ class FullContextMemory:
                 break
             used += item[3]
             chosen.append(item)
-        n = len(chosen)
         return [
-            Retrieved(memory_id=mid, text=text, score=1.0 / (n - pos), created_at=created, source_turn_ids=(tid,))
-            for pos, (mid, text, created, _, tid) in enumerate(reversed(chosen))
+            Retrieved(memory_id=mid, text=text, score=1.0 / (pos + 1), created_at=created, source_turn_ids=(tid,))
+            for pos, (mid, text, created, _, tid) in enumerate(chosen)
         ]
 
     def feedback(

@@ -212,7 +212,7 @@ def _register_builtin() -> None:
     register_memory(
         "fullcontext",
         "memory.fullcontext:FullContextMemory",
-        description="no retrieval: the newest turns that fit 2048 tokens, in time order",
+        description="no retrieval: the newest turns that fit 2048 tokens, newest first",
     )
     register_memory(
         "bm25",

@@ -280,16 +280,16 @@ def test_abstractions_carry_member_provenance_and_are_forgotten() -> None:
 # ----------------------------------------------------------------------------- baselines
 
 
-def test_fullcontext_newest_turns_within_budget_in_time_order() -> None:
+def test_fullcontext_newest_turns_within_budget_newest_first() -> None:
     words = "one two three four five six seven eight nine ten"  # 10 words
     m = FullContextMemory(budget_tokens=3 * estimate_tokens("2024-03-01 09:00 | Ann: " + words))
     m.ingest([turn(i, words, day=i) for i in range(6)], user_id="u", now=T0)
     got = m.retrieve("ignored", user_id="u", now=T0 + timedelta(days=4, hours=1), k=1)
-    assert ids(got) == ["u:2", "u:3", "u:4"]
-    assert [r.score for r in got] == sorted(r.score for r in got)
+    assert ids(got) == ["u:4", "u:3", "u:2"]
+    assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)
     assert estimate_tokens("a b c") == 4 and estimate_tokens("") == 0
     m.forget(["u:4"], user_id="u", now=FAR)
-    assert ids(m.retrieve("x", user_id="u", now=T0 + timedelta(days=4, hours=1), k=1)) == ["u:1", "u:2", "u:3"]
+    assert ids(m.retrieve("x", user_id="u", now=T0 + timedelta(days=4, hours=1), k=1)) == ["u:3", "u:2", "u:1"]
 
 
 def test_bm25_exact_terms_and_deletion() -> None:
