@@ -51,6 +51,11 @@ class Resources:
     _embedder: Embedder | None = None
 
     @property
+    def made_embedder(self) -> Embedder | None:
+        """The shared embedder if something already made it, else None (loads nothing)."""
+        return self._embedder
+
+    @property
     def embedder(self) -> Embedder:
         """The shared embedder, made once."""
         if self._embedder is None:

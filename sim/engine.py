@@ -23,7 +23,7 @@ from typing import Any
 
 import simpy
 
-from memory.base import MemorySystem, Retrieved
+from memory.base import MemorySystem, Retrieved, render_turn
 from memory.inject import receives_gold
 from memory.registry import SystemSpec
 from sim.events import Deletion, Event, Feedback, Question, Session, Tick
@@ -100,6 +100,11 @@ class Harness:
     answer: AnswerFn | None = None
     """Optional reader + judges: ``answer(question, question_date, memories, gold, category, question_id)``."""
     judge_keys: tuple[str, ...] = ()
+    prepare: Callable[[Sequence[str]], Any] | None = None
+    """Optional shared pre-step (the run's embedder): called with the texts of a
+    session or question before any system sees them, so that the first system
+    in the list does not pay for embedding texts every dense system shares.
+    Its time is recorded as ``embed_ms``; latencies of systems exclude it."""
     _q_index: int = 0
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _threads: dict[str, str] = field(default_factory=dict)
@@ -137,9 +142,17 @@ class Harness:
         else:  # pragma: no cover - scenarios yield only the four kinds
             raise TypeError(f"unknown event {event!r}")
 
+    def _prepare(self, texts: Sequence[str]) -> float:
+        if self.prepare is None or not texts:
+            return 0.0
+        t0 = time.perf_counter()
+        self.prepare(texts)
+        return (time.perf_counter() - t0) * 1000.0
+
     def session(self, event: Session) -> None:
         """Ingest a session's turns into every system and record its footprint."""
         now = event.time
+        embed_ms = self._prepare([render_turn(t) for t in event.turns])
         for sut in self._live():
             t0 = time.perf_counter()
             try:
@@ -149,13 +162,14 @@ class Harness:
                 self._fail(sut, "ingest", exc)
                 continue
             ms = (time.perf_counter() - t0) * 1000.0
-            self._timeline(sut, event.user_id, "session", stats, ingest_ms=ms, turns=len(event.turns))
+            self._timeline(sut, event.user_id, "session", stats, ingest_ms=ms, embed_ms=embed_ms, turns=len(event.turns))
 
     def question(self, q: Question) -> None:
         """Retrieve for the question in every system, score it, schedule feedback."""
         index = self._q_index
         self._q_index += 1
         k = self.config.k
+        embed_ms = self._prepare([q.text])
         for sut in self._live():
             t0 = time.perf_counter()
             try:
@@ -168,6 +182,7 @@ class Harness:
                 continue
             ms = (time.perf_counter() - t0) * 1000.0
             row = self._score(q, index, got, ms, sut.label)
+            row["embed_ms"] = embed_ms
             if self.answer is not None:
                 try:
                     row.update(self.answer(q.text, q.time, got, q.gold, q.kind, q.question_id))

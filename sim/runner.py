@@ -143,6 +143,8 @@ def iter_run(
         turn_text=text,
         answer=answer_setup.answer_and_judge if answer_setup is not None else None,
         judge_keys=tuple(f"answer_{j.name}" for j in answer_setup.judges) if answer_setup is not None else (),
+        # Systems that embed made the shared embedder when they were built.
+        prepare=resources.made_embedder.encode if resources.made_embedder is not None else None,
     )
     start_processes(env, harness, stream.events)
 
@@ -295,7 +297,7 @@ def _spec_json(
         ver = version("memsim")
     except PackageNotFoundError:  # running from a source tree
         ver = "0+unknown"
-    embedder = resources._embedder
+    embedder = resources.made_embedder
     return {
         "kind": "longitudinal",
         "seed": spec.seed,

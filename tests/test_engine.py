@@ -204,7 +204,7 @@ def _fake_resources() -> Resources:
 def test_same_seed_gives_identical_rows(tmp_path: Path):
     a = run(_spec(3), out_dir=tmp_path / "a", resources=_fake_resources())
     b = run(_spec(3), out_dir=tmp_path / "b", resources=_fake_resources())
-    cols = [c for c in a.probes.columns if c != "retrieve_ms"]
+    cols = [c for c in a.probes.columns if not c.endswith("_ms")]  # wall-clock timings differ
     assert a.probes.select(cols).equals(b.probes.select(cols))
     assert a.metrics["systems"]["naive"]["first"] == b.metrics["systems"]["naive"]["first"]
     c = run(_spec(4), out_dir=tmp_path / "c", resources=_fake_resources())
