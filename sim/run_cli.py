@@ -146,6 +146,20 @@ def _print_summary(result: Any) -> None:
             answers = {k: v for k, v in m.items() if k.startswith("answer_") and v is not None}
             if answers:
                 print("    answers: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+    worst = []
+    for name, m in systems.items():
+        users = {u: v for u, v in (m.get("per_user") or {}).items() if v.get("diff") is not None}
+        if len(users) > 1:
+            u, v = min(users.items(), key=lambda kv: kv[1]["diff"])
+            worst.append(f"{name} {u} {100 * v['diff']:+.1f} pp")
+    if worst:
+        print("largest per-user decline (2nd - 1st half): " + "; ".join(worst))
+    iso = result.metrics.get("isolation_failures")
+    if iso:
+        print(f"ISOLATION FAILURES: {iso} retrieved memories belonged to another user")
+    comp = result.metrics.get("time_compression")
+    if comp:
+        print(f"wall time {result.metrics.get('wall_seconds')} s; simulated time ran {comp:,.0f}x faster than real time")
     for f in result.failures:
         print(f"FAILED: {f['system']} during {f['operation']} at {f['time']}: {f['error']}")
 
