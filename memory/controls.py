@@ -9,12 +9,11 @@ difference in differences (DiD) against the naive control find it:
   exactly zero with a zero-width interval. Any other figure means the rows of
   two systems are paired or split wrongly (an A/A check of the plumbing).
 - ``control-learner`` (``LearnerControl``): a store whose ranking improves
-  with feedback. It remembers each question it served (the query vector) and
-  what the feedback said about the memories it returned: returned memories
-  of a question marked correct are boosted, those of a question marked wrong
-  are demoted, for later queries similar to that question. A re-asked
-  question that failed is therefore answered from deeper in the ranking, and
-  one that succeeded keeps its memories on top. Against naive it must show a
+  with feedback. Memories that served a question marked correct are pinned
+  to that question and served first when it (or a close paraphrase) is asked
+  again; a question marked wrong drops the pins of questions like it. Naive
+  answers re-asks from an ever larger haystack, the learner from what worked,
+  so its advantage grows over the stream. Against naive it must show a
   positive DiD on scenarios with re-asked questions.
 - ``control-decay`` (``DecayControl``): a store that forgets progressively. A
   fixed random share of the memories older than ``min_age_days`` is hidden,
@@ -28,7 +27,7 @@ Registered under the ``control-`` prefix, which ``memsim demo`` leaves out.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -63,127 +62,145 @@ class StaticControl(NaiveMemory):
 
 
 @dataclass(slots=True)
-class _Lesson:
-    """What feedback taught about one served question."""
+class _Pin:
+    """A confirmed answer: the memories served for a question that feedback marked correct."""
 
     query: np.ndarray
     """Unit vector of the question as it was asked."""
-    delta: dict[str, float] = field(default_factory=dict)
-    """memory id -> +reward (served a correct answer) or -1 (served a wrong one)."""
+    ids: tuple[str, ...]
+    """The memory ids served, in the order served."""
+    correct: bool = True
+    """True: a confirmed answer to serve again; False: a failed one to explore past."""
 
 
 class LearnerControl:
-    """A naive store whose ranking learns from feedback, query by query.
+    """A naive store that learns from feedback: the learning-through-use instrument.
 
-    Retrieval re-scores naive's top ``candidates`` as ``cosine + strength x
-    sum(sim x delta)`` over the remembered questions whose cosine ``sim`` to
-    the query is at least ``similarity``; ``delta`` is ``+reward`` for a
-    memory returned for a question marked correct and -1 for one returned for
-    a question marked wrong. The reward is small by default: a strong one
-    would pin memories that later go stale when a fact changes. The engine's feedback names the question by the
-    ids it was served, which is how a lesson finds its query.
+    Each question it serves is remembered with its vector and the memory ids
+    it was given. Feedback turns that into a lesson for later questions whose
+    vector has cosine at least ``similarity`` with it (re-asks, paraphrases,
+    questions on the same topic):
+
+    - marked correct: the served memories are pinned and served first, in
+      their old order, then naive's ranking fills the rest;
+    - marked wrong: the next similar question keeps the better half of what
+      failed and explores past the rest, drawing from naive's top
+      ``explore x k``; failures accumulate, so each one explores deeper.
+
+    A new lesson replaces the lessons of questions like it, so a pin that went
+    stale when a fact changed costs one wrong answer and is gone. Naive
+    answers from an ever larger haystack and slips; the learner draws on
+    more lessons the longer it runs, so its advantage grows over the stream
+    (a positive difference in differences, ``tests/test_controls.py``).
 
     Args:
         resources: Run resources (the shared embedder).
-        strength: Weight of the learned adjustment against cosine (> 0).
-        reward: Lesson for a memory that served a correct answer (>= 0; -1 for a wrong one).
         similarity: Least query cosine at which a lesson applies (0..1].
-        candidates: Memories re-scored per retrieval (>= 1).
+        explore: After a failure, how many times k candidates to explore.
     """
 
-    def __init__(
-        self,
-        *,
-        resources: Resources,
-        strength: float = 1.0,
-        reward: float = 0.1,
-        similarity: float = 0.9,
-        candidates: int = 50,
-    ) -> None:
-        if not strength > 0:
-            raise ValueError(f"strength must be positive, got {strength}")
-        if not 0 <= similarity <= 1:
-            raise ValueError(f"similarity must be in [0, 1], got {similarity}")
-        if not isinstance(candidates, int) or candidates < 1:
-            raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
-        if reward < 0:
-            raise ValueError(f"reward must be >= 0, got {reward}")
-        self.strength = float(strength)
-        self.reward = float(reward)
+    def __init__(self, *, resources: Resources, similarity: float = 0.6, explore: int = 4) -> None:
+        if not 0 < similarity <= 1:
+            raise ValueError(f"similarity must be in (0, 1], got {similarity}")
+        if not isinstance(explore, int) or explore < 1:
+            raise ValueError(f"explore must be a positive integer, got {explore!r}")
         self.similarity = float(similarity)
-        self.candidates = candidates
+        self.explore = explore
         self._inner = NaiveMemory(resources=resources)
-        self._lessons: dict[str, list[_Lesson]] = {}
+        self._pins: dict[str, list[_Pin]] = {}
         # Served but not yet judged: (user, ids served) -> query vector.
         self._served: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
 
     def __repr__(self) -> str:
-        return f"LearnerControl(strength={self.strength}, similarity={self.similarity})"
+        return f"LearnerControl(similarity={self.similarity})"
 
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
         """Store every turn as naive does."""
         self._inner.ingest(turns, user_id=user_id, now=now)
 
+    def _like(self, user_id: str, qv: np.ndarray) -> list[tuple[float, int]]:
+        pins = self._pins.get(user_id, [])
+        sims = [(float(np.dot(qv, p.query)), i) for i, p in enumerate(pins)]
+        return sorted((s for s in sims if s[0] >= self.similarity), reverse=True)
+
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """Naive's candidates re-ranked by what feedback on similar questions said."""
-        pool = self._inner.retrieve(query, user_id=user_id, now=now, k=max(k, self.candidates))
-        if not pool:
-            return []
+        """Pinned memories of the most similar confirmed question first, then naive's ranking."""
         qv = self._inner.embedder.encode_one(query)
-        bonus: dict[str, float] = {}
-        for lesson in self._lessons.get(user_id, ()):
-            sim = 1.0 if self.similarity == 0 else float(np.dot(qv, lesson.query))
-            if sim < self.similarity:
-                continue
-            for mid, d in lesson.delta.items():
-                bonus[mid] = bonus.get(mid, 0.0) + sim * d
-        scored = [(r.score + self.strength * bonus.get(r.memory_id, 0.0), i, r) for i, r in enumerate(pool)]
-        # Ties keep naive's order, so with no lessons the ranking is naive's.
-        scored.sort(key=lambda s: (-s[0], s[1]))
-        out = [
-            Retrieved(r.memory_id, r.text, float(s), r.created_at, r.source_turn_ids) for s, _, r in scored[:k]
-        ]
+        like = self._like(user_id, qv)
+        pin = self._pins[user_id][like[0][1]] if like else None
+        if pin is not None and not pin.correct:
+            # A question like this failed: keep the best half of what was served, explore past the rest.
+            base = self._inner.retrieve(query, user_id=user_id, now=now, k=self.explore * k)
+            failed = set(pin.ids)
+            keep = [r for r in base[: k] if r.memory_id in failed][: k // 2]
+            kept = {r.memory_id for r in keep}
+            out = keep + [r for r in base if r.memory_id not in failed and r.memory_id not in kept]
+            out += [r for r in base if r.memory_id in failed and r.memory_id not in kept]
+            out = out[:k]
+            self._served[(user_id, tuple(r.memory_id for r in out))] = qv
+            return out
+        base = self._inner.retrieve(query, user_id=user_id, now=now, k=k)
+        out: list[Retrieved] = []
+        if pin is not None:
+            held = {m.memory_id: m for m in self._inner.memories(user_id)}
+            for rank, mid in enumerate(pin.ids):
+                m = held.get(mid)
+                if m is not None and m.created_at <= now:
+                    out.append(Retrieved(m.memory_id, m.text, 2.0 - rank / (len(pin.ids) + 1), m.created_at, m.source_turn_ids))
+            seen = {r.memory_id for r in out}
+            out.extend(r for r in base if r.memory_id not in seen)
+            out = out[:k]
+        else:
+            out = base
         self._served[(user_id, tuple(r.memory_id for r in out))] = qv
         return out
 
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:
-        """Remember the served memories as good (correct) or bad (wrong) for this question."""
+        """Pin what served a correct answer; drop pins of questions like one answered wrong."""
         qv = self._served.pop((user_id, tuple(retrieved)), None)
-        if qv is None or not retrieved:
+        if qv is None:
             return
-        held = {m.memory_id for m in self._inner.memories(user_id)}
-        sign = self.reward if correct else -1.0
-        delta = {mid: sign for mid in retrieved if mid in held}
-        if delta:
-            self._lessons.setdefault(user_id, []).append(_Lesson(qv, delta))
+        like = self._like(user_id, qv)
+        pins = self._pins.get(user_id, [])
+        failed: set[str] = set()
+        for _, i in like:
+            if not pins[i].correct:
+                failed.update(pins[i].ids)
+        drop = {i for _, i in like}
+        pins = [p for i, p in enumerate(pins) if i not in drop]
+        if retrieved:
+            # Wrong answers accumulate: each failure pushes exploration deeper.
+            ids = tuple(retrieved) if correct else tuple(dict.fromkeys([*failed, *retrieved]))
+            pins.append(_Pin(qv, ids, correct))
+        if pins:
+            self._pins[user_id] = pins
+        else:
+            self._pins.pop(user_id, None)
 
     def maintain(self, *, now: datetime) -> None:
         """Nothing to do."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
-        """Forget the memories of ``turn_ids`` and every lesson about them."""
+        """Forget the memories of ``turn_ids`` and drop them from every pin."""
         self._inner.forget(turn_ids, user_id=user_id, now=now)
         held = {m.memory_id for m in self._inner.memories(user_id)}
-        kept = []
-        for lesson in self._lessons.get(user_id, ()):
-            lesson.delta = {m: d for m, d in lesson.delta.items() if m in held}
-            if lesson.delta:
-                kept.append(lesson)
-        if kept:
-            self._lessons[user_id] = kept
+        pins = []
+        for p in self._pins.get(user_id, ()):
+            ids = tuple(m for m in p.ids if m in held)
+            if ids:
+                pins.append(_Pin(p.query, ids, p.correct))
+        if pins:
+            self._pins[user_id] = pins
         else:
-            self._lessons.pop(user_id, None)
+            self._pins.pop(user_id, None)
         self._served = {key: v for key, v in self._served.items() if key[0] != user_id or set(key[1]) <= held}
 
     def stats(self) -> MemoryStats:
-        """Naive's figures; lessons count as metadata (query vector + ids)."""
+        """Naive's figures; pins count as metadata (query vector + ids)."""
         base = self._inner.stats()
-        extra = 0
-        for lessons in self._lessons.values():
-            for lesson in lessons:
-                extra += lesson.query.nbytes + sum(len(m.encode("utf-8")) + 8 for m in lesson.delta)
+        extra = sum(p.query.nbytes + sum(len(m.encode("utf-8")) + 8 for m in p.ids) for ps in self._pins.values() for p in ps)
         return MemoryStats(
             items=base.items,
             vector_bytes=base.vector_bytes,

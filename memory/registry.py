@@ -263,7 +263,7 @@ def _register_builtin() -> None:
     register_memory(
         "control-learner",
         "memory.controls:LearnerControl",
-        description="instrument: naive re-ranked by feedback on similar questions (known positive DiD)",
+        description="instrument: naive that pins what feedback confirmed and explores past what failed (known positive DiD)",
     )
     register_memory(
         "control-decay",
