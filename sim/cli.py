@@ -23,7 +23,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("static", "static_benchmarks.cli", "run a static benchmark (LoCoMo, LongMemEval)"),
     ("report", "analysis.report_cli", "write report.html and report.md for a run folder"),
     ("compare", "analysis.compare_cli", "compare run folders: per-seed intervals, rankings"),
-    ("bench", "static_benchmarks.bench", "time a static benchmark run, cold and warm cache"),
+    ("bench", "sim.bench_cli", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo"),
     ("power", "analysis.power_cli", "power curve and minimum detectable effect of a scenario (injected effects)"),
     ("sensitivity", "analysis.sensitivity_cli", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
 )

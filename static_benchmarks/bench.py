@@ -247,10 +247,8 @@ def _report(dataset: LocomoDataset, system: SystemSpec, cold: PhaseTiming, warm:
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``memsim bench``."""
-    sub = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
-    p = sub.add_parser("locomo", help="cold and warm static LoCoMo retrieval run", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim bench locomo``."""
     p.add_argument("--data", type=Path, default=None, help="the LoCoMo file (locomo10.json)")
     p.add_argument("--system", default="naive", help="memory system: name or name:key=value,... (default naive)")
     p.add_argument("-k", type=int, default=DEFAULT_K, help=f"headline cut-off (default {DEFAULT_K})")

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from memory.registry import Resources, SystemSpec, UnknownSystemError, build_memory, parse_system
+from sim.answering import DEFAULT_JUDGES, add_answer_arguments, answer_setup_from_args, format_cost
 from sim.errors import UserError
 from sim.scoring import DEFAULT_KS
 from static_benchmarks.locomo import (
@@ -30,6 +31,7 @@ from static_benchmarks.locomo import (
     to_static,
 )
 from static_benchmarks.protocol import (
+    PartialRunError,
     StaticRunResult,
     check_run_dir,
     default_run_dir,
@@ -109,9 +111,23 @@ def _version() -> str:
         return "unknown"
 
 
+def _system_report(result: Any) -> dict[str, Any]:
+    """The system's own ``report()`` per conversation, and the compression ratio over all of them."""
+    reports = {c.user_id: dict(c.report) for c in result.conversations if c.report}
+    if not reports:
+        return {}
+    out: dict[str, Any] = {"system_report": reports}
+    seen = sum(r.get("turns_seen", 0) for r in reports.values())
+    stored = sum(r.get("turns_stored", 0) for r in reports.values())
+    if seen:
+        out["compression_ratio"] = stored / seen
+        out["turns_seen"], out["turns_stored"] = seen, stored
+    return out
+
+
 def _embedder_id(resources: Resources) -> str | None:
     # The embedder is made lazily; a system that never embeds leaves it unset.
-    embedder = getattr(resources, "_embedder", None)
+    embedder = resources.made_embedder
     if embedder is None:
         return None
     for attr in ("model_id", "model_name", "name"):
@@ -131,6 +147,7 @@ def run_locomo(
     limit_conversations: int | None = None,
     resources: Resources | None = None,
     progress: bool | None = None,
+    answer_setup: Any | None = None,
 ) -> LocomoRun:
     """Run the static LoCoMo retrieval protocol.
 
@@ -145,6 +162,10 @@ def run_locomo(
         resources: shared run resources (embedder and its cache); a default
             one (packaged model, default cache, rng seed 0) when None.
         progress: progress bar (None: only on a terminal).
+        answer_setup: optional reader + judges (``sim.answering.AnswerSetup``);
+            the reader sees each question's top ``k`` memories. Adversarial
+            (category 5) questions are judged with an empty gold answer, so the
+            judges score whether the answer says the information is not there.
 
     Raises:
         UserError: bad ``k``, ``labels`` or ``limit_conversations``, or
@@ -164,7 +185,15 @@ def run_locomo(
             raise UserError(f"--system {system.display}: {exc}") from None
 
     conversations = to_static(dataset, captions=captions, limit_conversations=limit_conversations)
-    result = run_static(conversations, make_system, k=k, ks=ks, progress=progress)
+    answer = None
+    if answer_setup is not None:
+
+        def answer(q: Any, memories: Any) -> Any:
+            gold = "" if q.category == "5" else q.answer
+            return answer_setup.answer_and_judge(q.question, q.now, memories, gold, q.category, q.question_id)
+
+    # A PartialRunError carries the finished questions; main() writes them.
+    result = run_static(conversations, make_system, k=k, ks=ks, progress=progress, answer=answer)
     label_map = {str(code): name for code, name in CATEGORY_LABELS[labels].items()}
     frame = probes_frame(result, system=system.display, category_labels=label_map)
     spec = {
@@ -180,6 +209,7 @@ def run_locomo(
         "question_delay_s": QUESTION_DELAY.total_seconds(),
         "memsim_version": _version(),
         "embedder": _embedder_id(resources),
+        "reader": answer_setup.describe() if answer_setup is not None else None,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     metrics = {
@@ -189,6 +219,8 @@ def run_locomo(
         "ks": list(result.ks),
         **summarise(frame),
         "load_summary": dataset.summary.to_json(),
+        **({"llm": answer_setup.cost()} if answer_setup is not None else {}),
+        **_system_report(result),
         "timings": {
             "wall_s": result.wall_s,
             "ingest_s": sum(c.ingest_s for c in result.conversations),
@@ -244,6 +276,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="embedding cache folder (default $MEMSIM_CACHE_DIR or ~/.cache/memsim)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_answer_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -260,16 +293,29 @@ def main(args: argparse.Namespace) -> int:
     for line in dataset.summary.lines():
         print(f"  {line}")
     out = check_run_dir(args.out if args.out is not None else default_run_dir("locomo", system.display))
-    run = run_locomo(
-        dataset,
-        system,
-        k=args.k,
-        captions=args.captions,
-        labels=args.labels,
-        limit_conversations=args.limit_conversations,
-        resources=make_resources(args.cache_dir),
-        progress=False if args.no_progress else None,
-    )
+    setup = answer_setup_from_args(args, DEFAULT_JUDGES["locomo"])
+    try:
+        run = run_locomo(
+            dataset,
+            system,
+            k=args.k,
+            captions=args.captions,
+            labels=args.labels,
+            limit_conversations=args.limit_conversations,
+            resources=make_resources(args.cache_dir),
+            progress=False if args.no_progress else None,
+            answer_setup=setup,
+        )
+    except PartialRunError as exc:
+        labels = {str(c): n for c, n in CATEGORY_LABELS[args.labels].items()}
+        frame = probes_frame(exc.partial, system=system.display, category_labels=labels)
+        spec = {"benchmark": "locomo", "system": system.to_json(), "k": args.k, "partial": True,
+                "reader": setup.describe() if setup is not None else None}
+        write_run(out, spec, frame, {"benchmark": "locomo", "partial": True, **summarise(frame)})
+        print(f"stopped after {frame.height} questions; what was done is in {out}")
+        if isinstance(exc.cause, UserError):
+            raise exc.cause from None
+        raise UserError(f"the answer step failed: {exc.cause}") from None
     metrics = dict(run.metrics)
     metrics["timings"] = {"load_s": load_s, **run.metrics["timings"]}
     write_run(out, run.spec, run.frame, metrics)
@@ -279,5 +325,10 @@ def main(args: argparse.Namespace) -> int:
         f"k={args.k} (retrieved {run.result.retrieve_k}), labels {args.labels}"
     )
     print(format_tables(run.metrics, run.result.ks))
+    if "compression_ratio" in run.metrics:
+        m = run.metrics
+        print(f"stored {m['turns_stored']} of {m['turns_seen']} turns: compression ratio {m['compression_ratio']:.3f}")
+    if setup is not None:
+        print(format_cost(setup.cost()))
     print(f"wall {run.result.wall_s:.1f} s; run folder: {out}")
     return 0

@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 from tqdm.auto import tqdm
 
-from memory.base import MemorySystem, Turn
+from memory.base import MemorySystem, Retrieved, Turn
 from sim.errors import UserError
 from sim.scoring import DEFAULT_KS, evidence_scores, first_evidence_rank
 
@@ -123,6 +123,21 @@ class Probe:
     """1-based rank of the first memory meeting the evidence (None: not retrieved)."""
     scores: Mapping[str, float]
     """Evidence scores by name (``"recall_all@5"``); NaN when excluded."""
+    answer: Mapping[str, Any] = field(default_factory=dict)
+    """Reader and judge columns (``answer``, ``answer_<judge>``, tokens, ...); empty without a reader."""
+
+
+AnswerStep = Callable[[StaticQuestion, Sequence[Retrieved]], Mapping[str, Any]]
+"""Reader + judges for one question: the question and the memories the reader sees -> row columns."""
+
+
+class PartialRunError(Exception):
+    """A run stopped early (an endpoint failed); ``partial`` holds every question finished before."""
+
+    def __init__(self, cause: BaseException, partial: StaticRunResult) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.partial = partial
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +160,8 @@ class ConversationLog:
     """``stats().items`` after the questions."""
     memory_bytes: int
     """``stats().bytes`` after the questions."""
+    report: Mapping[str, Any] = field(default_factory=dict)
+    """The system's own ``report()`` (e.g. a gate's compression), when it has one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +205,15 @@ def probe_question(
     *,
     retrieve_k: int,
     ks: Sequence[int],
-) -> Probe:
+    answer: AnswerStep | None = None,
+    answer_k: int | None = None,
+) -> Probe | BaseException:
     """Ask one question and score what comes back.
 
-    This is the per-question step of the protocol; an answer step (reader,
-    judge) belongs after the retrieval here.
+    This is the per-question step of the protocol. With ``answer``, the
+    reader sees the top ``answer_k`` memories and the judges score its answer;
+    an exception from that step is returned (not raised), so that the caller
+    can keep every finished question before stopping.
     """
     start = time.perf_counter()
     retrieved = system.retrieve(question.question, user_id=question.user_id, now=question.now, k=retrieve_k)
@@ -208,6 +229,12 @@ def probe_question(
     else:
         scores = {f"{m}@{k}": math.nan for k in ks for m in METRICS}
         rank = None
+    answered: Mapping[str, Any] = {}
+    if answer is not None:
+        try:
+            answered = dict(answer(question, retrieved[: answer_k or retrieve_k]))
+        except Exception as exc:  # handed back: the caller writes what is done, then stops
+            return exc
     return Probe(
         question=question,
         retrieved_ids=tuple(r.memory_id for r in retrieved),
@@ -216,6 +243,7 @@ def probe_question(
         retrieve_ms=elapsed_ms,
         first_evidence_rank=rank,
         scores=scores,
+        answer=answered,
     )
 
 
@@ -226,8 +254,9 @@ def run_static(
     k: int,
     ks: Iterable[int] = DEFAULT_KS,
     progress: bool | None = None,
+    answer: AnswerStep | None = None,
 ) -> StaticRunResult:
-    """Run the static retrieval protocol.
+    """Run the static retrieval protocol (and, with ``answer``, the QA step).
 
     Args:
         conversations: what to ingest and ask, conversation by conversation.
@@ -236,9 +265,15 @@ def run_static(
         k: the run's headline cut-off.
         ks: further cut-offs to score (``k`` is always added).
         progress: show a progress bar (None: only on a terminal).
+        answer: optional reader + judges, called with each question and its
+            top ``k`` memories after retrieval is scored.
 
     Returns:
         The probes and per-conversation costs.
+
+    Raises:
+        PartialRunError: the answer step failed (an endpoint went away);
+            ``partial`` holds every question finished before, so nothing is lost.
     """
     all_ks = resolve_ks(k, ks)
     retrieve_k = max(all_ks)
@@ -266,7 +301,14 @@ def run_static(
             bar.set_postfix_str(f"{conv.user_id} questions", refresh=False)
             conv_probes = []
             for question in conv.questions:
-                conv_probes.append(probe_question(system, question, retrieve_k=retrieve_k, ks=all_ks))
+                probe = probe_question(system, question, retrieve_k=retrieve_k, ks=all_ks, answer=answer, answer_k=k)
+                if isinstance(probe, BaseException):
+                    partial = StaticRunResult(
+                        k=k, retrieve_k=retrieve_k, ks=all_ks, probes=tuple(probes + conv_probes),
+                        conversations=tuple(logs), wall_s=time.perf_counter() - run_start,
+                    )
+                    raise PartialRunError(probe, partial) from probe
+                conv_probes.append(probe)
                 bar.update(1)
             stats = system.stats()
             probes.extend(conv_probes)
@@ -280,6 +322,7 @@ def run_static(
                     retrieve_s=sum(p.retrieve_ms for p in conv_probes) / 1000.0,
                     memory_items=stats.items,
                     memory_bytes=stats.bytes,
+                    report=system.report() if callable(getattr(system, "report", None)) else {},
                 )
             )
     return StaticRunResult(
@@ -365,7 +408,18 @@ def probes_frame(
         "retrieve_ms": pl.Float64,
         **{name: pl.Float64 for name in score_names},
     }
-    return pl.DataFrame(rows, schema=schema)
+    answer_cols: dict[str, Any] = {}
+    for p in result.probes:
+        for key, value in p.answer.items():
+            if key not in answer_cols and value is not None:
+                answer_cols[key] = (
+                    pl.Boolean if isinstance(value, bool) else pl.Utf8 if isinstance(value, str)
+                    else pl.Int64 if isinstance(value, int) else pl.Float64
+                )
+    for key, dtype in answer_cols.items():
+        rows[key] = [p.answer.get(key) for p in result.probes]
+        schema[key] = dtype
+    return pl.DataFrame(rows, schema=schema, strict=False)
 
 
 def _score_columns(frame: pl.DataFrame) -> list[str]:
@@ -382,12 +436,23 @@ def _group_summary(frame: pl.DataFrame, score_cols: Sequence[str]) -> dict[str, 
         # Scored rows never hold NaN (their evidence is non-empty); a group with
         # no scored question reports null, never zero.
         means[col] = None if scored.height == 0 else float(scored[col].mean())  # type: ignore[arg-type]
-    return {
+    answers: dict[str, float | None] = {}
+    for col in (c for c in frame.columns if c.startswith("answer_") and frame[c].dtype.is_numeric()):
+        # Answers are judged on every question (adversarial ones included); NaN = unscored.
+        vals = frame[col].cast(pl.Float64).fill_nan(None).drop_nulls()
+        answers[col] = float(vals.mean()) if vals.len() else None  # type: ignore[arg-type]
+    out = {
         "questions": frame.height,
         "scored": scored.height,
         "excluded": {reason: n for reason, n in excluded},
         "scores": means,
     }
+    if answers:
+        out["answers"] = answers
+        for col in ("prompt_tokens", "completion_tokens"):
+            if col in frame.columns:
+                out[col] = int(frame[col].fill_null(0).sum())
+    return out
 
 
 def _latency(frame: pl.DataFrame) -> dict[str, float | None]:
@@ -448,6 +513,16 @@ def format_tables(metrics: Mapping[str, Any], ks: Sequence[int]) -> str:
         for name, entry in cats:
             cells = "".join(" " + _fmt(entry["scores"].get(f"{metric}@{k}"), 7) for k in ks)
             lines.append(f"{name:<{name_w}} {entry['questions']:>5} {entry['scored']:>6}{cells}")
+        lines.append("")
+    answer_cols = list(metrics["overall"].get("answers", {}))
+    if answer_cols:
+        header = f"{'answers':<{name_w}} {'n':>5}" + "".join(f" {c.removeprefix('answer_'):>12}" for c in answer_cols)
+        lines.append(header)
+        lines.append("-" * len(header))
+        for name, entry in cats:
+            got = entry.get("answers", {})
+            cells = "".join(" " + _fmt(got.get(c), 12) for c in answer_cols)
+            lines.append(f"{name:<{name_w}} {entry['questions']:>5}{cells}")
         lines.append("")
     excluded = metrics["overall"]["excluded"]
     if excluded:

@@ -1,0 +1,91 @@
+"""``memsim bench WHAT``: benchmarks that print figures (speed and memory are measured here, not in tests).
+
+- ``locomo``: the static LoCoMo retrieval run, cold and warm embedding cache.
+- ``longmemeval``: streaming and retrieval-protocol throughput and peak memory on a generated file.
+- ``systems``: ingest turns/s and retrieve p50/p95 per memory system at 1k, 10k, 100k memories.
+- ``llm``: answers per second of the local model with the ``short`` and ``cot`` readers.
+- ``engine``: events per second of the simulator with a memory that does nothing.
+- ``demo``: wall time of ``memsim demo``, cold and warm cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from typing import Any
+
+__all__ = ["add_arguments", "main"]
+
+
+def _add_longmemeval(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size-gb", type=float, default=1.0, help="size of the generated file (default 1.0)")
+    p.add_argument("--embedder", choices=("hash", "minilm"), default="hash", help="hash: protocol cost only; minilm: the real model")
+    p.add_argument("--keep", action="store_true", help="keep the generated file in /tmp")
+
+
+def _longmemeval(args: argparse.Namespace) -> int:
+    from static_benchmarks.bench_longmemeval import bench_longmemeval, format_bench
+
+    print(format_bench(bench_longmemeval(size_gb=args.size_gb, embedder=args.embedder, keep=args.keep)))
+    return 0
+
+
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--users", type=int, default=20, help="persona users (default 20)")
+    p.add_argument("--months", type=float, default=12.0, help="simulated months (default 12)")
+    p.add_argument("--systems", type=int, default=3, help="null systems fed in parallel (default 3)")
+
+
+def _engine(args: argparse.Namespace) -> int:
+    from sim.bench_engine import bench_engine
+
+    _print(bench_engine(users=args.users, months=args.months, systems=args.systems))
+    return 0
+
+
+def _add_demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--system", action="append", default=[], help="limit the demo to these systems (repeatable)")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from sim.bench_engine import bench_demo
+
+    extra = [x for s in args.system for x in ("--system", s)]
+    _print(bench_demo(extra_args=extra))
+    return 0
+
+
+def _print(figures: dict[str, Any]) -> None:
+    width = max(len(k) for k in figures)
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+
+
+# (name, help, module with add_arguments/main, or None for the local pair)
+_BENCHES: tuple[tuple[str, str, Any], ...] = (
+    ("locomo", "static LoCoMo retrieval run, cold and warm cache", "static_benchmarks.bench"),
+    ("longmemeval", "LongMemEval streaming and retrieval on a generated 1 GB file", (_add_longmemeval, _longmemeval)),
+    ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", "memory.bench"),
+    ("llm", "answers per second of the local model (short, cot)", "sim.bench_llm"),
+    ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
+    ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One sub-command per benchmark."""
+    sub = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    for name, help_text, target in _BENCHES:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if isinstance(target, str):
+            importlib.import_module(target).add_arguments(p)
+            p.set_defaults(_bench_main=lambda a, t=target: importlib.import_module(t).main(a))
+        else:
+            target[0](p)
+            p.set_defaults(_bench_main=target[1])
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the chosen benchmark."""
+    return int(args._bench_main(args) or 0)
