@@ -200,101 +200,76 @@ def bleu1(answer: str, gold: Any) -> float:
 # --------------------------------------------------------------------------- deterministic judges
 
 
-class ContainsJudge:
+class _TextJudge:
+    """A deterministic judge: a scoring function of (answer, gold, category); NaN when unscorable."""
+
+    name = ""
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """The judge's score in [0, 1]; NaN when the gold answer gives nothing to score against."""
+        if self._unscorable(gold, category):
+            return math.nan
+        return self._score(answer, gold, category)
+
+    def _unscorable(self, gold: str, category: str | int | None) -> bool:
+        return not _mem0_tokens(gold)
+
+    def _score(self, answer: str, gold: str, category: str | int | None) -> float:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's spec records about this judge."""
+        return {"name": self.name}
+
+
+class ContainsJudge(_TextJudge):
     """1.0 when the normalised gold answer appears as whole words in the normalised answer."""
 
     name = "contains"
 
-    def score(
-        self,
-        *,
-        question: str,
-        gold: str,
-        answer: str,
-        category: str | int | None = None,
-        question_id: str | None = None,
-    ) -> float:
-        """See the class docstring; NaN when the gold answer is empty."""
-        g = normalize(gold)
-        if not g:
-            return math.nan
-        return 1.0 if f" {g} " in f" {normalize(answer)} " else 0.0
+    def _unscorable(self, gold: str, category: str | int | None) -> bool:
+        return not normalize(gold)
 
-    def describe(self) -> dict[str, Any]:
-        """What a run's spec records about this judge."""
-        return {"name": self.name}
+    def _score(self, answer: str, gold: str, category: str | int | None) -> float:
+        return 1.0 if f" {normalize(gold)} " in f" {normalize(answer)} " else 0.0
 
 
-class LocomoF1Judge:
-    """LoCoMo's token F1 with its per-category rules (see ``locomo_f1``)."""
+class LocomoF1Judge(_TextJudge):
+    """LoCoMo's token F1 with its per-category rules (see ``locomo_f1``); category 5 needs no gold."""
 
     name = "f1_locomo"
 
-    def score(
-        self,
-        *,
-        question: str,
-        gold: str,
-        answer: str,
-        category: str | int | None = None,
-        question_id: str | None = None,
-    ) -> float:
-        """F1 in [0, 1]; NaN when the gold answer is empty outside category 5."""
-        if _locomo_category(category) != 5 and not _text(gold).strip():
-            return math.nan
+    def _unscorable(self, gold: str, category: str | int | None) -> bool:
+        return _locomo_category(category) != 5 and not _text(gold).strip()
+
+    def _score(self, answer: str, gold: str, category: str | int | None) -> float:
         return locomo_f1(answer, gold, category)
 
-    def describe(self) -> dict[str, Any]:
-        """What a run's spec records about this judge."""
-        return {"name": self.name}
 
-
-class Mem0F1Judge:
+class Mem0F1Judge(_TextJudge):
     """Mem0's set-based token F1 (see ``mem0_f1``)."""
 
     name = "f1_mem0"
 
-    def score(
-        self,
-        *,
-        question: str,
-        gold: str,
-        answer: str,
-        category: str | int | None = None,
-        question_id: str | None = None,
-    ) -> float:
-        """F1 in [0, 1]; NaN when the gold answer is empty."""
-        if not _mem0_tokens(gold):
-            return math.nan
+    def _score(self, answer: str, gold: str, category: str | int | None) -> float:
         return mem0_f1(answer, gold)
 
-    def describe(self) -> dict[str, Any]:
-        """What a run's spec records about this judge."""
-        return {"name": self.name}
 
-
-class Bleu1Judge:
+class Bleu1Judge(_TextJudge):
     """Unigram BLEU (see ``bleu1``)."""
 
     name = "bleu1"
 
-    def score(
-        self,
-        *,
-        question: str,
-        gold: str,
-        answer: str,
-        category: str | int | None = None,
-        question_id: str | None = None,
-    ) -> float:
-        """BLEU-1 in [0, 1]; NaN when the gold answer is empty."""
-        if not _mem0_tokens(gold):
-            return math.nan
+    def _score(self, answer: str, gold: str, category: str | int | None) -> float:
         return bleu1(answer, gold)
-
-    def describe(self) -> dict[str, Any]:
-        """What a run's spec records about this judge."""
-        return {"name": self.name}
 
 
 # --------------------------------------------------------------------------- LLM judges

@@ -624,7 +624,33 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
-class CachedLLM:
+class _Wrapper:
+    """A client around another one: name, model, endpoint, window and token counts are the inner client's."""
+
+    inner: Any
+
+    @property
+    def name(self) -> str:  # noqa: D102 - same as the inner client
+        return self.inner.name
+
+    @property
+    def model(self) -> str:  # noqa: D102
+        return self.inner.model
+
+    @property
+    def endpoint(self) -> str:  # noqa: D102
+        return endpoint_of(self.inner)
+
+    @property
+    def context_window(self) -> int:  # noqa: D102
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        """The inner client's count."""
+        return self.inner.count_tokens(text)
+
+
+class CachedLLM(_Wrapper):
     """Wraps a client with a persistent response cache in sqlite.
 
     The key is a hash of (endpoint, model, messages, max_tokens, temperature,
@@ -653,25 +679,6 @@ class CachedLLM:
         self.misses = 0
         """Requests passed on to the inner client by this object."""
 
-    @property
-    def name(self) -> str:  # noqa: D102 - same as the inner client
-        return self.inner.name
-
-    @property
-    def model(self) -> str:  # noqa: D102
-        return self.inner.model
-
-    @property
-    def endpoint(self) -> str:  # noqa: D102
-        return endpoint_of(self.inner)
-
-    @property
-    def context_window(self) -> int:  # noqa: D102
-        return self.inner.context_window
-
-    def count_tokens(self, text: str) -> int:
-        """The inner client's count."""
-        return self.inner.count_tokens(text)
 
     def key(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int) -> str:
         """The cache key of a request."""
@@ -905,7 +912,7 @@ class Meter:
         return total
 
 
-class MeteredLLM:
+class MeteredLLM(_Wrapper):
     """Wraps a client so that every reply is counted by a ``Meter``."""
 
     def __init__(self, inner: LLMClient, meter: Meter, role: str = "reader") -> None:
@@ -918,25 +925,6 @@ class MeteredLLM:
         self.meter = meter
         self.role = role
 
-    @property
-    def name(self) -> str:  # noqa: D102 - same as the inner client
-        return self.inner.name
-
-    @property
-    def model(self) -> str:  # noqa: D102
-        return self.inner.model
-
-    @property
-    def endpoint(self) -> str:  # noqa: D102
-        return endpoint_of(self.inner)
-
-    @property
-    def context_window(self) -> int:  # noqa: D102
-        return self.inner.context_window
-
-    def count_tokens(self, text: str) -> int:
-        """The inner client's count."""
-        return self.inner.count_tokens(text)
 
     def chat(
         self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
