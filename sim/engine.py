@@ -26,6 +26,7 @@ import simpy
 from memory.base import MemorySystem, Retrieved, render_turn
 from memory.inject import receives_gold
 from memory.registry import SystemSpec
+from sim.errors import UserError
 from sim.events import Deletion, Event, Feedback, Question, Session, Tick
 from sim.recorder import Recorder
 from sim.scoring import DEFAULT_KS, evidence_scores, first_evidence_rank, stale_above_current
@@ -186,6 +187,13 @@ class Harness:
             if self.answer is not None:
                 try:
                     row.update(self.answer(q.text, q.time, got, q.gold, q.kind, q.question_id))
+                except UserError as exc:
+                    # The endpoint is gone (retries spent): keep this row and stop the run;
+                    # the runner writes every row recorded so far.
+                    row["system"] = sut.label
+                    row["error"] = f"answer: {exc}"
+                    self.recorder.probe(row)
+                    raise
                 except Exception as exc:
                     row["error"] = f"answer: {type(exc).__name__}: {exc}"
             row["system"] = sut.label

@@ -242,3 +242,28 @@ def test_stream_users_are_processed_concurrently(tmp_path: Path):
     assert probes["user_id"].n_unique() == 4
     assert probes["time"].is_sorted()
     assert probes["isolation_failures"].sum() == 0
+
+
+def test_endpoint_failure_stops_the_run_and_keeps_rows(tmp_path: Path):
+    """A reader whose endpoint is gone stops the run with its error; rows before it are written."""
+    from sim.errors import UserError
+
+    calls = {"n": 0}
+
+    class FlakyAnswers:
+        judges = ()
+
+        def answer_and_judge(self, question, question_date, memories, gold, category, question_id):
+            calls["n"] += 1
+            if calls["n"] > 5:
+                raise UserError("endpoint http://127.0.0.1:9/v1 unreachable after 3 retries")
+            return {"answer": "x", "answer_contains": 0.0}
+
+        def describe(self):
+            return {"reader": "flaky"}
+
+    with pytest.raises(UserError, match="unreachable"):
+        run(_spec(1), out_dir=tmp_path / "r", resources=_fake_resources(), answer_setup=FlakyAnswers())
+    probes = pl.read_parquet(tmp_path / "r" / "probes.parquet")
+    assert probes.height == 6  # five answered, plus the one that failed, marked
+    assert probes["error"].null_count() == 5 and "unreachable" in probes["error"].drop_nulls()[0]
