@@ -61,8 +61,6 @@ def demo_main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[SystemSpec] | None) -> int:
-    from tqdm import tqdm
-
     from sim.runner import default_out_dir, iter_run, spec_from_config
 
     config = load_config(config_path)
@@ -86,8 +84,26 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[S
     print(f"memsim run: scenario {spec.scenario} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")
     result = None
+    try:
+        for cp in _progress(iter_run(spec, out_dir=out, answer_setup=answer_setup), out):
+            result = cp.result
+    except UserError:
+        print(f"stopped; every row recorded so far is in {out}", file=sys.stderr)
+        raise
+    assert result is not None
+    _print_summary(result)
+    if not args.no_report:
+        _report(result.out_dir)
+    print(f"run folder: {result.out_dir}")
+    return 0
+
+
+def _progress(checkpoints: Any, out: Path) -> Any:
+    """Pass checkpoints through, with the totals printed first and a bar in simulated days."""
+    from tqdm import tqdm
+
     bar = None
-    for cp in iter_run(spec, out_dir=out, answer_setup=answer_setup):
+    for cp in checkpoints:
         if bar is None:
             totals = _totals(out)
             if totals:
@@ -96,15 +112,9 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[S
         bar.n = cp.day
         bar.set_postfix(probes=cp.probes, refresh=False)
         bar.refresh()
-        result = cp.result
-    if bar is not None:
-        bar.close()
-    assert result is not None
-    _print_summary(result)
-    if not args.no_report:
-        _report(result.out_dir)
-    print(f"run folder: {result.out_dir}")
-    return 0
+        if cp.result is not None:
+            bar.close()
+        yield cp
 
 
 def _answer_setup(args: argparse.Namespace) -> Any:
