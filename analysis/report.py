@@ -29,6 +29,7 @@ from analysis import curves as cv
 from analysis import plots
 from analysis.stats import (
     bootstrap_ci,
+    cluster_labels,
     critical_difference_plot,
     format_markdown,
     friedman_ranking,
@@ -237,7 +238,7 @@ def _overview_table(run: RunData, rng: np.random.Generator) -> _Table:
     rows = []
     for system in run.systems:
         part = df.filter(pl.col("system") == system)
-        clusters = part[run.user].cast(pl.Utf8).to_numpy() if run.user and part[run.user].n_unique() > 1 else None
+        clusters = cluster_labels(part, user_col=run.user) if run.user else None
         cells = [system, str(part.height)]
         for c in score_cols:
             x = part[c].cast(pl.Float64).to_numpy()
@@ -264,7 +265,7 @@ def _overview_table(run: RunData, rng: np.random.Generator) -> _Table:
         rows.append(tuple(cells))
     notes = (
         "[lo, hi]: 95% percentile bootstrap interval over questions"
-        + (f" (resampling whole {run.user} clusters when several)" if run.user else ""),
+        + (f" (whole {run.user} clusters resampled when there are 30 or more; else question threads)" if run.user else ""),
         "n: questions scored for that column (NaN = unscored, excluded)",
     )
     return _Table(tuple(headers), tuple(rows), notes)

@@ -49,6 +49,7 @@ __all__ = [
     "friedman_ranking",
     "critical_difference_plot",
     "learning_summary",
+    "cluster_labels",
     "format_table",
     "format_markdown",
 ]
@@ -360,10 +361,10 @@ dependence in the stream (asking the same thing again) inside one unit.
 """
 
 
-def _user_labels(frame: pl.DataFrame) -> np.ndarray | None:
-    """Cluster label per row: users when there are many, else question threads, else None."""
-    if "user_id" in frame.columns:
-        users = frame["user_id"].cast(pl.Utf8).to_numpy()
+def cluster_labels(frame: pl.DataFrame, *, user_col: str = "user_id") -> np.ndarray | None:
+    """Bootstrap unit per row: users when there are many, else question threads, else None (rows)."""
+    if user_col in frame.columns:
+        users = frame[user_col].cast(pl.Utf8).to_numpy()
         if len(set(users.tolist())) >= MIN_USER_CLUSTERS:
             return users
     if "thread_id" in frame.columns and frame["thread_id"].null_count() < frame.height:
@@ -413,7 +414,7 @@ def halves(
     rows = _scored(df, metric, system)
     x = rows[metric].cast(pl.Float64).to_numpy()
     second = _split(rows["q_index"].to_numpy())
-    users = _user_labels(rows)
+    users = cluster_labels(rows)
     n1, n2 = int((~second).sum()), int(second.sum())
     m1 = float(x[~second].mean()) if n1 else math.nan
     m2 = float(x[second].mean()) if n2 else math.nan
@@ -476,7 +477,7 @@ def diff_in_diff(
     if n1 == 0 or n2 == 0:
         return DiDResult(math.nan, (math.nan, math.nan), n, n1, n2)
     did = float(d[second].mean() - d[~second].mean())
-    _, _, ci = _halves_boot(d, second, _user_labels(pairs), n_boot=n_boot, alpha=alpha, rng=rng)
+    _, _, ci = _halves_boot(d, second, cluster_labels(pairs), n_boot=n_boot, alpha=alpha, rng=rng)
     return DiDResult(did=did, ci=ci, n=n, n_first=n1, n_second=n2)
 
 
