@@ -67,7 +67,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("locomo", "static LoCoMo retrieval run, cold and warm cache", "static_benchmarks.bench"),
     ("longmemeval", "LongMemEval streaming and retrieval on a generated 1 GB file", (_add_longmemeval, _longmemeval)),
     ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", "memory.bench"),
-    ("llm", "answers per second of the local model (short, cot)", "sim.bench_llm"),
+    ("llm", "answers per second of the local model (short, cot)", "sim.answer.bench"),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
     ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
 )

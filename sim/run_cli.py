@@ -25,7 +25,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<scenario>-<time>)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     try:
-        from sim.answering import add_answer_arguments
+        from sim.answer import add_answer_arguments
     except ImportError:  # answering is part of the package; absent only in a broken install
         return
     add_answer_arguments(parser)
@@ -120,7 +120,7 @@ def _progress(checkpoints: Any, out: Path) -> Any:
 def _answer_setup(args: argparse.Namespace) -> Any:
     if getattr(args, "reader", "none") in (None, "none"):
         return None
-    from sim.answering import answer_setup_from_args
+    from sim.answer import answer_setup_from_args
 
     return answer_setup_from_args(args, default_judges=("contains", "f1_locomo"))
 

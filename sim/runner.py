@@ -103,7 +103,7 @@ def iter_run(
         spec: the run's definition.
         out_dir: run folder to write (created; files are overwritten).
         resources: shared run resources (embedder); default made from the seed.
-        answer_setup: optional reader + judges (``sim.answering.AnswerSetup``).
+        answer_setup: optional reader + judges (``sim.answer.AnswerSetup``).
         stream: a pre-generated stream (tests); default generated from the seed.
     """
     rng = np.random.default_rng(spec.seed)

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from memory.registry import Resources, SystemSpec, UnknownSystemError, build_memory, parse_system
-from sim.answering import DEFAULT_JUDGES, add_answer_arguments, answer_setup_from_args, format_cost
+from sim.answer import DEFAULT_JUDGES, add_answer_arguments, answer_setup_from_args, format_cost
 from sim.errors import UserError
 from sim.scoring import DEFAULT_KS
 from static_benchmarks.locomo import (
@@ -162,7 +162,7 @@ def run_locomo(
         resources: shared run resources (embedder and its cache); a default
             one (packaged model, default cache, rng seed 0) when None.
         progress: progress bar (None: only on a terminal).
-        answer_setup: optional reader + judges (``sim.answering.AnswerSetup``);
+        answer_setup: optional reader + judges (``sim.answer.AnswerSetup``);
             the reader sees each question's top ``k`` memories. Adversarial
             (category 5) questions are judged with an empty gold answer, so the
             judges score whether the answer says the information is not there.

@@ -996,7 +996,7 @@ def format_retrieval_table(
 
 
 class AnswerSetup(Protocol):
-    """A reader plus judges (``sim.answering``), or a test double.
+    """A reader plus judges (``sim.answer``), or a test double.
 
     ``answer_and_judge`` returns flat JSON-serialisable fields: the answer,
     one ``answer_<judge>`` score per judge, tokens and cost.

@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/static-longmemeval-<system>-<time>); "
                         "an unfinished QA run's folder resumes it")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from sim.answering import add_answer_arguments
+    from sim.answer import add_answer_arguments
 
     add_answer_arguments(parser)
 
@@ -360,7 +360,7 @@ def main(args: argparse.Namespace, *, resources: Resources | None = None, answer
         check_run_dir(out)
         return run_retrieval_cli(args, system, selection, resources, out)
     if answers is None:
-        from sim.answering import answer_setup_from_args
+        from sim.answer import answer_setup_from_args
 
         answers = answer_setup_from_args(args, default_judges=DEFAULT_QA_JUDGES)
     try:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sim.errors import UserError
-from sim.judges import (
+from sim.answer.judges import (
     JUDGE_NAMES,
     LongMemEvalLLMJudge,
     bleu1,
@@ -17,8 +17,8 @@ from sim.judges import (
     normalize,
     says_not_available,
 )
-from sim.llm import ScriptedLLM
-from sim.prompts import JUDGE_LONGMEMEVAL
+from sim.answer.llm import ScriptedLLM
+from sim.answer.prompts import JUDGE_LONGMEMEVAL
 
 
 def score(name: str, gold, answer: str, category=None, question_id=None, llm=None) -> float:

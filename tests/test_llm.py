@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from memory.base import Retrieved
-from sim.answering import AnswerSetup, add_answer_arguments, answer_setup_from_args, format_cost
+from sim.answer.setup import AnswerSetup, add_answer_arguments, answer_setup_from_args, format_cost
 from sim.errors import UserError
-from sim.judges import make_judge
-from sim.llm import (
+from sim.answer.judges import make_judge
+from sim.answer.llm import (
     DEFAULT_PRICES,
     CachedLLM,
     Completion,
@@ -35,7 +35,7 @@ from sim.llm import (
     ScriptedLLM,
     make_llm,
 )
-from sim.readers import Reader
+from sim.answer.readers import Reader
 
 MESSAGES = [{"role": "user", "content": "Where does Ana live?"}]
 
@@ -434,7 +434,7 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
 
 
 def test_bench_llm_with_a_scripted_client() -> None:
-    from sim.bench_llm import bench_llm, bench_questions, format_bench
+    from sim.answer.bench import bench_llm, bench_questions, format_bench
 
     qs = bench_questions(3, 12)
     assert len(qs) == 3 and all(len(m) == 12 for _, _, m in qs)

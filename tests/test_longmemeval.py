@@ -397,7 +397,7 @@ class FakeAnswers:
         self.spent = 0.0
 
     def cost(self) -> dict[str, Any]:
-        # cumulative, like sim.llm.Meter.summary(): the protocol stores per-instance differences
+        # cumulative, like sim.answer.Meter.summary(): the protocol stores per-instance differences
         n = len(self.calls)
         return {"calls": 2 * n, "prompt_tokens": 120 * n, "completion_tokens": 7 * n, "cost_usd": self.spent}
 
@@ -556,10 +556,10 @@ def test_cli_selection_types_sample_limit(tmp_path: Path, capsys: pytest.Capture
 
 
 def _scripted_answers() -> Any:
-    from sim.answering import AnswerSetup
-    from sim.judges import make_judge
-    from sim.llm import Meter, MeteredLLM, ScriptedLLM
-    from sim.readers import Reader
+    from sim.answer import AnswerSetup
+    from sim.answer import make_judge
+    from sim.answer import Meter, MeteredLLM, ScriptedLLM
+    from sim.answer import Reader
 
     meter = Meter()
     reader_llm = ScriptedLLM("The memories say so.\nFINAL ANSWER: Business Administration")

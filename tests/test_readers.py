@@ -8,9 +8,9 @@ import pytest
 
 from memory.base import Retrieved, Turn, render_turn
 from sim.errors import UserError
-from sim.llm import ScriptedLLM
-from sim.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_COT, READER_SHORT, PromptTemplate
-from sim.readers import Reader, extract_answer, format_memory, format_question_date
+from sim.answer.llm import ScriptedLLM
+from sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_COT, READER_SHORT, PromptTemplate
+from sim.answer.readers import Reader, extract_answer, format_memory, format_question_date
 
 T0 = datetime(2023, 5, 1, 9, 30, tzinfo=timezone.utc)
 

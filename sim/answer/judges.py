@@ -45,10 +45,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sim.errors import UserError
-from sim.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
+from sim.answer.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
 
 if TYPE_CHECKING:
-    from sim.llm import LLMClient
+    from sim.answer.llm import LLMClient
 
 __all__ = [
     "Judge",

@@ -22,8 +22,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sim.errors import UserError
-from sim.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
-from sim.llm import (
+from sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
+from sim.answer.llm import (
     LLM_KINDS,
     CachedLLM,
     LLMClient,
@@ -35,7 +35,7 @@ from sim.llm import (
     PriceTable,
     make_llm,
 )
-from sim.readers import READER_VARIANTS, Reader
+from sim.answer.readers import READER_VARIANTS, Reader
 
 if TYPE_CHECKING:
     from memory.base import Retrieved

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 
 from memory.base import Retrieved
-from sim.llm import LLMClient, LocalLLM
-from sim.readers import READER_VARIANTS, Reader
+from sim.answer.llm import LLMClient, LocalLLM
+from sim.answer.readers import READER_VARIANTS, Reader
 
 __all__ = ["BenchResult", "bench_llm", "bench_questions", "format_bench", "add_arguments", "main"]
 

@@ -1,6 +1,6 @@
 """Readers: turn retrieved memories and a question into an answer.
 
-A reader fills one of the prompt templates of ``sim.prompts`` with the
+A reader fills one of the prompt templates of ``sim.answer.prompts`` with the
 memories (each with the date it was said), the question and the date it is
 asked, sends it to an LLM client and extracts the final answer.
 
@@ -27,11 +27,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sim.errors import UserError
-from sim.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
+from sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
 
 if TYPE_CHECKING:
     from memory.base import Retrieved
-    from sim.llm import LLMClient
+    from sim.answer.llm import LLMClient
 
 __all__ = [
     "Answer",
@@ -218,7 +218,7 @@ class Reader:
         """Answer ``question`` from ``memories`` (best first).
 
         Raises:
-            LLMUnavailableError: the model's endpoint failed (see ``sim.llm``).
+            LLMUnavailableError: the model's endpoint failed (see ``sim.answer.llm``).
         """
         messages, used = self.build_messages(question, question_date, memories)
         out = self.llm.chat(
