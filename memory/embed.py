@@ -3,9 +3,10 @@
 Every system of every run embeds the same turns again and again (LoCoMo has
 a few thousand turns; a sweep runs many seeds and systems), so vectors are
 cached on disk by ``model_id + sha256(text)`` and shared across systems, runs
-and benchmarks. The cache is one SQLite file per model in WAL mode, which lets
-several processes read and write it at once. Each entry carries a checksum; an
-entry that fails it is recomputed and overwritten, never returned.
+and benchmarks. The cache is one ``memory.kvcache.KVCache`` file per model:
+several processes read and write it at once, and an entry that fails its
+checksum (or has the wrong length) is recomputed and overwritten, never
+returned.
 
 The model itself is loaded only on the first cache miss, so a fully cached run
 never touches torch weights.
@@ -21,16 +22,15 @@ import hashlib
 import json
 import os
 import re
-import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from memory.kvcache import KVCache, default_cache_dir
 from sim.errors import UserError
 
 if TYPE_CHECKING:
@@ -57,22 +57,12 @@ DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fa
 """sha256 of ``model.safetensors`` of the packaged all-MiniLM-L6-v2."""
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
-# SQLite's historic limit on bound parameters is 999; stay under it.
-_LOOKUP_CHUNK = 900
 # Texts are embedded and written to the cache in chunks of this many, so an
 # interrupted long run keeps what it has computed.
 _WRITE_CHUNK = 1024
 
 
 # --------------------------------------------------------------------------- paths and hashes
-
-
-def default_cache_dir() -> Path:
-    """Where caches live: ``$MEMSIM_CACHE_DIR`` if set, else ``~/.cache/memsim``."""
-    env = os.environ.get("MEMSIM_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "memsim"
 
 
 def default_model_path() -> Path:
@@ -252,58 +242,41 @@ def _normalise_rows(vectors: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- disk cache
 
-_T = TypeVar("_T")
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    msg = str(exc).lower()
-    return "locked" in msg or "busy" in msg
-
-
-def _retry(op: Callable[[], _T], *, attempts: int = 20) -> _T:
-    """Run a SQLite operation, retrying while another process holds the lock.
-
-    The busy timeout already waits inside SQLite; this loop covers the cases
-    where SQLite gives up at once (e.g. switching to WAL, lock upgrades).
-    """
-    delay = 0.01
-    for attempt in range(attempts):
-        try:
-            return op()
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or attempt == attempts - 1:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-    raise AssertionError("unreachable")
-
 
 def _safe_name(model_id: str) -> str:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id).strip("._") or "model"
     return f"{stem[:80]}-{hashlib.sha256(model_id.encode()).hexdigest()[:8]}"
 
 
-class EmbeddingCache:
-    """Content-addressed vectors of one model in one SQLite file (WAL mode).
+def _text_key(model_id: str, text: str) -> bytes:
+    h = hashlib.sha256(model_id.encode("utf-8"))
+    h.update(b"\0")
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.digest()
 
-    Keys are ``sha256(model_id + NUL + text)``. Each row stores the vector as
-    little-endian float32 bytes, its dimension, and a checksum over key,
-    dimension and bytes, so a damaged or misplaced row is detected on read.
-    Safe to share between processes: writers wait on SQLite's lock and retry.
+
+class EmbeddingCache:
+    """Content-addressed vectors of one model in one ``KVCache`` file.
+
+    Keys are ``sha256(model_id + NUL + text)``; values are the vectors as
+    little-endian float32 bytes. A row whose checksum fails or whose length is
+    not ``dim`` floats is reported as damaged and left out; the next write of
+    its key overwrites it.
 
     Args:
         path: The SQLite file (created with its folder if missing).
         model_id: Model name mixed into every key.
         dim: Vector length; rows of another length count as damaged.
+
+    Attributes:
+        store: The key-value store underneath (``store.purge(keys)`` drops entries).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, model_id: str, dim: int) -> None:
         self.path = Path(path)
         self.model_id = model_id
         self.dim = int(dim)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
+        self.store = KVCache(self.path, label="embedding cache")
 
     @classmethod
     def for_model(cls, cache_dir: str | os.PathLike[str], *, model_id: str, dim: int) -> EmbeddingCache:
@@ -313,86 +286,22 @@ class EmbeddingCache:
 
     def key(self, text: str) -> bytes:
         """The cache key of ``text`` (32 bytes)."""
-        h = hashlib.sha256(self.model_id.encode("utf-8"))
-        h.update(b"\0")
-        h.update(text.encode("utf-8", "surrogatepass"))
-        return h.digest()
-
-    def _checksum(self, key: bytes, dim: int, blob: bytes) -> bytes:
-        h = hashlib.sha256(key)
-        h.update(int(dim).to_bytes(4, "little", signed=False))
-        h.update(blob)
-        return h.digest()[:16]
-
-    def _connection(self) -> sqlite3.Connection:
-        # A connection must not cross a fork; reopen in a child process.
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=60.0, isolation_level=None, check_same_thread=False
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise UserError(
-                f"cannot open embedding cache {self.path}: {exc}; "
-                "set MEMSIM_CACHE_DIR to a writable folder or turn the cache off"
-            ) from None
-        conn.execute("PRAGMA busy_timeout = 60000")
-        _retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
-        conn.execute("PRAGMA synchronous = NORMAL")
-        _retry(
-            lambda: conn.executescript(
-                """
-                CREATE TABLE IF NOT EXISTS embeddings (
-                    key BLOB PRIMARY KEY,
-                    dim INTEGER NOT NULL,
-                    vector BLOB NOT NULL,
-                    checksum BLOB NOT NULL
-                ) WITHOUT ROWID;
-                CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-                """
-            )
-        )
-        _retry(
-            lambda: conn.execute(
-                "INSERT OR IGNORE INTO meta(name, value) VALUES ('model_id', ?)", (self.model_id,)
-            )
-        )
-        self._conn, self._pid = conn, os.getpid()
-        return conn
+        return _text_key(self.model_id, text)
 
     def get_many(self, keys: Sequence[bytes]) -> tuple[dict[bytes, np.ndarray], int]:
-        """Look up ``keys`` in batches.
+        """Look up ``keys``.
 
         Returns:
             The valid vectors found, by key, and the number of damaged rows
             seen (left out of the result; a later ``put_many`` overwrites them).
         """
+        blobs, damaged = self.store.get_many(keys)
         found: dict[bytes, np.ndarray] = {}
-        damaged = 0
-        want = self.dim * 4
-        with self._lock:
-            conn = self._connection()
-            for start in range(0, len(keys), _LOOKUP_CHUNK):
-                chunk = list(keys[start : start + _LOOKUP_CHUNK])
-                marks = ",".join("?" * len(chunk))
-                rows = _retry(
-                    lambda: conn.execute(
-                        f"SELECT key, dim, vector, checksum FROM embeddings WHERE key IN ({marks})",
-                        chunk,
-                    ).fetchall()
-                )
-                for key, dim, blob, checksum in rows:
-                    key, blob = bytes(key), bytes(blob)
-                    if (
-                        dim != self.dim
-                        or len(blob) != want
-                        or bytes(checksum) != self._checksum(key, dim, blob)
-                    ):
-                        damaged += 1
-                        continue
-                    found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        for key, blob in blobs.items():
+            if len(blob) != self.dim * 4:
+                damaged += 1
+            else:
+                found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
         return found, damaged
 
     def put_many(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
@@ -402,42 +311,15 @@ class EmbeddingCache:
             blob = np.ascontiguousarray(vec, dtype="<f4").tobytes()
             if len(blob) != self.dim * 4:
                 raise ValueError(f"vector of length {len(blob) // 4}, cache holds {self.dim}")
-            rows.append((key, self.dim, blob, self._checksum(key, self.dim, blob)))
-        if not rows:
-            return
-        with self._lock:
-            conn = self._connection()
-
-            def write() -> None:
-                # IMMEDIATE takes the write lock up front, so a busy database
-                # fails here (and is retried) rather than halfway through.
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.executemany(
-                        "INSERT OR REPLACE INTO embeddings(key, dim, vector, checksum) "
-                        "VALUES (?, ?, ?, ?)",
-                        rows,
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    # Leave no transaction open, so a retry can BEGIN again.
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-
-            _retry(write)
+            rows.append((key, blob))
+        self.store.put_many(rows)
 
     def __len__(self) -> int:
-        with self._lock:
-            conn = self._connection()
-            return int(_retry(lambda: conn.execute("SELECT COUNT(*) FROM embeddings").fetchone())[0])
+        return len(self.store)
 
     def close(self) -> None:
         """Close the connection (reopened on next use)."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        self.store.close()
 
 
 # --------------------------------------------------------------------------- embedders
@@ -603,7 +485,7 @@ class Embedder:
             (index.setdefault(t, len(index)) for t in items), dtype=np.int64, count=len(items)
         )
         unique = list(index)
-        keys = [self._key(t) for t in unique]
+        keys = [_text_key(self.model_id, t) for t in unique]
         out = np.empty((len(unique), self.dim), dtype=np.float32)
         missing: list[int] = list(range(len(unique)))
         if self.cache is not None:
@@ -633,14 +515,6 @@ class Embedder:
         if not isinstance(text, str):
             raise TypeError(f"text is {type(text).__name__}, not str")
         return self.encode([text])[0]
-
-    def _key(self, text: str) -> bytes:
-        if self.cache is not None:
-            return self.cache.key(text)
-        h = hashlib.sha256(self.model_id.encode("utf-8"))
-        h.update(b"\0")
-        h.update(text.encode("utf-8", "surrogatepass"))
-        return h.digest()
 
 
 def _same_folder(a: Path, b: Path) -> bool:

@@ -223,8 +223,8 @@ def test_corrupt_entries_are_recomputed_and_overwritten(minilm: Embedder) -> Non
     assert minilm.cache is not None
     keys = [minilm.cache.key(t) for t in texts]
     with sqlite3.connect(minilm.cache.path) as db:
-        db.execute("UPDATE embeddings SET vector = randomblob(?) WHERE key = ?", (DIM * 4, keys[0]))
-        db.execute("UPDATE embeddings SET vector = substr(vector, 1, 100) WHERE key = ?", (keys[1],))
+        db.execute("UPDATE kv SET value = randomblob(?) WHERE key = ?", (DIM * 4, keys[0]))
+        db.execute("UPDATE kv SET value = substr(value, 1, 100) WHERE key = ?", (keys[1],))
     repairer = Embedder(cache_dir=minilm.cache_dir)
     repaired = repairer.encode(texts)
     assert repairer.stats.repaired == 2 and repairer.stats.misses == 2 and repairer.stats.hits == 0
@@ -245,11 +245,11 @@ def test_cache_detects_damage_and_overwrite_heals(tmp_path: Path) -> None:
     with sqlite3.connect(cache.path) as db:
         # swapping two valid rows' vectors must be caught: the checksum covers the key
         db.execute(
-            "UPDATE embeddings SET vector = (SELECT vector FROM embeddings WHERE key = ?) "
-            "WHERE key = ?",
+            "UPDATE kv SET value = (SELECT value FROM kv WHERE key = ?) WHERE key = ?",
             (keys[1], keys[0]),
         )
-        db.execute("UPDATE embeddings SET dim = 9 WHERE key = ?", (keys[2],))
+    # a row of another length with a valid checksum (another model's width) is damaged too
+    cache.store.put(keys[2], np.zeros(9, dtype="<f4").tobytes())
     found, damaged = cache.get_many(keys)
     assert set(found) == {keys[1]} and damaged == 2
     np.testing.assert_array_equal(found[keys[1]], vectors[1])
