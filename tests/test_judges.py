@@ -6,10 +6,11 @@ import math
 
 import pytest
 
-from sim.errors import UserError
-from sim.answer.judges import (
+from sim.answer import (
+    JUDGE_LONGMEMEVAL,
     JUDGE_NAMES,
     LongMemEvalLLMJudge,
+    ScriptedLLM,
     bleu1,
     locomo_f1,
     make_judge,
@@ -17,8 +18,7 @@ from sim.answer.judges import (
     normalize,
     says_not_available,
 )
-from sim.answer.llm import ScriptedLLM
-from sim.answer.prompts import JUDGE_LONGMEMEVAL
+from sim.errors import UserError
 
 
 def score(name: str, gold, answer: str, category=None, question_id=None, llm=None) -> float:

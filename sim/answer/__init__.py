@@ -10,6 +10,7 @@ and ``openai`` are imported when a client first needs them.
 from __future__ import annotations
 
 from sim.answer.bench import BenchResult, bench_llm, bench_questions, format_bench
+from sim.answer.cache import CachedLLM
 from sim.answer.judges import (
     JUDGE_NAMES,
     LLM_JUDGES,
@@ -28,25 +29,23 @@ from sim.answer.judges import (
     says_not_available,
 )
 from sim.answer.llm import (
-    DEFAULT_PRICES,
     LLM_KINDS,
     OPENAI_URL,
     SERVER_SAMPLING,
-    CachedLLM,
+    ClientWrapper,
     Completion,
     LLMClient,
     LLMRequestError,
     LLMUnavailableError,
     LocalLLM,
-    Meter,
-    MeteredLLM,
     OpenAICompatibleLLM,
-    PriceTable,
     ScriptedLLM,
     default_model_path,
     endpoint_of,
     make_llm,
+    openai_base_url,
 )
+from sim.answer.meter import DEFAULT_PRICES, Meter, MeteredLLM, PriceTable
 from sim.answer.prompts import (
     FINAL_ANSWER_MARK,
     JUDGE_LOCOMO,
@@ -85,12 +84,14 @@ __all__ = [
     "LocalLLM",
     "OpenAICompatibleLLM",
     "ScriptedLLM",
+    "ClientWrapper",
     "LLM_KINDS",
     "OPENAI_URL",
     "SERVER_SAMPLING",
     "make_llm",
     "default_model_path",
     "endpoint_of",
+    "openai_base_url",
     # cache and meter
     "CachedLLM",
     "MeteredLLM",

@@ -44,8 +44,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from sim.errors import UserError
 from sim.answer.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
+from sim.errors import UserError
 
 if TYPE_CHECKING:
     from sim.answer.llm import LLMClient

@@ -1,4 +1,4 @@
-"""Language-model clients behind one small interface, a response cache and a meter.
+"""Language-model clients behind one small interface.
 
 Every client takes chat messages and returns a ``Completion``: the text and
 what it cost (tokens, latency). Clients:
@@ -11,24 +11,19 @@ what it cost (tokens, latency). Clients:
   and bounded retries with exponential backoff.
 - ``ScriptedLLM``: a deterministic stand-in for tests.
 
-Wrappers: ``CachedLLM`` keeps every response in sqlite, keyed by endpoint,
-model, messages and parameters, so that a re-run costs nothing and gives the
-same answers; ``MeteredLLM`` reports each call to a ``Meter``, which adds up
-calls, tokens, latency and estimated cost from a ``PriceTable``.
+Wrappers around a client derive from ``ClientWrapper``: the response cache
+(``sim.answer.cache.CachedLLM``) and the meter (``sim.answer.meter.MeteredLLM``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 import math
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
@@ -43,18 +38,14 @@ __all__ = [
     "LocalLLM",
     "OpenAICompatibleLLM",
     "ScriptedLLM",
-    "CachedLLM",
-    "MeteredLLM",
-    "Meter",
-    "PriceTable",
-    "DEFAULT_PRICES",
+    "ClientWrapper",
     "SERVER_SAMPLING",
     "LLM_KINDS",
     "OPENAI_URL",
     "make_llm",
     "default_model_path",
-    "llm_cache_dir",
     "endpoint_of",
+    "openai_base_url",
 ]
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -118,13 +109,6 @@ class LLMUnavailableError(UserError):
 
 class LLMRequestError(UserError):
     """The endpoint refused a request for a reason retrying cannot fix (key, model, input)."""
-
-
-def llm_cache_dir() -> Path:
-    """memsim's cache folder: ``$MEMSIM_CACHE_DIR``, else ``~/.cache/memsim``."""
-    from memory.embed import default_cache_dir
-
-    return default_cache_dir()
 
 
 def default_model_path() -> Path:
@@ -309,9 +293,9 @@ def _known_context_window(model: str) -> int:
     return window
 
 
-def _is_loopback(url: str) -> bool:
-    host = (urlparse(url).hostname or "").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
+def openai_base_url(base_url: str | None = None) -> str:
+    """The API root a client uses: ``base_url``, else ``$OPENAI_BASE_URL``, else OpenAI's."""
+    return (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
 
 
 def _is_openai_host(url: str) -> bool:
@@ -374,7 +358,7 @@ class OpenAICompatibleLLM:
             raise UserError(
                 "openai client: need max_retries >= 0, timeout_s > 0, backoff_s >= 0, concurrency >= 1"
             )
-        url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
+        url = openai_base_url(base_url)
         if urlparse(url).scheme not in ("http", "https"):
             raise UserError(f"--llm-base-url: {url!r} is not an http(s) URL")
         key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -426,7 +410,7 @@ class OpenAICompatibleLLM:
         """
         import openai
 
-        url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
+        url = openai_base_url(base_url)
         key = api_key or os.environ.get("OPENAI_API_KEY") or "unused"
         try:
             client = openai.OpenAI(api_key=key, base_url=url, timeout=timeout_s, max_retries=1)
@@ -607,25 +591,14 @@ class ScriptedLLM:
         return Completion(text, prompt, self.count_tokens(text), self.latency_s)
 
 
-# --------------------------------------------------------------------------- cache
+# --------------------------------------------------------------------------- wrappers
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    key TEXT PRIMARY KEY,
-    endpoint TEXT NOT NULL,
-    model TEXT NOT NULL,
-    text TEXT NOT NULL,
-    prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL,
-    latency_s REAL NOT NULL,
-    created REAL NOT NULL
-)
-"""
+class ClientWrapper:
+    """A client around another one: name, model, endpoint, window, token counts and description are the inner client's.
 
-
-class _Wrapper:
-    """A client around another one: name, model, endpoint, window and token counts are the inner client's."""
+    The base of the response cache (``CachedLLM``) and the meter (``MeteredLLM``).
+    """
 
     inner: Any
 
@@ -648,291 +621,6 @@ class _Wrapper:
     def count_tokens(self, text: str) -> int:
         """The inner client's count."""
         return self.inner.count_tokens(text)
-
-
-class CachedLLM(_Wrapper):
-    """Wraps a client with a persistent response cache in sqlite.
-
-    The key is a hash of (endpoint, model, messages, max_tokens, temperature,
-    seed): the same request is answered from the cache with the reply first
-    received, so a re-run of a benchmark makes no model calls and gives the
-    same answers. Only successful replies are stored. Safe across threads and
-    processes (sqlite's own locking).
-    """
-
-    def __init__(self, inner: LLMClient, cache_dir: str | os.PathLike[str] | None = None) -> None:
-        """Args:
-        inner: the client that answers cache misses.
-        cache_dir: folder of the ``llm_responses.sqlite`` file; default ``llm_cache_dir()``.
-        """
-        self.inner = inner
-        folder = Path(cache_dir).expanduser() if cache_dir else llm_cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "llm_responses.sqlite"
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(_SCHEMA)
-        self.hits = 0
-        """Replies served from the cache by this object."""
-        self.misses = 0
-        """Requests passed on to the inner client by this object."""
-
-
-    def key(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int) -> str:
-        """The cache key of a request."""
-        payload = {
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "messages": [dict(m) for m in messages],
-            "max_tokens": max_tokens,
-            "temperature": float(temperature),
-            "seed": seed,
-        }
-        # Settings outside the request (sampling, server extras, the model file)
-        # change replies too, so they are part of the key.
-        settings = getattr(self.inner, "request_settings", None)
-        if callable(settings):
-            payload["settings"] = dict(settings())
-        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
-    ) -> Completion:
-        """The cached reply, or the inner client's (then stored)."""
-        key = self.key(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        with self._lock:
-            row = self._db.execute(
-                "SELECT text, prompt_tokens, completion_tokens, latency_s FROM responses WHERE key = ?",
-                (key,),
-            ).fetchone()
-        if row is not None:
-            self.hits += 1
-            return Completion(row[0], int(row[1]), int(row[2]), float(row[3]), cached=True)
-        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        self.misses += 1
-        with self._lock, self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    self.endpoint,
-                    self.model,
-                    out.text,
-                    out.prompt_tokens,
-                    out.completion_tokens,
-                    out.latency_s,
-                    time.time(),
-                ),
-            )
-        return out
-
-    def close(self) -> None:
-        """Close the database."""
-        with self._lock:
-            self._db.close()
-
-    def describe(self) -> dict[str, Any]:
-        """The inner client's description, plus the cache file."""
-        inner = getattr(self.inner, "describe", None)
-        desc = dict(inner()) if callable(inner) else {"kind": self.name, "model": self.model}
-        desc["cache"] = str(self.path)
-        return desc
-
-
-# --------------------------------------------------------------------------- prices and meter
-
-DEFAULT_PRICES: Mapping[str, tuple[float, float]] = {
-    # USD per million tokens (input, output), from OpenAI's price list.
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4-turbo": (10.00, 30.00),
-    "gpt-3.5-turbo": (0.50, 1.50),
-    "o4-mini": (1.10, 4.40),
-    "o3-mini": (1.10, 4.40),
-}
-"""Default prices: model -> (USD per million prompt tokens, per million completion tokens)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PriceTable:
-    """Prices per model, in USD per million tokens; local models cost nothing.
-
-    A model is priced by its exact name, else by the longest known prefix
-    (``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini``). A model with
-    no price costs NaN: unknown, never silently zero.
-    """
-
-    prices: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
-    """model -> (input, output) USD per million tokens."""
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str], *, base: Mapping[str, tuple[float, float]] | None = None) -> PriceTable:
-        """Defaults overridden by a JSON or TOML file.
-
-        The file maps model names to ``{"input": USD, "output": USD}`` per
-        million tokens (or to a two-number list ``[input, output]``).
-
-        Raises:
-            UserError: the file is missing, unreadable or has a bad entry.
-        """
-        p = Path(path).expanduser()
-        try:
-            raw_text = p.read_bytes()
-        except OSError as exc:
-            raise UserError(f"--prices: cannot read {p}: {exc.strerror}") from None
-        try:
-            if p.suffix.lower() == ".toml":
-                import tomllib
-
-                data = tomllib.loads(raw_text.decode("utf-8"))
-            else:
-                data = json.loads(raw_text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise UserError(f"--prices: {p} is not valid {'TOML' if p.suffix.lower() == '.toml' else 'JSON'}: {exc}") from None
-        if not isinstance(data, dict):
-            raise UserError(f"--prices: {p} must map model names to prices")
-        prices = dict(DEFAULT_PRICES if base is None else base)
-        for model, entry in data.items():
-            if isinstance(entry, dict) and set(entry) == {"input", "output"}:
-                pair = (entry["input"], entry["output"])
-            elif isinstance(entry, (list, tuple)) and len(entry) == 2:
-                pair = (entry[0], entry[1])
-            else:
-                raise UserError(
-                    f"--prices: {p}, model {model!r}: expected {{\"input\": USD, \"output\": USD}} "
-                    "per million tokens"
-                )
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in pair):
-                raise UserError(f"--prices: {p}, model {model!r}: prices must be numbers >= 0")
-            prices[str(model)] = (float(pair[0]), float(pair[1]))
-        return cls(prices)
-
-    def price(self, model: str, kind: str = "openai", endpoint: str = "") -> tuple[float, float] | None:
-        """(input, output) USD per million tokens, or None when unknown.
-
-        A model named in the table has that price. Otherwise models run in
-        this process or served on this machine (a loopback endpoint) cost
-        nothing per token, and remote ones are priced by longest prefix.
-        """
-        if model in self.prices:
-            return self.prices[model]
-        if kind in ("local", "scripted") or _is_loopback(endpoint):
-            return (0.0, 0.0)
-        best = max((m for m in self.prices if model.startswith(m)), key=len, default=None)
-        return self.prices[best] if best is not None else None
-
-    def cost(
-        self, model: str, prompt_tokens: int, completion_tokens: int, kind: str = "openai", endpoint: str = ""
-    ) -> float:
-        """USD for the given tokens; NaN when the model has no price."""
-        p = self.price(model, kind, endpoint)
-        if p is None:
-            return math.nan
-        return (prompt_tokens * p[0] + completion_tokens * p[1]) / 1_000_000
-
-
-@dataclass(slots=True)
-class _Tally:
-    calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    cost_usd: float = 0.0
-
-
-class Meter:
-    """Adds up what LLM calls cost, per role (``reader``, ``judge``) and model.
-
-    Cached replies are counted apart and cost nothing: no call was made.
-    Thread-safe.
-    """
-
-    def __init__(self, prices: PriceTable | None = None) -> None:
-        """Args:
-        prices: the price table; default ``PriceTable()``.
-        """
-        self.prices = prices or PriceTable()
-        self._tallies: dict[tuple[str, str, str], _Tally] = {}
-        self._lock = threading.Lock()
-
-    def record(
-        self, completion: Completion, *, model: str, kind: str, role: str = "reader", endpoint: str = ""
-    ) -> None:
-        """Count one reply of ``model`` served by a ``kind`` client at ``endpoint``."""
-        with self._lock:
-            t = self._tallies.setdefault((role, kind, model), _Tally())
-            if completion.cached:
-                t.cached_calls += 1
-                return
-            t.calls += 1
-            t.prompt_tokens += completion.prompt_tokens
-            t.completion_tokens += completion.completion_tokens
-            t.latency_s += completion.latency_s
-            t.cost_usd += self.prices.cost(
-                model, completion.prompt_tokens, completion.completion_tokens, kind, endpoint
-            )
-
-    def summary(self) -> dict[str, Any]:
-        """Totals and a breakdown per role and model (plain JSON data).
-
-        Keys: ``calls``, ``cached_calls``, ``prompt_tokens``,
-        ``completion_tokens``, ``latency_s``, ``cost_usd`` (NaN when some
-        model has no price) and ``by_role``: a list of the same per
-        (role, kind, model).
-        """
-        with self._lock:
-            rows = [
-                {
-                    "role": role,
-                    "kind": kind,
-                    "model": model,
-                    "calls": t.calls,
-                    "cached_calls": t.cached_calls,
-                    "prompt_tokens": t.prompt_tokens,
-                    "completion_tokens": t.completion_tokens,
-                    "latency_s": t.latency_s,
-                    "cost_usd": t.cost_usd,
-                }
-                for (role, kind, model), t in sorted(self._tallies.items())
-            ]
-        total: dict[str, Any] = {
-            k: sum(r[k] for r in rows)
-            for k in ("calls", "cached_calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd")
-        }
-        if not rows:
-            total["cost_usd"] = 0.0
-        total["by_role"] = rows
-        return total
-
-
-class MeteredLLM(_Wrapper):
-    """Wraps a client so that every reply is counted by a ``Meter``."""
-
-    def __init__(self, inner: LLMClient, meter: Meter, role: str = "reader") -> None:
-        """Args:
-        inner: the client (possibly a ``CachedLLM``).
-        meter: where calls are counted.
-        role: what the calls are for (``reader``, ``judge``).
-        """
-        self.inner = inner
-        self.meter = meter
-        self.role = role
-
-
-    def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
-    ) -> Completion:
-        """The inner client's reply, counted."""
-        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        self.meter.record(out, model=self.model, kind=self.name, role=self.role, endpoint=self.endpoint)
-        return out
 
     def describe(self) -> dict[str, Any]:
         """The inner client's description."""

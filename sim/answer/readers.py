@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sim.errors import UserError
 from sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
+from sim.errors import UserError
 
 if TYPE_CHECKING:
     from memory.base import Retrieved

@@ -16,26 +16,24 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sim.errors import UserError
+from sim.answer.cache import CachedLLM
 from sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
 from sim.answer.llm import (
     LLM_KINDS,
-    CachedLLM,
-    LLMClient,
     OPENAI_URL,
+    LLMClient,
     LLMUnavailableError,
-    Meter,
     OpenAICompatibleLLM,
-    MeteredLLM,
-    PriceTable,
     make_llm,
+    openai_base_url,
 )
+from sim.answer.meter import Meter, MeteredLLM, PriceTable
 from sim.answer.readers import READER_VARIANTS, Reader
+from sim.errors import UserError
 
 if TYPE_CHECKING:
     from memory.base import Retrieved
@@ -153,9 +151,9 @@ def build_llm(
             # The server runs this GGUF; llama.cpp servers default to the same window as local.
             context_window = DEFAULT_LOCAL_CONTEXT
         if not model:
-            url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
+            url = openai_base_url(base_url)
             # OpenAI's default; another server is asked which model it serves.
-            model = DEFAULT_OPENAI_MODEL if url.rstrip("/") == OPENAI_URL else _served_model(url)
+            model = DEFAULT_OPENAI_MODEL if url == OPENAI_URL else _served_model(url)
         return make_llm(
             "openai",
             model=model,
