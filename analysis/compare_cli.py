@@ -7,10 +7,10 @@ from pathlib import Path
 
 from analysis.report import DEFAULT_FADING, DEFAULT_WINDOW, compare_runs
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["compare_arguments", "compare_main"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def compare_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim compare``."""
     parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run folders to compare (e.g. one per seed)")
     parser.add_argument("--out", type=Path, default=Path("runs/compare"), help="output folder (default %(default)s)")
@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples per interval (default %(default)s)")
 
 
-def main(args: argparse.Namespace) -> int:
+def compare_main(args: argparse.Namespace) -> int:
     """Write compare.html and compare.md, print the Markdown summary and the page's path."""
     from sim.errors import UserError
 

@@ -17,13 +17,13 @@ import numpy as np
 
 from analysis.power import DEFAULT_EFFECTS, minimum_detectable_effect, power_curve
 from memory.registry import Resources, SystemSpec
-from sim.config import load_config
+from scenarios.config import load_config
 from sim.errors import UserError
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["power_arguments", "power_main"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def power_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim power``."""
     parser.add_argument("config", type=Path, help="scenario config (TOML), e.g. scenarios/configs/persona.toml")
     parser.add_argument("--effect", type=float, default=0.05, help="effect of interest (DiD in metric units)")
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
 
 
-def main(args: argparse.Namespace) -> int:
+def power_main(args: argparse.Namespace) -> int:
     """Simulate and print the curve."""
     from sim.runner import run, spec_from_config
 

@@ -7,10 +7,10 @@ import argparse
 from analysis.report import DEFAULT_FADING, DEFAULT_WINDOW, DEFAULT_WINDOW_DAYS, load_run, scored_probes, stats_rng, write_report
 from analysis.stats import format_table, learning_summary
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["report_arguments", "report_main"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def report_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim report``."""
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (spec.json, probes.parquet, ...)")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="questions in the windowed curve (default %(default)s)")
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="print only the report's path")
 
 
-def main(args: argparse.Namespace) -> int:
+def report_main(args: argparse.Namespace) -> int:
     """Write the report, print the summary table and the report's path."""
     from sim.errors import UserError
 

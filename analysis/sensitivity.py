@@ -153,7 +153,7 @@ def sensitivity_grid(
     """Run the one-knob-at-a-time grid and measure the pooled DiD at each point.
 
     Args:
-        config: a loaded run config (``sim.config.RunConfig``): the base point.
+        config: a loaded run config (``scenarios.config.RunConfig``): the base point.
         system: the system under study (name or ``SystemSpec``).
         knobs: knobs to vary; each must be a key of its table in the resolved config.
         seeds: seeds per point (consecutive from the config's seed).

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from analysis.sensitivity import DEFAULT_KNOBS, format_table, plot_grid, sensitivity_grid
 from memory.registry import parse_system
-from sim.config import load_config
+from scenarios.config import load_config
 from sim.errors import UserError
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["sensitivity_arguments", "sensitivity_main"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def sensitivity_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim sensitivity``."""
     parser.add_argument("config", type=Path, help="base scenario config (TOML), e.g. scenarios/configs/persona.toml")
     parser.add_argument("--system", default="neuroplastic", help="system under study (name or name:key=value,...)")
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("analysis/figures/sensitivity.png"), help="plot file (PNG or SVG)")
 
 
-def main(args: argparse.Namespace) -> int:
+def sensitivity_main(args: argparse.Namespace) -> int:
     """Run the grid, print the table, write the plot."""
     if args.seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {args.seeds}")

@@ -8,7 +8,7 @@ random source. Same generator state, same stream.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -16,29 +16,40 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sim.errors import UserError
-from sim.events import Deletion, Event, Question, Session
+from sim.events import Deletion, Episode, Event, Question, Session, episodes_by_user
 
 __all__ = [
     "Scenario",
     "ScenarioStream",
     "register_scenario",
     "scenario_names",
+    "scenario_description",
     "build_scenario",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class ScenarioStream:
-    """A generated scenario: its events in time order and its totals."""
+    """A generated scenario: its events in time order, or its episodes streamed from a file.
 
-    start: datetime
-    """Simulated time zero."""
-    end: datetime
+    A longitudinal scenario gives ``events`` (its episodes are its users); a
+    static benchmark gives ``streamed`` episodes, read one at a time.
+    """
+
+    start: datetime | None
+    """Simulated time zero (None for streamed episodes: each has its own clock)."""
+    end: datetime | None
     """Time after the last event."""
-    events: tuple[Event, ...]
+    events: tuple[Event, ...] = ()
     """All events, time-ordered (``sim.events.sort_events``)."""
     meta: Mapping[str, Any] = field(default_factory=dict)
     """Scenario-specific facts worth recording (e.g. per-user fact histories)."""
+    streamed: Iterable[Episode] | None = None
+    """Episodes of a static benchmark, in file order (may be a generator)."""
+
+    def episodes(self) -> Iterable[Episode]:
+        """What the engine plays: the streamed episodes, else one episode per user."""
+        return self.streamed if self.streamed is not None else episodes_by_user(self.events)
 
     @property
     def users(self) -> list[str]:
@@ -88,6 +99,11 @@ def register_scenario(name: str, target: str, *, description: str) -> None:
     _SCENARIOS[name] = (target, description)
 
 
+def scenario_description(name: str) -> str:
+    """One line of help for a registered scenario."""
+    return _SCENARIOS[name][1]
+
+
 def scenario_names() -> list[str]:
     """Registered scenario names, sorted."""
     return sorted(_SCENARIOS)
@@ -106,4 +122,6 @@ def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: 
 
 register_scenario("persona", "scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
 register_scenario("locomo_stream", "scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
+register_scenario("locomo", "scenarios.static:LocomoBenchmark", description="static LoCoMo: each conversation ingested into fresh systems, then its questions")
+register_scenario("longmemeval", "scenarios.static:LongMemEvalBenchmark", description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question")
 register_scenario("longmemeval_stream", "scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")

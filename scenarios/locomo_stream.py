@@ -3,7 +3,7 @@
 Each LoCoMo conversation is one user: both speakers' turns are that user's
 history (the memory serves the pair). Sessions arrive at their real
 ``session_N_date_time`` and are built exactly as the static protocol builds
-them (``static_benchmarks.locomo.to_static``): the same turn ids
+them (``static_benchmarks.locomo.locomo_episodes``): the same turn ids
 (``"<sample_id>:<dia_id>"``), the same text, ``created_at`` = the session's
 time and ``metadata["date_text"]`` = the session's date string, so a memory
 renders the same text in both protocols.
@@ -55,10 +55,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scenarios.base import ScenarioStream
-from sim.config import validate_args
+from sim.validate import validate_args
 from sim.errors import UserError
 from sim.events import Event, Question, Session, sort_events
-from static_benchmarks.locomo import ADVERSARIAL, CATEGORY_LABELS, QUESTION_DELAY, load_locomo, to_static
+from static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
 
 __all__ = [
     "LocomoStreamConfig",
@@ -180,38 +180,37 @@ class LocomoStreamScenario:
         """Load the file and build every conversation's sessions and questions."""
         cfg = self.config
         dataset = load_locomo(cfg.path())
-        convs = to_static(dataset, captions=cfg.captions)
+        convs = locomo_episodes(dataset, captions=cfg.captions)
         if cfg.conversations:
-            known = [c.user_id for c in convs]
+            known = [c.episode_id for c in convs]
             unknown = [c for c in cfg.conversations if c not in known]
             if unknown:
                 raise UserError(
                     f"scenario.conversations: unknown sample id(s) {unknown} in {cfg.path()}; valid: {', '.join(known)}"
                 )
             wanted = set(cfg.conversations)
-            convs = [c for c in convs if c.user_id in wanted]
+            convs = [c for c in convs if c.episode_id in wanted]
         if cfg.limit_conversations is not None:
             convs = convs[: cfg.limit_conversations]
-        category = {q.question_id: q.category for q in dataset.questions}
-        labels = CATEGORY_LABELS["locomo"]
 
         events: list[Event] = []
         excluded = {"adversarial": 0, "no_usable_evidence": 0, "not_sampled": 0}
         per_user: dict[str, dict[str, int]] = {}
         for conv in convs:
+            uid = conv.episode_id
+            sessions = [e for e in conv.events if isinstance(e, Session)]
+            questions = [e for e in conv.events if isinstance(e, Question)]
             # One child generator per conversation, drawn in file order: a conversation's
             # questions do not depend on how many questions the ones before it had.
             conv_rng = np.random.default_rng(rng.integers(2**63))
-            session_times = [s.now for s in conv.sessions]
-            at = {t.turn_id: s.now for s in conv.sessions for t in s.turns}
+            session_times = [s.time for s in sessions]
+            at = {t.turn_id: s.time for s in sessions for t in s.turns}
             end = max(session_times) + QUESTION_DELAY
-            for s in conv.sessions:
-                events.append(Session(session_id=s.session_id, user_id=conv.user_id, time=s.now, turns=s.turns))
+            events.extend(sessions)
             asked = 0
             reasks = 0
-            for sq in conv.questions:
-                code = category[sq.question_id]
-                if code == ADVERSARIAL and not cfg.include_adversarial:
+            for sq in questions:
+                if sq.excluded == "adversarial" and not cfg.include_adversarial:
                     excluded["adversarial"] += 1
                     continue
                 if not sq.evidence:
@@ -227,15 +226,18 @@ class LocomoStreamScenario:
                 if not keep:
                     excluded["not_sampled"] += 1
                     continue
+                # Asked on the stream, an adversarial question keeps the file's answer and evidence.
+                gold = sq.extra.get("adversarial_answer", sq.gold)
                 first = Question(
                     question_id=sq.question_id,
-                    user_id=conv.user_id,
+                    user_id=uid,
                     time=when,
-                    text=sq.question,
-                    gold=sq.answer,
-                    kind=labels[code],
+                    text=sq.text,
+                    gold=gold,
+                    kind=sq.kind,
                     evidence=sq.evidence,
                     topic=sq.question_id,
+                    extra=sq.extra,
                 )
                 events.append(first)
                 asked += 1
@@ -243,20 +245,21 @@ class LocomoStreamScenario:
                     events.append(
                         Question(
                             question_id=f"{sq.question_id}:r1",
-                            user_id=conv.user_id,
+                            user_id=uid,
                             time=when + timedelta(seconds=float(re_delay)),
-                            text=paraphrase(sq.question, re_template) if re_para else sq.question,
-                            gold=sq.answer,
-                            kind=labels[code],
+                            text=paraphrase(sq.text, re_template) if re_para else sq.text,
+                            gold=gold,
+                            kind=sq.kind,
                             evidence=sq.evidence,
                             topic=sq.question_id,
                             reask_of=sq.question_id,
+                            extra=sq.extra,
                         )
                     )
                     reasks += 1
-            per_user[conv.user_id] = {
-                "sessions": len(conv.sessions),
-                "turns": sum(len(s.turns) for s in conv.sessions),
+            per_user[uid] = {
+                "sessions": len(sessions),
+                "turns": sum(len(s.turns) for s in sessions),
                 "questions": asked,
                 "reasks": reasks,
             }

@@ -55,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory.base import Turn
 from scenarios.base import ScenarioStream
-from sim.config import validate_args
+from sim.validate import validate_args
 from sim.errors import UserError
 from sim.events import Event, Question, Session, sort_events
 from static_benchmarks.longmemeval import (

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memory.base import Turn
 from scenarios import persona_text as T
 from scenarios.base import ScenarioStream
-from sim.config import validate_args
+from sim.validate import validate_args
 from sim.events import Deletion, Event, Question, Session, sort_events
 
 __all__ = ["PersonaConfig", "PersonaScenario", "BASE_CHANGE_RATES", "RECOMMENDATION_TOPIC"]

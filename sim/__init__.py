@@ -1,23 +1,6 @@
-"""The discrete-event engine and everything a run needs."""
+"""Engine, runner, recorder, scorers and run spec.
 
-from __future__ import annotations
-
-from sim.errors import UserError
-from sim.events import Deletion, Event, Feedback, Question, Session, Tick, Turn
-from sim.runner import Checkpoint, RunResult, RunSpec, iter_run, run
-
-__all__ = [
-    "UserError",
-    "Turn",
-    "Session",
-    "Question",
-    "Feedback",
-    "Deletion",
-    "Tick",
-    "Event",
-    "RunSpec",
-    "RunResult",
-    "Checkpoint",
-    "iter_run",
-    "run",
-]
+Importing ``sim`` loads nothing heavy: ``sim.errors`` and ``sim.validate``
+are the bottom layer every other package may import; the engine, runner and
+answering services are imported from their modules when used.
+"""

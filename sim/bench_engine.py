@@ -102,7 +102,7 @@ def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) 
     env = {**os.environ, "MEMSIM_CACHE_DIR": str(Path(tmp) / "cache")}
     out: dict[str, Any] = {}
     for phase in ("cold", "warm"):
-        cmd = [sys.executable, "-m", "sim.cli", "demo", "--no-report", "--out", str(Path(tmp) / f"run-{phase}"), *extra_args]
+        cmd = [sys.executable, "-m", "analysis.cli", "demo", "--no-report", "--out", str(Path(tmp) / f"run-{phase}"), *extra_args]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         out[f"{phase}_s"] = round(time.perf_counter() - t0, 1)

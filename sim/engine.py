@@ -1,6 +1,6 @@
-"""SimPy processes that replay a scenario against every system under test.
+"""SimPy processes that play episodes against every system under test.
 
-One process per user (``user_timeline``) waits until each of that user's
+One process per episode (``episode_timeline``) waits until each of its
 events is due and hands it to the ``Harness``, which delivers it to every
 system in the same order. A question is retrieved and scored for every system
 before any feedback about it exists; the feedback is a separate process
@@ -10,6 +10,10 @@ correctness signal, deletion requests and ticks: never gold fields. The one
 exception is instruments (``memory.inject``): a ``control-`` system with an
 ``oracle`` method is handed the question's evidence ids just before it
 retrieves, so that a known effect can be injected.
+
+Scoring is done by the run's scorers (``sim.scorers``); the harness itself
+adds only what every row has: who asked what, what came back, how long it
+took, and the safety counts (isolation failures, deletion leaks).
 """
 
 from __future__ import annotations
@@ -25,20 +29,18 @@ import simpy
 
 from memory.base import MemorySystem, Retrieved, render_turn
 from memory.inject import receives_gold
-from memory.registry import SystemSpec
 from sim.errors import UserError
-from sim.events import Deletion, Event, Feedback, Question, Session, Tick
+from sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
 from sim.recorder import Recorder
-from sim.scoring import DEFAULT_KS, evidence_scores, first_evidence_rank, stale_above_current
+from sim.scorers import Scorer
 
 __all__ = [
     "SystemUnderTest",
     "EngineConfig",
     "Harness",
-    "user_timeline",
+    "episode_timeline",
     "delayed_feedback",
     "maintenance",
-    "turn_maps",
     "start_processes",
 ]
 
@@ -47,22 +49,20 @@ AnswerFn = Callable[..., Mapping[str, Any]]
 
 @dataclass(slots=True)
 class SystemUnderTest:
-    """A built system, its spec, and whether it has failed."""
+    """A built system, its registered name and label, and whether it has failed."""
 
-    spec: SystemSpec
+    name: str
+    """Registered name (decides whether it is an instrument)."""
+    label: str
+    """The system's key in rows and tables."""
     system: MemorySystem
     failed: str | None = None
     """The error that stopped it, if any; a failed system receives no more events."""
 
     @property
-    def label(self) -> str:
-        """The system's key in rows and tables."""
-        return self.spec.display
-
-    @property
     def receives_gold(self) -> bool:
         """Whether this is an instrument that gets gold evidence (``memory.inject.receives_gold``)."""
-        return receives_gold(self.spec.name, self.system)
+        return receives_gold(self.name, self.system)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +72,17 @@ class EngineConfig:
     start: datetime
     """Simulated time zero."""
     k: int = 10
-    """Memories retrieved per question; the headline metric is ``recall_all@k``."""
-    ks: tuple[int, ...] = DEFAULT_KS
-    """Cut-offs scored (``k`` is always added; cut-offs above k are scored on the k results)."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ks", tuple(sorted({*self.ks, self.k})))
+    """Memories a reader sees."""
+    ks: tuple[int, ...] = (10,)
+    """Cut-offs scored."""
+    fetch_k: int = 10
+    """Memories fetched per question (>= k; cut-offs above it are scored on what came back)."""
+    metric: str = "recall_all@10"
+    """The headline column; with ``feedback_from = "evidence"`` a question is correct when it is 1."""
     feedback_delay_s: float = 3600.0
     """Seconds between a question and its feedback."""
     feedback_from: str = "evidence"
-    """What ``correct`` means: ``evidence`` (recall_all@k = 1) or ``answer`` (first judge >= 0.5)."""
+    """What ``correct`` means: ``evidence`` (the headline metric is 1), ``answer`` (first judge >= 0.5), ``none``."""
     maintenance_every_s: float = 86400.0
     """Seconds between maintenance ticks (0 = none)."""
 
@@ -94,10 +95,7 @@ class Harness:
     systems: Sequence[SystemUnderTest]
     recorder: Recorder
     config: EngineConfig
-    turn_owner: Mapping[str, str]
-    """turn_id -> user_id of every turn in the scenario (for isolation checks)."""
-    turn_text: Mapping[str, str]
-    """turn_id -> text (for probing deletions)."""
+    scorers: Sequence[Scorer]
     answer: AnswerFn | None = None
     """Optional reader + judges: ``answer(question, question_date, memories, gold, category, question_id)``."""
     judge_keys: tuple[str, ...] = ()
@@ -106,7 +104,14 @@ class Harness:
     session or question before any system sees them, so that the first system
     in the list does not pay for embedding texts every dense system shares.
     Its time is recorded as ``embed_ms``; latencies of systems exclude it."""
-    _q_index: int = 0
+    episode_of: Mapping[str, str] = field(default_factory=dict)
+    """user_id -> episode id (the ``episode`` column)."""
+    q_index: int = 0
+    """Questions asked so far (the next question's index)."""
+    turn_owner: dict[str, str] = field(default_factory=dict)
+    """turn_id -> user_id of every turn played so far (for isolation checks)."""
+    turn_text: dict[str, str] = field(default_factory=dict)
+    """turn_id -> text of every turn played so far (for probing deletions)."""
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _threads: dict[str, str] = field(default_factory=dict)
 
@@ -131,7 +136,7 @@ class Harness:
     # -- events -----------------------------------------------------------
 
     def handle(self, event: Event) -> None:
-        """Deliver one scenario event to every live system."""
+        """Deliver one event to every live system."""
         if isinstance(event, Session):
             self.session(event)
         elif isinstance(event, Question):
@@ -152,6 +157,9 @@ class Harness:
 
     def session(self, event: Session) -> None:
         """Ingest a session's turns into every system and record its footprint."""
+        for t in event.turns:
+            self.turn_owner[t.turn_id] = t.user_id
+            self.turn_text[t.turn_id] = t.text
         now = event.time
         embed_ms = self._prepare([render_turn(t) for t in event.turns])
         for sut in self._live():
@@ -167,39 +175,40 @@ class Harness:
 
     def question(self, q: Question) -> None:
         """Retrieve for the question in every system, score it, schedule feedback."""
-        index = self._q_index
-        self._q_index += 1
-        k = self.config.k
+        index = self.q_index
+        self.q_index += 1
         embed_ms = self._prepare([q.text])
+        thread = self._thread(q)
         for sut in self._live():
             t0 = time.perf_counter()
             try:
                 if sut.receives_gold:
                     # The one gold side channel: instruments only (see memory.inject).
                     sut.system.oracle(q.question_id, q.evidence, user_id=q.user_id, t_days=self.t_days())  # type: ignore[attr-defined]
-                got = sut.system.retrieve(q.text, user_id=q.user_id, now=q.time, k=k)
+                got = sut.system.retrieve(q.text, user_id=q.user_id, now=q.time, k=self.config.fetch_k)
+                if len(got) > self.config.fetch_k:
+                    raise RuntimeError(f"returned {len(got)} memories for k={self.config.fetch_k}")
             except Exception as exc:
                 self._fail(sut, "retrieve", exc)
                 continue
             ms = (time.perf_counter() - t0) * 1000.0
-            row = self._score(q, index, got, ms, sut.label)
+            row = self._row(q, index, thread, got, ms, sut.label)
             row["embed_ms"] = embed_ms
             if self.answer is not None:
                 try:
-                    row.update(self.answer(q.text, q.time, got, q.gold, q.kind, q.question_id))
+                    row.update(self.answer(q.text, q.time, got[: self.config.k], q.gold, q.kind, q.question_id))
                 except UserError as exc:
                     # The endpoint is gone (retries spent): keep this row and stop the run;
-                    # the runner writes every row recorded so far.
-                    row["system"] = sut.label
+                    # every row recorded before stays on disk.
                     row["error"] = f"answer: {exc}"
                     self.recorder.probe(row)
                     raise
                 except Exception as exc:
                     row["error"] = f"answer: {type(exc).__name__}: {exc}"
-            row["system"] = sut.label
             self.recorder.probe(row)
-            correct = self._correct(row)
-            self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
+            if self.config.feedback_from != "none":
+                correct = self._correct(row)
+                self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
 
     def _thread(self, q: Question) -> str:
         """Id of the first asking of a question that is asked again (itself otherwise)."""
@@ -211,16 +220,19 @@ class Harness:
         if self.config.feedback_from == "answer" and self.judge_keys:
             value = row.get(self.judge_keys[0])
             return bool(value is not None and not math.isnan(value) and value >= 0.5)
-        return bool(row["evidence"] >= 1.0)
+        value = row.get(self.config.metric)
+        return bool(value is not None and value >= 1.0)
 
-    def _score(self, q: Question, index: int, got: list[Retrieved], ms: float, label: str) -> dict[str, Any]:
-        prov = [m.source_turn_ids for m in got]
-        scores = evidence_scores(prov, q.evidence, self.config.ks)
+    def _row(
+        self, q: Question, index: int, thread: str, got: list[Retrieved], ms: float, label: str
+    ) -> dict[str, Any]:
         owner = self.turn_owner
         isolation = sum(1 for m in got for t in m.source_turn_ids if owner.get(t, q.user_id) != q.user_id)
         deleted = self._deleted.get((label, q.user_id), set())
         leaks = sum(1 for m in got if deleted.intersection(m.source_turn_ids))
-        return {
+        row: dict[str, Any] = {
+            "system": label,
+            "episode": self.episode_of.get(q.user_id, q.user_id),
             "user_id": q.user_id,
             "question_id": q.question_id,
             "q_index": index,
@@ -229,24 +241,25 @@ class Harness:
             "kind": q.kind,
             "topic": q.topic,
             "reask": q.reask_of is not None,
-            "thread_id": self._thread(q),
+            "thread_id": thread,
             "question": q.text,
             "gold": q.gold,
             "evidence_ids": list(q.evidence),
             "superseded_ids": list(q.superseded),
-            "evidence": scores[f"recall_all@{self.config.k}"],
-            "first_rank": first_evidence_rank(prov, q.evidence),
-            "stale_above_current": stale_above_current(prov, q.evidence, q.superseded),
+            "excluded": q.excluded,
             "retrieve_ms": ms,
             "n_retrieved": len(got),
             "retrieved_ids": [m.memory_id for m in got],
-            "retrieved_sources": [list(p) for p in prov],
+            "retrieved_sources": [list(m.source_turn_ids) for m in got],
+            "retrieved_scores": [float(m.score) for m in got],
             "retrieved_text": [m.text for m in got],
             "isolation_failures": isolation,
             "deleted_leaks": leaks,
             "error": None,
-            **scores,
         }
+        for scorer in self.scorers:
+            row.update(scorer.score(q, got, ks=self.config.ks))
+        return row
 
     def deliver_feedback(self, sut: SystemUnderTest, fb: Feedback, retrieved: Sequence[str]) -> None:
         """Hand a question's correctness signal to one system."""
@@ -295,6 +308,7 @@ class Harness:
         self.recorder.timeline(
             {
                 "system": sut.label,
+                "episode": self.episode_of.get(user_id, user_id),
                 "user_id": user_id,
                 "time": self.now(),
                 "t_days": self.t_days(),
@@ -311,8 +325,8 @@ class Harness:
         )
 
 
-def user_timeline(env: simpy.Environment, harness: Harness, events: Iterable[Event]) -> Any:
-    """One user's life: wait for each event's time, then hand it to the harness."""
+def episode_timeline(env: simpy.Environment, harness: Harness, events: Iterable[Event]) -> Any:
+    """One episode's life (a user's months, a conversation): wait for each event's time, then hand it on."""
     start = harness.config.start
     for event in events:
         due = (event.time - start).total_seconds()
@@ -337,25 +351,10 @@ def maintenance(env: simpy.Environment, harness: Harness, every_s: float) -> Any
         harness.maintain()
 
 
-def start_processes(env: simpy.Environment, harness: Harness, events: Iterable[Event]) -> None:
-    """One ``user_timeline`` per user, plus ``maintenance`` when it is scheduled."""
-    by_user: dict[str, list[Event]] = {}
-    for e in events:
-        by_user.setdefault(e.user_id, []).append(e)  # type: ignore[union-attr]
-    for user_events in by_user.values():
-        env.process(user_timeline(env, harness, user_events))
+def start_processes(env: simpy.Environment, harness: Harness, episodes: Iterable[Episode]) -> None:
+    """One ``episode_timeline`` per episode, plus ``maintenance`` when it is scheduled."""
+    for ep in episodes:
+        env.process(episode_timeline(env, harness, ep.events))
     if harness.config.maintenance_every_s > 0:
         env.process(maintenance(env, harness, harness.config.maintenance_every_s))
-
-
-def turn_maps(events: Iterable[Event]) -> tuple[dict[str, str], dict[str, str]]:
-    """turn_id -> user_id and turn_id -> text for every turn in ``events``."""
-    owner: dict[str, str] = {}
-    text: dict[str, str] = {}
-    for e in events:
-        if isinstance(e, Session):
-            for t in e.turns:
-                owner[t.turn_id] = t.user_id
-                text[t.turn_id] = t.text
-    return owner, text
 

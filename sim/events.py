@@ -9,10 +9,11 @@ question text only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Union
+from types import MappingProxyType
+from typing import Any, Union
 
 from memory.base import Turn  # re-exported: a turn is an event's payload
 
@@ -24,9 +25,13 @@ __all__ = [
     "Deletion",
     "Tick",
     "Event",
+    "Episode",
     "event_time",
     "sort_events",
+    "episodes_by_user",
 ]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,10 @@ class Question:
     """Fact slot or topic the question is about (for popularity and re-asks)."""
     reask_of: str | None = None
     """Id of the earlier question this one asks again, if any."""
+    excluded: str | None = None
+    """Why the question is asked but left out of scores (e.g. ``adversarial``); None: scored."""
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Benchmark-specific gold for official scorers (e.g. LongMemEval's answer sessions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +132,38 @@ def sort_events(events: Iterable[Event]) -> list[Event]:
     The sort is stable, so events of one kind at the same time keep their order.
     """
     return sorted(events, key=lambda e: (e.time, _ORDER[type(e)]))
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """What the engine plays as one unit: a user's months, a conversation, an instance.
+
+    A longitudinal run plays all its episodes at once against systems built
+    once; a static run plays them one after another, each against fresh
+    systems.
+    """
+
+    episode_id: str
+    """Unique id within the run (a part of the run folder is named by it)."""
+    events: tuple[Event, ...]
+    """The episode's events in time order."""
+
+    @property
+    def start(self) -> datetime:
+        """Time of the first event."""
+        return self.events[0].time
+
+    @property
+    def end(self) -> datetime:
+        """Time of the last event."""
+        return self.events[-1].time
+
+
+def episodes_by_user(events: Iterable[Event]) -> list[Episode]:
+    """One episode per user, in order of first appearance; ticks go to no episode."""
+    by_user: dict[str, list[Event]] = {}
+    for e in events:
+        uid = getattr(e, "user_id", None)
+        if uid is not None:
+            by_user.setdefault(uid, []).append(e)
+    return [Episode(uid, tuple(sort_events(evs))) for uid, evs in by_user.items()]

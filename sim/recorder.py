@@ -1,21 +1,38 @@
-"""The run's recorder: processes append rows; frames are built once at the end.
+"""The one recorder: every run folder is written here, durably, while the run goes on.
 
-Rows are plain dicts appended to lists (cheap on the hot path); polars frames
-are made once, with a fixed schema for the columns every row has, so that an
-empty run still yields well-typed, empty frames.
+Processes append rows (plain dicts) to the recorder; the runner commits them
+as a **part** after each static episode or each simulated day of a
+longitudinal run: ``parts/<key>.probes.parquet``, ``parts/<key>.timeline.parquet``
+and, last, ``parts/<key>.json`` (what the part holds, failures, the systems'
+own reports). A part counts once its JSON exists; every file is written to a
+temporary name and renamed, so ``kill -9`` loses at most the part in flight.
+
+Rerunning into the same folder resumes: a part already on disk is not written
+again (static runs skip its episode; longitudinal runs replay it from the
+caches and drop the rows). ``finish`` joins the parts, in key order, into
+``probes.parquet`` and ``timeline.parquet``, so a resumed run's rows equal an
+uninterrupted run's. A folder made for another spec is refused.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-__all__ = ["Recorder", "PROBE_SCHEMA", "TIMELINE_SCHEMA"]
+from sim.errors import UserError
+from sim.spec import RunSpec, spec_diff
+
+__all__ = ["Recorder", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES"]
 
 PROBE_SCHEMA: dict[str, Any] = {
     "system": pl.Utf8,
+    "episode": pl.Utf8,
     "user_id": pl.Utf8,
     "question_id": pl.Utf8,
     "q_index": pl.Int64,
@@ -29,23 +46,24 @@ PROBE_SCHEMA: dict[str, Any] = {
     "gold": pl.Utf8,
     "evidence_ids": pl.List(pl.Utf8),
     "superseded_ids": pl.List(pl.Utf8),
-    "evidence": pl.Float64,
+    "excluded": pl.Utf8,
     "first_rank": pl.Int64,
-    "stale_above_current": pl.Float64,
     "retrieve_ms": pl.Float64,
     "embed_ms": pl.Float64,
     "n_retrieved": pl.Int64,
     "retrieved_ids": pl.List(pl.Utf8),
     "retrieved_sources": pl.List(pl.List(pl.Utf8)),
+    "retrieved_scores": pl.List(pl.Float64),
     "retrieved_text": pl.List(pl.Utf8),
     "isolation_failures": pl.Int64,
     "deleted_leaks": pl.Int64,
     "error": pl.Utf8,
 }
-"""Columns every probe row has; score columns (``recall_all@k`` ...) and answer columns are added as Float64."""
+"""Columns every probe row has; scorer columns (``recall_all@k`` ...) and answer columns follow."""
 
 TIMELINE_SCHEMA: dict[str, Any] = {
     "system": pl.Utf8,
+    "episode": pl.Utf8,
     "user_id": pl.Utf8,
     "time": pl.Datetime("us", "UTC"),
     "t_days": pl.Float64,
@@ -65,19 +83,76 @@ TIMELINE_SCHEMA: dict[str, Any] = {
 }
 """Columns of the timeline (one row per session, tick or deletion per system)."""
 
+RUN_FILES = ("spec.json", "probes.parquet", "timeline.parquet", "run.json")
+"""What a finished run folder holds before analysis adds metrics and reports."""
+
 
 class Recorder:
-    """Collects probe rows (one per question per system) and timeline rows."""
+    """Collects rows and commits them as durable parts of one run folder.
 
-    def __init__(self) -> None:
+    Args:
+        out_dir: the run folder; None keeps everything in memory (benchmarks, unit tests).
+    """
+
+    def __init__(self, out_dir: Path | None = None) -> None:
+        self.out_dir = Path(out_dir) if out_dir is not None else None
         self._probes: list[dict[str, Any]] = []
         self._timeline: list[dict[str, Any]] = []
-        self.failures: list[dict[str, Any]] = []
-        """Systems that raised: system, time, operation, error."""
+        self._failures: list[dict[str, Any]] = []
+        self._memory_parts: dict[str, tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]] = {}
+        self.n_probes = 0
+        """Probe rows recorded so far in this process (committed or not)."""
+
+    # -- the run folder ---------------------------------------------------
+
+    def open(self, spec: RunSpec) -> None:
+        """Start or resume a run folder for ``spec``.
+
+        Raises:
+            UserError: the folder holds a run of another spec (the differing keys are named).
+        """
+        if self.out_dir is None:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / "spec.json"
+        new = spec.to_json()
+        if path.exists():
+            try:
+                old = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{path}: unreadable run spec ({exc}); choose another --out") from None
+            diff = spec_diff(old, new)
+            if diff:
+                raise UserError(
+                    f"{self.out_dir} holds a run of another spec (differs in {', '.join(diff[:8])}); "
+                    "choose another --out, or rerun the same command to resume"
+                )
+        else:
+            spec.write(path)
+        (self.out_dir / "parts").mkdir(exist_ok=True)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the folder already holds the joined rows of a finished run."""
+        if self.out_dir is None or not all((self.out_dir / f).exists() for f in RUN_FILES):
+            return False
+        return bool(json.loads((self.out_dir / "run.json").read_text(encoding="utf-8")).get("complete"))
+
+    def is_done(self, key: str) -> bool:
+        """Whether part ``key`` is committed complete (resume skips or drops it)."""
+        if self.out_dir is None:
+            return key in self._memory_parts
+        path = self.out_dir / "parts" / f"{key}.json"
+        if not path.exists():
+            return self.finished
+        return bool(json.loads(path.read_text(encoding="utf-8")).get("complete", True))
+
+    # -- rows -------------------------------------------------------------
 
     def probe(self, row: Mapping[str, Any]) -> None:
         """Record one scored question for one system."""
         self._probes.append(dict(row))
+        self.n_probes += 1
 
     def timeline(self, row: Mapping[str, Any]) -> None:
         """Record one session / tick / deletion outcome for one system."""
@@ -85,20 +160,97 @@ class Recorder:
 
     def failure(self, system: str, time: Any, operation: str, error: str) -> None:
         """Record that ``system`` raised during ``operation``."""
-        self.failures.append({"system": system, "time": str(time), "operation": operation, "error": error})
+        self._failures.append({"system": system, "time": str(time), "operation": operation, "error": error})
 
-    @property
-    def n_probes(self) -> int:
-        """Probe rows so far."""
-        return len(self._probes)
+    def commit(self, key: str, info: Mapping[str, Any] | None = None, *, complete: bool = True) -> None:
+        """Write the rows recorded since the last commit as part ``key`` (dropped if it exists).
 
-    def probes_frame(self) -> pl.DataFrame:
-        """All probe rows as one frame (fixed columns first, then scores, then answers)."""
-        return _frame(self._probes, PROBE_SCHEMA)
+        ``info`` (JSON data: the episode's totals, the systems' reports) is kept with the part.
+        ``complete=False`` keeps the rows of a part that was cut short (an
+        endpoint failed) for inspection; a resumed run plays that part again.
+        """
+        probes, timeline, failures = self._probes, self._timeline, self._failures
+        self._probes, self._timeline, self._failures = [], [], []
+        if self.is_done(key):
+            return
+        meta = {
+            "key": key,
+            "complete": complete,
+            "probes": len(probes),
+            "timeline": len(timeline),
+            "failures": failures,
+            **dict(info or {}),
+        }
+        pf, tf = _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA)
+        if self.out_dir is None:
+            self._memory_parts[key] = (pf, tf, meta)
+            return
+        parts = self.out_dir / "parts"
+        if probes:
+            _atomic(parts / f"{key}.probes.parquet", pf.write_parquet)
+        if timeline:
+            _atomic(parts / f"{key}.timeline.parquet", tf.write_parquet)
+        _atomic(parts / f"{key}.json", lambda p: p.write_text(json.dumps(meta, default=str, sort_keys=True)))
 
-    def timeline_frame(self) -> pl.DataFrame:
-        """All timeline rows as one frame."""
-        return _frame(self._timeline, TIMELINE_SCHEMA)
+    def parts(self) -> list[dict[str, Any]]:
+        """The committed parts' JSON, in key order."""
+        if self.out_dir is None:
+            return [self._memory_parts[k][2] for k in sorted(self._memory_parts)]
+        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((self.out_dir / "parts").glob("*.json"))]
+
+    def finish(
+        self, run_info: Mapping[str, Any], *, complete: bool = True
+    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+        """Join the parts into the run's frames and ``run.json``; returns (probes, timeline, run info).
+
+        ``run.json`` holds ``run_info``, every part's JSON and every failure.
+        Parts are removed once a complete run's joined files are written; a
+        run that stopped early (``complete=False``) keeps them, so that
+        rerunning the command resumes it.
+        """
+        if self.out_dir is None:
+            keys = sorted(self._memory_parts)
+            probes = _concat([self._memory_parts[k][0] for k in keys], PROBE_SCHEMA)
+            timeline = _concat([self._memory_parts[k][1] for k in keys], TIMELINE_SCHEMA)
+            metas = [self._memory_parts[k][2] for k in keys]
+            return probes, timeline, _run_info(run_info, metas, complete)
+        if self.finished:
+            return (
+                pl.read_parquet(self.out_dir / "probes.parquet"),
+                pl.read_parquet(self.out_dir / "timeline.parquet"),
+                json.loads((self.out_dir / "run.json").read_text(encoding="utf-8")),
+            )
+        parts_dir = self.out_dir / "parts"
+        metas = self.parts()
+        probes = _concat(
+            [pl.read_parquet(parts_dir / f"{m['key']}.probes.parquet") for m in metas if m["probes"]], PROBE_SCHEMA
+        )
+        timeline = _concat(
+            [pl.read_parquet(parts_dir / f"{m['key']}.timeline.parquet") for m in metas if m["timeline"]],
+            TIMELINE_SCHEMA,
+        )
+        info = _run_info(run_info, metas, complete)
+        _atomic(self.out_dir / "probes.parquet", probes.write_parquet)
+        _atomic(self.out_dir / "timeline.parquet", timeline.write_parquet)
+        _atomic(
+            self.out_dir / "run.json",
+            lambda p: p.write_text(json.dumps(info, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8"),
+        )
+        if complete:
+            shutil.rmtree(parts_dir, ignore_errors=True)
+        return probes, timeline, info
+
+
+def _run_info(run_info: Mapping[str, Any], metas: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
+    failures = [f for m in metas for f in m["failures"]]
+    parts = [{k: v for k, v in m.items() if k != "failures"} for m in metas]
+    return {**dict(run_info), "complete": complete, "failures": failures, "parts": parts}
+
+
+def _atomic(path: Path, write: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
 
 
 def _frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
@@ -114,6 +266,12 @@ def _frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFram
         return pl.DataFrame(schema=full)
     columns = {name: [row.get(name) for row in rows] for name in full}
     return pl.DataFrame(columns, schema=full, strict=False)
+
+
+def _concat(frames: list[pl.DataFrame], schema: Mapping[str, Any]) -> pl.DataFrame:
+    if not frames:
+        return pl.DataFrame(schema=dict(schema))
+    return pl.concat(frames, how="diagonal_relaxed")
 
 
 def _dtype(value: Any) -> Any:

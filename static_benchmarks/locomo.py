@@ -38,7 +38,7 @@ from typing import Any
 
 from memory.base import Turn
 from sim.errors import UserError
-from static_benchmarks.protocol import StaticConversation, StaticQuestion, StaticSession
+from sim.events import Episode, Question, Session
 
 __all__ = [
     "CATEGORY_LABELS",
@@ -53,7 +53,7 @@ __all__ = [
     "load_locomo",
     "parse_locomo_date",
     "clean_evidence",
-    "to_static",
+    "locomo_episodes",
 ]
 
 ADVERSARIAL = 5
@@ -501,13 +501,13 @@ def _turn(conv: LocomoConversation, session: LocomoSession, turn: LocomoTurn, ca
     )
 
 
-def to_static(
+def locomo_episodes(
     dataset: LocomoDataset,
     *,
     captions: bool = False,
     limit_conversations: int | None = None,
-) -> list[StaticConversation]:
-    """The dataset in the shape the static protocol runs.
+) -> list[Episode]:
+    """The dataset as episodes: one per conversation, sessions then every question.
 
     Args:
         dataset: a loaded LoCoMo file.
@@ -516,41 +516,47 @@ def to_static(
         limit_conversations: keep only the first N conversations.
 
     Returns:
-        One ``StaticConversation`` per conversation: user id = sample id,
-        sessions in order with ``now`` = session time, questions asked
-        ``QUESTION_DELAY`` after the last session. Category-5 questions are
-        excluded from evidence scores as ``"adversarial"``, questions without
-        a usable evidence id as ``"no_usable_evidence"``.
+        One ``Episode`` per conversation (id and user id = sample id):
+        sessions in order at their times, then every question asked
+        ``QUESTION_DELAY`` after the start of the last session. ``kind`` is the
+        category's LoCoMo label, ``extra["category"]`` its code. Category-5
+        questions are ``excluded`` from evidence scores as ``"adversarial"``
+        and judged against an empty gold answer (the file's adversarial answer
+        is kept in ``extra``); questions without a usable evidence id are
+        excluded as ``"no_usable_evidence"``.
     """
     convs = dataset.conversations if limit_conversations is None else dataset.conversations[:limit_conversations]
+    labels = CATEGORY_LABELS["locomo"]
     by_conv: dict[str, list[LocomoQuestion]] = {}
     for q in dataset.questions:
         by_conv.setdefault(q.sample_id, []).append(q)
-    out: list[StaticConversation] = []
+    out: list[Episode] = []
     for conv in convs:
-        sessions = tuple(
-            StaticSession(
-                session_id=f"{conv.sample_id}:S{s.number}",
-                now=s.started_at,
+        uid = conv.sample_id
+        sessions = [
+            Session(
+                session_id=f"{uid}:S{s.number}",
+                user_id=uid,
+                time=s.started_at,
                 turns=tuple(_turn(conv, s, t, captions) for t in s.turns),
             )
             for s in conv.sessions
-        )
+        ]
         asked_at = conv.last_time + QUESTION_DELAY
-        questions = tuple(
-            StaticQuestion(
+        questions = [
+            Question(
                 question_id=q.question_id,
-                user_id=conv.sample_id,
-                question=q.question,
-                answer=q.answer,
-                category=str(q.category),
+                user_id=uid,
+                time=asked_at,
+                text=q.question,
+                gold="" if q.category == ADVERSARIAL else q.answer,
+                kind=labels[q.category],
                 evidence=q.evidence,
-                now=asked_at,
-                excluded=(
-                    "adversarial" if q.category == ADVERSARIAL else None if q.evidence else "no_usable_evidence"
-                ),
+                topic=q.question_id,
+                excluded="adversarial" if q.category == ADVERSARIAL else None if q.evidence else "no_usable_evidence",
+                extra={"category": str(q.category), **({"adversarial_answer": q.answer} if q.category == ADVERSARIAL else {})},
             )
-            for q in by_conv.get(conv.sample_id, [])
-        )
-        out.append(StaticConversation(user_id=conv.sample_id, sessions=sessions, questions=questions))
+            for q in by_conv.get(uid, [])
+        ]
+        out.append(Episode(uid, (*sessions, *questions)))
     return out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from analysis.cli import main
 
 
 def _config(tmp_path: Path, body: str) -> Path:

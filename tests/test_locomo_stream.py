@@ -14,7 +14,7 @@ from memory.naive import NaiveMemory
 from memory.registry import Resources, SystemSpec
 from scenarios.base import ScenarioStream, build_scenario
 from scenarios.locomo_stream import PARAPHRASES, paraphrase
-from sim.config import CONFIG_DIR, load_config
+from scenarios.config import CONFIG_DIR, load_config
 from sim.errors import UserError
 from sim.events import Question, Session
 from sim.runner import RunSpec, run

@@ -504,7 +504,7 @@ def test_qa_rows_file_with_a_bad_complete_line(tmp_path: Path) -> None:
 
 
 def _args(*extra: str) -> Any:
-    from sim.cli import build_parser
+    from analysis.cli import build_parser
 
     return build_parser().parse_args(["static", "longmemeval", *extra])
 
@@ -605,7 +605,7 @@ def test_cli_qa_with_reader_and_rubric_judge_resumes(tmp_path: Path, capsys: pyt
 
 
 def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from sim.cli import main
+    from analysis.cli import main
 
     assert main(["static", "longmemeval", "--data", str(tmp_path / "absent.json")]) == 2
     assert "no such file" in capsys.readouterr().err
@@ -637,7 +637,7 @@ def test_generated_bench_file_follows_the_schema(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cli_end_to_end_with_real_embedder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from sim.cli import main
+    from analysis.cli import main
 
     out = tmp_path / "run"
     code = main(["static", "longmemeval", "--data", str(MINI), "--system", "naive", "--reader", "none",

@@ -175,7 +175,7 @@ def test_instance_mode_naive_matches_the_official_retrieval_protocol(tmp_path: P
 
 
 def test_shipped_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sim.config import CONFIG_DIR, load_config
+    from scenarios.config import CONFIG_DIR, load_config
 
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     cfg = load_config(CONFIG_DIR / "longmemeval_stream.toml")

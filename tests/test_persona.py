@@ -9,7 +9,7 @@ import pytest
 
 from scenarios.base import build_scenario
 from scenarios.persona import PersonaConfig, PersonaScenario
-from sim.config import load_config
+from scenarios.config import load_config
 from sim.errors import UserError
 from sim.events import Deletion, Question, Session
 
@@ -144,7 +144,7 @@ def test_config_file_errors_name_file_and_key(tmp_path: Path):
 
 
 def test_shipped_configs_load():
-    from sim.config import CONFIG_DIR
+    from scenarios.config import CONFIG_DIR
 
     for path in sorted(CONFIG_DIR.glob("*.toml")):
         cfg = load_config(path)

@@ -12,7 +12,7 @@ import pytest
 from analysis.sensitivity import GridPoint, Knob, format_table, grid_frame, plot_grid, pool_seeds, sensitivity_grid
 from analysis.stats import diff_in_diff
 from memory.embed import HashEmbedder
-from sim.config import config_from_mapping
+from scenarios.config import config_from_mapping
 from sim.errors import UserError
 
 

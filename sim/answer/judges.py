@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from sim.answer.llm import LLMClient
 
 __all__ = [
+    "judge_description",
     "Judge",
     "ContainsJudge",
     "LocomoF1Judge",
@@ -403,6 +404,12 @@ JUDGE_NAMES: tuple[str, ...] = (*_DETERMINISTIC, *_LLM)
 """Every judge name ``make_judge`` knows."""
 LLM_JUDGES: frozenset[str] = frozenset(_LLM)
 """Judges that call an LLM."""
+
+
+def judge_description(name: str) -> str:
+    """One line of help for judge ``name``: the first line of its class docstring."""
+    cls = {**_DETERMINISTIC, **_LLM}[name]
+    return (cls.__doc__ or "").strip().splitlines()[0]
 
 
 def make_judge(name: str, llm: LLMClient | None = None, *, temperature: float = 0.0) -> Judge:

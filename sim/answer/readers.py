@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sim.answer.llm import LLMClient
 
 __all__ = [
+    "READER_DESCRIPTIONS",
     "Answer",
     "Reader",
     "READER_VARIANTS",
@@ -45,6 +46,12 @@ __all__ = [
 
 READER_VARIANTS: tuple[str, ...] = tuple(READER_TEMPLATES)
 """Reader variant names."""
+
+READER_DESCRIPTIONS: dict[str, str] = {
+    "short": "answers in a few words from the retrieved memories (with their dates)",
+    "cot": "reasons step by step (relevant memories, counting, latest value, date arithmetic), answer on a marked line",
+}
+"""One line of help per reader variant."""
 
 DEFAULT_ANSWER_TOKENS: dict[str, int] = {"short": 48, "cot": 512}
 """Tokens reserved for the reply, per variant, unless the caller says otherwise."""

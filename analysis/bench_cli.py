@@ -15,7 +15,7 @@ import importlib
 import json
 from typing import Any
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["bench_arguments", "bench_main"]
 
 
 def _add_longmemeval(p: argparse.ArgumentParser) -> None:
@@ -73,7 +73,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def bench_arguments(parser: argparse.ArgumentParser) -> None:
     """One sub-command per benchmark."""
     sub = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     for name, help_text, target in _BENCHES:
@@ -86,6 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.set_defaults(_bench_main=target[1])
 
 
-def main(args: argparse.Namespace) -> int:
+def bench_main(args: argparse.Namespace) -> int:
     """Run the chosen benchmark."""
     return int(args._bench_main(args) or 0)

@@ -1,0 +1,77 @@
+"""The ``memsim`` command line.
+
+Each subcommand lives in a module that exposes ``add_arguments(parser)`` and
+``main(args) -> int``; only the chosen subcommand's module is imported, so
+``memsim --help`` answers at once. Bad input raises ``UserError``, printed
+here as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from sim.errors import UserError
+
+__all__ = ["main", "build_parser", "COMMANDS"]
+
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("demo", "analysis.run_cli:demo", "the persona demo against every registered system (offline)"),
+    ("run", "analysis.run_cli:run", "replay a scenario config against memory systems"),
+    ("static", "analysis.static_cli:static", "run a static benchmark (LoCoMo, LongMemEval) on the same engine"),
+    ("rerun", "analysis.run_cli:rerun", "play a run folder again from its spec.json"),
+    ("list", "analysis.run_cli:listing", "registered systems, scenarios, readers, judges and scorers"),
+    ("report", "analysis.report_cli:report", "write report.html and report.md for a run folder"),
+    ("compare", "analysis.compare_cli:compare", "compare run folders: per-seed intervals, rankings"),
+    ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo"),
+    ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
+    ("sensitivity", "analysis.sensitivity_cli:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
+)
+"""(command, ``module:prefix`` with ``<prefix>_arguments`` and ``<prefix>_main``, help)."""
+
+
+def _load(target: str) -> tuple[object, object]:
+    module_name, prefix = target.split(":", 1)
+    module = importlib.import_module(module_name)
+    return getattr(module, f"{prefix}_arguments"), getattr(module, f"{prefix}_main")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser; only the subcommand named in ``argv`` gets its arguments (all when None)."""
+    parser = argparse.ArgumentParser(
+        prog="memsim",
+        description="Longitudinal benchmark simulator for conversational memory systems.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    for name, target, help_text in COMMANDS:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if chosen is None or chosen == name:
+            add, _ = _load(target)
+            add(p)  # type: ignore[operator]
+        p.set_defaults(_target=target)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``memsim`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    _, run = _load(args._target)
+    try:
+        return int(run(args) or 0)  # type: ignore[operator]
+    except UserError as exc:
+        if args.debug:
+            raise
+        print(f"memsim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("memsim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

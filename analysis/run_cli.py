@@ -1,0 +1,222 @@
+"""``memsim run``, ``memsim demo``, ``memsim rerun`` and ``memsim list``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "run_arguments",
+    "run_main",
+    "demo_arguments",
+    "demo_main",
+    "rerun_arguments",
+    "rerun_main",
+    "listing_arguments",
+    "listing_main",
+    "print_outcome",
+    "progress_bar",
+]
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    from sim.answer.setup import add_answer_arguments
+
+    parser.add_argument("--system", action="append", default=[], metavar="NAME[:k=v,...]",
+                        help="system under test (repeatable); default: the config's [run] systems")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
+    parser.add_argument("-k", type=int, default=None, help="memories retrieved per question (default: the config's)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
+    parser.add_argument("--no-report", action="store_true", help="do not write report.html")
+    add_answer_arguments(parser)
+
+
+def run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim run``."""
+    parser.add_argument("config", type=Path, help="scenario config (TOML); see scenarios/configs/")
+    _common(parser)
+
+
+def demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim demo``."""
+    from scenarios.config import CONFIG_DIR
+
+    parser.add_argument("--config", type=Path, default=CONFIG_DIR / "demo.toml",
+                        help="scenario config (default: the demo persona)")
+    _common(parser)
+
+
+def demo_systems() -> list[Any]:
+    """Every standalone registered system except the ``control-`` instruments, naive first."""
+    from memory.registry import SystemSpec, memory_names
+
+    names = [n for n in memory_names(standalone_only=True) if not n.startswith("control-")]
+    names.sort(key=lambda n: (n != "naive", n))
+    return [SystemSpec(n) for n in names]
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """Run a config."""
+    return _run(args, args.config, default_systems=None)
+
+
+def demo_main(args: argparse.Namespace) -> int:
+    """Run the demo: the persona scenario against every registered system."""
+    return _run(args, args.config, default_systems=demo_systems())
+
+
+def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[Any] | None) -> int:
+    from analysis.pipeline import answer_options, default_out_dir, execute, spec_from_config
+    from memory.registry import memory_names, parse_system
+    from scenarios.config import load_config
+    from sim.errors import UserError
+
+    config = load_config(config_path)
+    try:
+        systems = [parse_system(s) for s in args.system]
+    except ValueError as exc:
+        raise UserError(f"--system: {exc}") from None
+    if not systems and not config.run.systems and default_systems:
+        systems = default_systems
+    if not systems and not config.run.systems:
+        raise UserError(f"no systems: give --system or [run] systems in {config_path}; known: {', '.join(memory_names())}")
+    if args.k is not None and args.k <= 0:
+        raise UserError(f"-k must be positive, got {args.k}")
+    spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args))
+    if spec.feedback_from == "answer" and spec.answer is None:
+        raise UserError(f"{config_path}: feedback_from = \"answer\" needs a reader (--reader short or cot)")
+    out = args.out or default_out_dir(spec.scenario.name)
+    print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
+    print(f"systems: {', '.join(s.display for s in spec.systems)}")
+    try:
+        outcome = execute(spec, out_dir=out, progress=progress_bar(), report=not args.no_report)
+    except UserError:
+        print(f"stopped; every row committed so far is in {out} (rerun the same command to resume)", file=sys.stderr)
+        raise
+    print_outcome(outcome)
+    return 0
+
+
+def progress_bar() -> Any:
+    """A checkpoint callback: the totals once known, then a bar in simulated days or episodes."""
+    from tqdm import tqdm
+
+    state: dict[str, Any] = {}
+
+    def show(cp: Any) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = state["bar"] = tqdm(total=cp.total, unit=cp.unit, desc="simulated" if cp.unit == "day" else "episodes",
+                                      file=sys.stderr, leave=False)
+        bar.n = cp.done
+        bar.set_postfix(probes=cp.probes, refresh=False)
+        bar.refresh()
+        if cp.result is not None:
+            bar.close()
+
+    return show
+
+
+def print_outcome(outcome: Any) -> None:
+    """The learning table (longitudinal), per-system figures, failures and the run folder."""
+    from analysis.stats import format_table
+
+    m = outcome.summary.metrics
+    timings = outcome.summary.timings
+    totals = m.get("totals") or {}
+    if totals:
+        print("totals: " + ", ".join(f"{k} {v}" for k, v in totals.items()) + f", span_days {m.get('span_days')}")
+    print()
+    if outcome.summary.learning is not None:
+        print(f"Learning through use: {m['metric']} (evidence accuracy, %), "
+              f"first vs second half of the question stream, 95% bootstrap intervals")
+        print(format_table(outcome.summary.learning))
+    systems = m.get("systems", {})
+    if systems:
+        print()
+        print(f"{'system':<28} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
+        for name, s in systems.items():
+            stale = s.get("stale_above_current")
+            mb = (s.get("final_bytes") or 0) / 1e6
+            lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
+            print(f"{name:<28} {('—' if stale is None else f'{100 * stale:.1f}'):>11} {s.get('final_items') or 0:>7} "
+                  f"{mb:>7.2f} {lat.get('p50') or 0:>10.2f} {lat.get('p95') or 0:>10.2f} "
+                  f"{(s.get('deleted_leaks') or 0) + (s.get('forget_probe_leaks') or 0):>5}")
+            answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
+            if answers:
+                print("    answers: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+    worst = []
+    for name, s in systems.items():
+        users = {u: v for u, v in (s.get("per_user") or {}).items() if v.get("diff") is not None}
+        if len(users) > 1:
+            u, v = min(users.items(), key=lambda kv: kv[1]["diff"])
+            worst.append(f"{name} {u} {100 * v['diff']:+.1f} pp")
+    if worst:
+        print("largest per-user decline (2nd - 1st half): " + "; ".join(worst))
+    if m.get("isolation_failures"):
+        print(f"ISOLATION FAILURES: {m['isolation_failures']} retrieved memories belonged to another user")
+    if timings.get("time_compression"):
+        print(f"wall time {timings.get('wall_seconds')} s; simulated time ran "
+              f"{timings['time_compression']:,.0f}x faster than real time")
+    for f in m.get("failures", []):
+        print(f"FAILED: {f['system']} during {f['operation']} at {f['time']}: {f['error']}")
+    if outcome.out_dir is not None:
+        report = Path(outcome.out_dir) / "report.html"
+        if report.exists():
+            print(f"report: {report}")
+        print(f"run folder: {outcome.out_dir}")
+
+
+def rerun_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim rerun``."""
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (its spec.json is replayed)")
+    parser.add_argument("--out", type=Path, default=None, help="new run folder (default: RUN_DIR-rerun)")
+
+
+def rerun_main(args: argparse.Namespace) -> int:
+    """Replay a run from its spec and say whether ``metrics.json`` came out the same."""
+    from analysis.pipeline import rerun
+
+    out = args.out or args.run_dir.with_name(args.run_dir.name + "-rerun")
+    outcome = rerun(args.run_dir, out_dir=out, progress=progress_bar())
+    print_outcome(outcome)
+    old, new = args.run_dir / "metrics.json", out / "metrics.json"
+    if old.exists():
+        same = old.read_bytes() == new.read_bytes()
+        print(f"metrics.json {'identical to' if same else 'DIFFERS from'} {old}")
+        return 0 if same else 1
+    return 0
+
+
+def listing_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim list``."""
+    parser.add_argument("what", nargs="?", choices=("systems", "scenarios", "readers", "judges", "scorers"),
+                        help="one registry only (default: all)")
+
+
+def listing_main(args: argparse.Namespace) -> int:
+    """Print every registry with one line of help per entry."""
+    from memory.registry import memory_description, memory_names
+    from scenarios.base import scenario_description, scenario_names
+    from sim.answer.judges import JUDGE_NAMES, judge_description
+    from sim.answer.readers import READER_DESCRIPTIONS
+    from sim.scorers import scorer_description, scorer_names
+
+    tables = {
+        "systems": [(n, memory_description(n)) for n in memory_names()],
+        "scenarios": [(n, scenario_description(n)) for n in scenario_names()],
+        "readers": [("none", "retrieval only, no answers"), *READER_DESCRIPTIONS.items()],
+        "judges": [(n, judge_description(n)) for n in JUDGE_NAMES],
+        "scorers": [(n, scorer_description(n)) for n in scorer_names()],
+    }
+    for name, rows in tables.items():
+        if args.what not in (None, name):
+            continue
+        print(f"{name}:")
+        width = max(len(r[0]) for r in rows)
+        for key, text in rows:
+            print(f"  {key:<{width}}  {text}")
+    return 0

@@ -1,0 +1,345 @@
+"""The one summariser: a run folder's rows become its tables and ``metrics.json``.
+
+Every run kind goes through ``summarise``. What it computes:
+
+- per system and per question kind: the mean of every score column the
+  run's scorers declare (and of every answer judge), with a 95% percentile
+  bootstrap interval that resamples whole episodes (a static benchmark's
+  conversations or instances, a longitudinal run's users), and the questions
+  left out of scores, by reason;
+- for longitudinal runs, the learning-through-use table
+  (``analysis.stats.learning_summary``), the smallest detectable DiD and
+  per-user halves;
+- storage, safety counts (isolation failures, deletion leaks) and the
+  systems' own reports.
+
+``metrics.json`` holds only what the rows and the seed determine, so the
+same run (resumed or not) gives the same bytes. Wall-clock measurements
+(latencies, wall time) go to ``perf.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sim.errors import UserError
+from sim.scorers import build_scorer
+from sim.spec import RunSpec, read_spec
+
+__all__ = ["Summary", "summarise", "summarise_folder", "write_summary", "per_user", "score_columns", "format_tables"]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What ``summarise`` returns."""
+
+    learning: pl.DataFrame | None
+    """The learning-through-use table (longitudinal runs with a question stream), else None."""
+    metrics: dict[str, Any]
+    """``metrics.json``: deterministic figures only."""
+    timings: dict[str, Any]
+    """``perf.json``: wall-clock figures."""
+
+
+def score_columns(spec: RunSpec, probes: pl.DataFrame) -> list[str]:
+    """Numeric score columns of a run: its scorers' columns, then its answer judges'."""
+    cols: list[str] = []
+    for name in spec.scorers:
+        cols.extend(c for c in build_scorer(name).columns(spec.ks) if c in probes.columns)
+    cols.extend(c for c in probes.columns if c.startswith("answer_") and probes[c].dtype.is_numeric())
+    return list(dict.fromkeys(cols))
+
+
+def _mean(values: np.ndarray) -> float | None:
+    v = values[~np.isnan(values)]
+    return float(v.mean()) if v.size else None
+
+
+def _table(
+    rows: pl.DataFrame, cols: Sequence[str], *, rng: np.random.Generator, n_boot: int
+) -> dict[str, Any]:
+    """Means with episode-resampled intervals; excluded questions counted, not scored."""
+    from analysis.stats import bootstrap_ci
+
+    scored = rows.filter(pl.col("excluded").is_null())
+    excluded = rows.filter(pl.col("excluded").is_not_null()).group_by("excluded").len().sort("excluded").rows()
+    clusters = scored["episode"].to_numpy()
+    scores: dict[str, Any] = {}
+    for col in cols:
+        x = scored[col].cast(pl.Float64).fill_null(math.nan).to_numpy()
+        mean = _mean(x)
+        lo, hi = bootstrap_ci(x, rng=rng, n_boot=n_boot, clusters=clusters) if mean is not None else (None, None)
+        scores[col] = {"mean": mean, "lo": lo, "hi": hi}
+    out: dict[str, Any] = {
+        "questions": rows.height,
+        "scored": scored.height,
+        "episodes": scored["episode"].n_unique(),
+        "excluded": {reason: n for reason, n in excluded},
+        "scores": scores,
+    }
+    # Judges score every question (adversarial ones included); NaN = unscored.
+    for col in (c for c in cols if c.startswith("answer_")):
+        x = rows[col].cast(pl.Float64).fill_null(math.nan).to_numpy()
+        out["scores"][col] = {"mean": _mean(x), "lo": None, "hi": None, "n": int((~np.isnan(x)).sum())}
+    for col in ("prompt_tokens", "completion_tokens"):
+        if col in rows.columns:
+            out[col] = int(rows[col].fill_null(0).sum())
+    return out
+
+
+def _kind_order(kinds: Sequence[str]) -> list[str]:
+    return sorted(kinds, key=lambda k: (k == "", k))
+
+
+def per_user(rows: pl.DataFrame, metric: str) -> dict[str, dict[str, Any]]:
+    """One system's accuracy per user, whole and by halves of that user's own questions.
+
+    A user's halves split at the median ``q_index`` of their scored questions,
+    so a heavy user cannot hide another's decline. Answer-judge columns get a
+    mean per user too. NaN scores are left out; a user with none scored gets nulls.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    answer_cols = [c for c in rows.columns if c.startswith("answer_") and rows[c].dtype.is_numeric()]
+    for user in dict.fromkeys(rows["user_id"].to_list()):
+        part = rows.filter(pl.col("user_id") == user).sort("q_index")
+        x = part[metric].cast(pl.Float64).fill_null(math.nan).to_numpy()
+        q = part["q_index"].to_numpy()
+        ok = ~np.isnan(x)
+        x, q = x[ok], q[ok]
+        second = q >= np.median(q) if q.size else np.zeros(0, dtype=bool)
+        first_mean = float(x[~second].mean()) if (~second).any() else None
+        second_mean = float(x[second].mean()) if second.any() else None
+        entry: dict[str, Any] = {
+            "questions": part.height,
+            "scored": int(x.size),
+            "mean": float(x.mean()) if x.size else None,
+            "first_half": first_mean,
+            "second_half": second_mean,
+            "diff": None if first_mean is None or second_mean is None else second_mean - first_mean,
+            "isolation_failures": int(part["isolation_failures"].sum()),
+        }
+        for col in answer_cols:
+            entry[col] = _mean(part[col].cast(pl.Float64).fill_null(math.nan).to_numpy())
+        out[str(user)] = entry
+    return out
+
+
+def _storage(spec: RunSpec, timeline: pl.DataFrame, info: Mapping[str, Any], system: str) -> dict[str, Any]:
+    if spec.fresh_per_episode:
+        # Fresh systems per episode: the footprint is the sum of every episode's final store.
+        finals = [p.get("stats", {}).get(system) for p in info.get("parts", [])]
+        finals = [f for f in finals if f]
+        return {
+            "final_items": sum(f["items"] for f in finals) if finals else None,
+            "final_bytes": sum(f["bytes"] for f in finals) if finals else None,
+        }
+    tl = timeline.filter(pl.col("system") == system) if timeline.height else timeline
+    return {
+        "final_items": int(tl["items"].tail(1)[0]) if tl.height else None,
+        "final_bytes": int(tl["bytes"].tail(1)[0]) if tl.height else None,
+        "forget_probe_leaks": int(tl["leaked"].fill_null(0).sum()) if tl.height else 0,
+    }
+
+
+def _system_reports(spec: RunSpec, info: Mapping[str, Any]) -> dict[str, Any]:
+    """The systems' own reports; for static runs summed over episodes (e.g. a gate's compression)."""
+    if not spec.fresh_per_episode:
+        return dict(info.get("system_reports") or {})
+    out: dict[str, Any] = {}
+    for part in info.get("parts", []):
+        for system, report in (part.get("reports") or {}).items():
+            entry = out.setdefault(system, {"per_episode": {}})
+            entry["per_episode"][part.get("episode", part["key"])] = report
+    for entry in out.values():
+        seen = sum(r.get("turns_seen", 0) for r in entry["per_episode"].values())
+        stored = sum(r.get("turns_stored", 0) for r in entry["per_episode"].values())
+        if seen:
+            entry.update(turns_seen=seen, turns_stored=stored, compression_ratio=stored / seen)
+    return out
+
+
+def _latency(values: pl.Series) -> dict[str, float | None]:
+    v = values.drop_nulls().to_numpy().astype(float)
+    if v.size == 0:
+        return {"p50": None, "p95": None, "mean": None}
+    return {"p50": float(np.percentile(v, 50)), "p95": float(np.percentile(v, 95)), "mean": float(v.mean())}
+
+
+def summarise(
+    spec: RunSpec, probes: pl.DataFrame, timeline: pl.DataFrame, info: Mapping[str, Any]
+) -> Summary:
+    """Tables and metrics of a run from its rows (``probes``, ``timeline``) and ``run.json``.
+
+    The bootstrap draws from the run's ``stats`` stream (``sim.runner.random_streams``),
+    so the figures are a function of the folder alone.
+    """
+    from analysis.power import mde_from_interval
+    from analysis.stats import learning_summary
+    from sim.runner import random_streams
+
+    rng = random_streams(spec.seed)["stats"]
+    metric = spec.metric
+    metrics: dict[str, Any] = {
+        "kind": spec.kind,
+        "metric": metric,
+        "k": spec.k,
+        "ks": list(spec.ks),
+        "control": spec.control,
+        "totals": info.get("totals", {}),
+        "span_days": info.get("span_days"),
+    }
+    timings: dict[str, Any] = {"systems": {}}
+    scored = probes.filter(pl.col("error").is_null()) if probes.height else probes
+    if probes.height and metric not in probes.columns:
+        raise UserError(f"the rows have no column {metric!r} (the run's metric); scorers: {', '.join(spec.scorers)}")
+    systems = list(dict.fromkeys(scored["system"].to_list())) if scored.height else []
+    learning = None
+    if spec.kind == "longitudinal" and scored.height:
+        control = spec.control if spec.control in systems else None
+        metrics["control"] = control
+        learning = learning_summary(scored, metric=metric, control=control, rng=rng, n_boot=spec.n_boot)
+    cols = score_columns(spec, probes)
+    per_system: dict[str, Any] = {}
+    for name in systems:
+        rows = scored.filter(pl.col("system") == name)
+        entry: dict[str, Any] = {}
+        if learning is not None:
+            row = learning.filter(pl.col("system") == name).row(0, named=True)
+            entry.update({k: v for k, v in row.items() if k != "system"})
+            # Smallest DiD this run could detect at 80% power, next to the measured one.
+            entry["did_mde"] = mde_from_interval(row["did_lo"], row["did_hi"]) if row.get("did_lo") is not None else None
+        overall = _table(rows, cols, rng=rng, n_boot=spec.n_boot)
+        entry.update(
+            questions=rows.height,
+            mean=overall["scores"].get(metric, {}).get("mean"),
+            overall=overall,
+            per_kind={
+                kind: _table(rows.filter(pl.col("kind") == kind), cols, rng=rng, n_boot=spec.n_boot)
+                for kind in _kind_order(list(dict.fromkeys(rows["kind"].to_list())))
+            },
+            stale_above_current=overall["scores"].get("stale_above_current", {}).get("mean"),
+            isolation_failures=int(rows["isolation_failures"].sum()),
+            deleted_leaks=int(rows["deleted_leaks"].sum()),
+            **_storage(spec, timeline, info, name),
+        )
+        for col in cols:
+            if col.startswith("answer_"):
+                entry[col] = overall["scores"][col]["mean"]
+        if spec.kind == "longitudinal":
+            entry["per_user"] = per_user(rows, metric)
+        per_system[name] = entry
+        tl = timeline.filter(pl.col("system") == name) if timeline.height else timeline
+        timings["systems"][name] = {
+            "retrieve_ms": _latency(rows["retrieve_ms"]),
+            "ingest_ms_total": float(tl["ingest_ms"].fill_null(0).sum()) if tl.height else None,
+        }
+    metrics["systems"] = per_system
+    metrics["isolation_failures"] = int(scored["isolation_failures"].sum()) if scored.height else 0
+    metrics["failures"] = list(info.get("failures", []))
+    reports = _system_reports(spec, info)
+    if reports:
+        metrics["system_reports"] = reports
+    if info.get("llm"):
+        llm = dict(info["llm"])
+        timings["llm_latency_s"] = llm.pop("latency_s", None)
+        metrics["llm"] = llm
+    return Summary(learning, _clean(metrics), _clean(timings))
+
+
+def summarise_folder(run_dir: str | Path) -> Summary:
+    """``summarise`` a finished run folder."""
+    run_dir = Path(run_dir)
+    spec = read_spec(run_dir)
+    try:
+        probes = pl.read_parquet(run_dir / "probes.parquet")
+        timeline = pl.read_parquet(run_dir / "timeline.parquet")
+        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise UserError(f"{run_dir}: not a finished run folder ({Path(exc.filename).name} missing)") from None
+    return summarise(spec, probes, timeline, info)
+
+
+def write_summary(run_dir: Path, summary: Summary, *, wall_seconds: float | None = None) -> None:
+    """Write ``metrics.json`` (deterministic) and ``perf.json`` (wall-clock figures)."""
+    (run_dir / "metrics.json").write_text(
+        json.dumps(summary.metrics, indent=2, sort_keys=True, default=_json_default) + "\n", encoding="utf-8"
+    )
+    timings = dict(summary.timings)
+    if wall_seconds is not None:
+        timings["wall_seconds"] = round(wall_seconds, 3)
+        span = summary.metrics.get("span_days")
+        if span and wall_seconds > 0 and summary.metrics.get("kind") == "longitudinal":
+            # A discrete-event run does not wait out simulated time: simulated seconds per wall second.
+            timings["time_compression"] = round(span * 86400.0 / wall_seconds, 1)
+    (run_dir / "perf.json").write_text(json.dumps(timings, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _clean(o: Any) -> Any:
+    """NaN -> null (JSON has no NaN), recursively."""
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    if isinstance(o, Mapping):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return _clean(float(o))
+    return o
+
+
+def _json_default(o: Any) -> Any:
+    return str(o)
+
+
+def _cell(value: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.3f}"
+
+
+def format_tables(
+    metrics: Mapping[str, Any], system: str, *, kind_names: Mapping[str, str] | None = None
+) -> str:
+    """One system's score tables (rows: kinds, then overall; one table per metric family), as text.
+
+    The headline metric is printed again with its 95% interval (episodes resampled).
+    """
+    entry = metrics["systems"][system]
+    names = dict(kind_names or {})
+    kinds = [k for k in names if k in entry["per_kind"]] + [k for k in entry["per_kind"] if k not in names]
+    groups = [(names.get(k, k), entry["per_kind"][k]) for k in kinds] + [("overall", entry["overall"])]
+    cols = list(entry["overall"]["scores"])
+    families: dict[str, list[str]] = {}
+    for col in cols:
+        fam, _, cut = col.partition("@")
+        families.setdefault(fam if cut else col, []).append(col)
+    name_w = max(12, *(len(n) for n, _ in groups))
+    lines: list[str] = []
+    for fam, members in families.items():
+        heads = [c.partition("@")[2] and "@" + c.partition("@")[2] or c.removeprefix("answer_") for c in members]
+        width = max(7, *(len(h) for h in heads))
+        header = f"{fam:<{name_w}} {'n':>5} {'scored':>6}" + "".join(f" {h:>{width}}" for h in heads)
+        lines += [header, "-" * len(header)]
+        for name, g in groups:
+            cells = "".join(" " + _cell(g["scores"].get(c, {}).get("mean"), width) for c in members)
+            lines.append(f"{name:<{name_w}} {g['questions']:>5} {g['scored']:>6}{cells}")
+        lines.append("")
+    metric = metrics["metric"]
+    head = entry["overall"]["scores"].get(metric, {})
+    if head.get("mean") is not None and head.get("lo") is not None:
+        lines.append(
+            f"{metric} {head['mean']:.3f} [{head['lo']:.3f}, {head['hi']:.3f}] "
+            f"(95% bootstrap interval, {entry['overall']['episodes']} episodes resampled)"
+        )
+    excluded = entry["overall"]["excluded"]
+    if excluded:
+        lines.append("excluded from scores: " + ", ".join(f"{r} {n}" for r, n in excluded.items()))
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""Run configuration files (TOML), validated at the edge.
+
+A config file has a ``[scenario]`` table (``name`` plus the scenario's own
+keys) and an optional ``[run]`` table (``sim.spec.RunSettings``: seed, k,
+systems, feedback and maintenance schedule, control). Unknown keys, wrong
+types and impossible values are errors that name the key and the file.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scenarios.base import build_scenario
+from sim.errors import UserError
+from sim.spec import RunSettings
+from sim.validate import validate_args
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["RunConfig", "load_config", "config_from_mapping", "CONFIG_DIR"]
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+"""Ready configs shipped with memsim (users copy and edit them)."""
+
+
+class RunConfig(BaseModel):
+    """A whole config file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scenario: dict[str, Any]
+    run: RunSettings = Field(default_factory=RunSettings)
+    source: str = ""
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a TOML config; errors name the file and key."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file not found: {p}")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read config {p}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"config {p} is not valid TOML: {exc}") from None
+    return config_from_mapping(data, source=str(p))
+
+
+def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConfig:
+    """Validate an already parsed config."""
+    where = f" in {source}" if source else ""
+    unknown = sorted(set(data) - {"scenario", "run"})
+    if unknown:
+        raise UserError(f"unknown table(s) {unknown}{where}; expected [scenario] and [run]")
+    scen = data.get("scenario")
+    if not isinstance(scen, Mapping) or "name" not in scen:
+        raise UserError(f"missing [scenario] table with a 'name' key{where}")
+    run = validate_args(RunSettings, data.get("run", {}), what="run", source=source)
+    args = {k: v for k, v in scen.items() if k != "name"}
+    build_scenario(str(scen["name"]), args, source=source)  # validates the scenario's keys now
+    return RunConfig(scenario=dict(scen), run=run, source=source)  # type: ignore[arg-type]
