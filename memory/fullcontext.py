@@ -97,10 +97,11 @@ class FullContextMemory:
             self._text_bytes += text_bytes(text)
 
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """The newest turns up to ``now`` that fit the budget, newest first.
+        """The newest turns up to ``now`` that fit the budget, newest first, at most ``k``.
 
         Rank is recency, so evidence scores at k read "among the k most recent
-        turns"; readers put memories in time order themselves.
+        turns"; readers put memories in time order themselves. A run that
+        wants the whole budget in context asks for a large enough k.
         """
         keys = self._keys.get(user_id)
         if not keys:
@@ -110,7 +111,7 @@ class FullContextMemory:
         items = self._items[user_id]
         chosen: list[tuple[str, str, datetime, int, str]] = []
         used = 0
-        for i in range(end - 1, -1, -1):
+        for i in range(end - 1, max(end - k, 0) - 1, -1):
             item = items[i]
             if used + item[3] > self.budget_tokens:
                 break
