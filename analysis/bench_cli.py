@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+from pathlib import Path
 from typing import Any
 
 __all__ = ["bench_arguments", "bench_main"]
@@ -38,7 +39,7 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(args: argparse.Namespace) -> int:
-    from sim.bench_engine import bench_engine
+    from analysis.bench import bench_engine
 
     _print(bench_engine(users=args.users, months=args.months, systems=args.systems))
     return 0
@@ -49,7 +50,7 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from sim.bench_engine import bench_demo
+    from analysis.bench import bench_demo
 
     extra = [x for s in args.system for x in ("--system", s)]
     _print(bench_demo(extra_args=extra))
@@ -62,9 +63,33 @@ def _print(figures: dict[str, Any]) -> None:
         print(f"{key:<{width}}  {json.dumps(value) if isinstance(value, (dict, list)) else value}")
 
 
+def _add_locomo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=None, help="the LoCoMo file (default: $MEMSIM_LOCOMO or ../shared/...)")
+    p.add_argument("--system", default="naive", help="memory system: name or name:key=value,... (default naive)")
+    p.add_argument("-k", type=int, default=30, help="headline cut-off (default 30)")
+    p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="also write the warm run's folder")
+
+
+def _locomo(args: argparse.Namespace) -> int:
+    from analysis.bench import bench_locomo, format_locomo_bench
+    from memory.registry import parse_system
+    from scenarios.static import default_locomo_path
+
+    figures = bench_locomo(
+        args.data or default_locomo_path(), parse_system(args.system), k=args.k,
+        limit_conversations=args.limit_conversations, out_dir=args.out,
+    )
+    print(format_locomo_bench(figures))
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
 # (name, help, module with add_arguments/main, or None for the local pair)
 _BENCHES: tuple[tuple[str, str, Any], ...] = (
-    ("locomo", "static LoCoMo retrieval run, cold and warm cache", "static_benchmarks.bench"),
+    ("locomo", "static LoCoMo retrieval run, cold and warm cache", (_add_locomo, _locomo)),
     ("longmemeval", "LongMemEval streaming and retrieval on a generated 1 GB file", (_add_longmemeval, _longmemeval)),
     ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", "memory.bench"),
     ("llm", "answers per second of the local model (short, cot)", "sim.answer.bench"),

@@ -154,6 +154,8 @@ def iter_run(
         recorder.finish(info, complete=False)
         raise
     wall = time.perf_counter() - t0
+    # Which embedder the systems shared (None when no system embeds).
+    info["embedder"] = getattr(resources.made_embedder, "model_id", None)
     if answer is not None and hasattr(answer, "cost"):
         info["llm"] = answer.cost()
     probes, timeline, info = recorder.finish(info)

@@ -74,3 +74,15 @@ def make_turn() -> Callable[..., Turn]:
         )
 
     return make
+
+
+@pytest.fixture(scope="session")
+def locomo_path() -> Path:
+    """The real locomo10.json (``$MEMSIM_LOCOMO`` or ``../shared/...``), or skip (fail under ``CI=true``)."""
+    env = os.environ.get("MEMSIM_LOCOMO")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+    if not path.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
+        pytest.skip(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
+    return path

@@ -11,16 +11,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-import simpy
+from helpers import replay
 
 from memory.base import MemoryStats, Retrieved, Turn
 from memory.embed import HashEmbedder
 from memory.registry import Resources, SystemSpec
+from analysis.pipeline import execute, make_spec
+from analysis.summary import summarise_folder
 from scenarios.base import ScenarioStream, build_scenario
-from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes, turn_maps
 from sim.events import Deletion, Question, Session, sort_events
-from sim.recorder import Recorder
-from sim.runner import RunSpec, run, summarise
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -80,20 +79,13 @@ def _tiny_stream() -> ScenarioStream:
 
 
 def _replay(stream: ScenarioStream, systems, delay_s: float = 7200.0, every_s: float = 86400.0):
-    env = simpy.Environment()
-    owner, text = turn_maps(stream.events)
-    rec = Recorder()
-    cfg = EngineConfig(start=stream.start, k=5, feedback_delay_s=delay_s, maintenance_every_s=every_s)
-    harness = Harness(env=env, systems=systems, recorder=rec, config=cfg, turn_owner=owner, turn_text=text)
-    start_processes(env, harness, stream.events)
-    env.run(until=(stream.end - stream.start).total_seconds() + delay_s + 1)
-    return rec
+    return replay(stream, dict(systems), delay_s=delay_s, every_s=every_s)
 
 
 def test_feedback_after_scoring_and_after_delay():
     log: list = []
-    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem(log))], delay_s=7200.0)
-    probes = rec.probes_frame()
+    rec = _replay(_tiny_stream(), [("spy", SpySystem(log))], delay_s=7200.0)
+    probes = rec.probes
     asked = {r["question_id"]: r["time"] for r in probes.iter_rows(named=True)}
     fb = [x for x in log if x[0] == "feedback"]
     assert {x[3] for x in fb} == set(asked)
@@ -110,10 +102,10 @@ def test_feedback_after_scoring_and_after_delay():
 def test_systems_never_receive_gold_fields():
     log: list = []
     stream = _tiny_stream()
-    _replay(stream, [SystemUnderTest(SystemSpec("spy"), SpySystem(log))])
+    _replay(stream, [("spy", SpySystem(log))])
     questions = {e.text for e in stream.events if isinstance(e, Question)}
     # the deletion probe queries with the forgotten turns' own text
-    _, text = turn_maps(stream.events)
+    text = {t.turn_id: t.text for e in stream.events if isinstance(e, Session) for t in e.turns}
     probes = {text[t] for e in stream.events if isinstance(e, Deletion) for t in e.turn_ids}
     golds = {e.question_id: e for e in stream.events if isinstance(e, Question)}
     for entry in log:
@@ -136,9 +128,9 @@ def test_deletion_is_probed_and_leaks_are_counted():
     log2: list = []
     rec = _replay(
         _tiny_stream(),
-        [SystemUnderTest(SystemSpec("good"), SpySystem(log1)), SystemUnderTest(SystemSpec("leaky"), Leaky(log2))],
+        [("good", SpySystem(log1)), ("leaky", Leaky(log2))],
     )
-    tl = rec.timeline_frame().filter(pl.col("event") == "forget")
+    tl = rec.timeline.filter(pl.col("event") == "forget")
     leaked = dict(zip(tl["system"].to_list(), tl["leaked"].to_list()))
     assert leaked == {"good": 0, "leaky": 1}
 
@@ -149,21 +141,21 @@ def test_isolation_failure_recorded():
             every = [t for ts in self.turns.values() for t in ts if t.created_at <= now]
             return [Retrieved(t.turn_id, t.text, 1.0, t.created_at, (t.turn_id,)) for t in every[:k]]
 
-    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("bad"), Promiscuous([]))])
-    assert rec.probes_frame()["isolation_failures"].sum() > 0
-    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem([]))])
-    assert rec.probes_frame()["isolation_failures"].sum() == 0
+    rec = _replay(_tiny_stream(), [("bad", Promiscuous([]))])
+    assert rec.probes["isolation_failures"].sum() > 0
+    rec = _replay(_tiny_stream(), [("spy", SpySystem([]))])
+    assert rec.probes["isolation_failures"].sum() == 0
 
 
 def test_failing_system_is_recorded_and_others_continue():
     rec = _replay(
         _tiny_stream(),
         [
-            SystemUnderTest(SystemSpec("ok"), SpySystem([])),
-            SystemUnderTest(SystemSpec("broken"), SpySystem([], fail_on="retrieve")),
+            ("ok", SpySystem([])),
+            ("broken", SpySystem([], fail_on="retrieve")),
         ],
     )
-    probes = rec.probes_frame()
+    probes = rec.probes
     counts = dict(zip(*np.unique(probes["system"].to_numpy(), return_counts=True)))
     assert counts["ok"] == 3
     assert counts["broken"] == 2  # the rows before the failure are kept
@@ -173,27 +165,23 @@ def test_failing_system_is_recorded_and_others_continue():
 
 def test_maintenance_runs_on_schedule():
     log: list = []
-    _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem(log))], every_s=86400.0)
+    _replay(_tiny_stream(), [("spy", SpySystem(log))], every_s=86400.0)
     ticks = [x[1] for x in log if x[0] == "maintain"]
     assert ticks[:3] == [T0 + timedelta(days=d) for d in (1, 2, 3)]
 
 
 def test_stale_above_current_scored():
-    rec = _replay(_tiny_stream(), [SystemUnderTest(SystemSpec("spy"), SpySystem([]))])
-    row = rec.probes_frame().filter(pl.col("question_id") == "a-q2").row(0, named=True)
+    rec = _replay(_tiny_stream(), [("spy", SpySystem([]))])
+    row = rec.probes.filter(pl.col("question_id") == "a-q2").row(0, named=True)
     assert row["stale_above_current"] == 0.0  # newest-first: the current value outranks Oslo
     assert row["first_rank"] == 1
-    q1 = rec.probes_frame().filter(pl.col("question_id") == "a-q1").row(0, named=True)
+    q1 = rec.probes.filter(pl.col("question_id") == "a-q1").row(0, named=True)
     assert math.isnan(q1["stale_above_current"])
 
 
-def _spec(seed: int, systems=("naive",)) -> RunSpec:
-    return RunSpec(
-        scenario="persona",
-        scenario_args={"users": 2, "months": 2},
-        systems=tuple(SystemSpec(s) for s in systems),
-        seed=seed,
-        n_boot=200,
+def _spec(seed: int, systems=("naive",)):
+    return make_spec(
+        "longitudinal", "persona", {"users": 2, "months": 2}, [SystemSpec(s) for s in systems], seed=seed, n_boot=200
     )
 
 
@@ -202,29 +190,29 @@ def _fake_resources() -> Resources:
 
 
 def test_same_seed_gives_identical_rows(tmp_path: Path):
-    a = run(_spec(3), out_dir=tmp_path / "a", resources=_fake_resources())
-    b = run(_spec(3), out_dir=tmp_path / "b", resources=_fake_resources())
-    cols = [c for c in a.probes.columns if not c.endswith("_ms")]  # wall-clock timings differ
-    assert a.probes.select(cols).equals(b.probes.select(cols))
-    assert a.metrics["systems"]["naive"]["first"] == b.metrics["systems"]["naive"]["first"]
-    c = run(_spec(4), out_dir=tmp_path / "c", resources=_fake_resources())
-    assert not a.probes.select(cols).equals(c.probes.select(cols)) if a.probes.height == c.probes.height else True
-    assert a.probes["question"].to_list() != c.probes["question"].to_list()
+    a = execute(_spec(3), out_dir=tmp_path / "a", resources=_fake_resources())
+    b = execute(_spec(3), out_dir=tmp_path / "b", resources=_fake_resources())
+    cols = [c for c in a.result.probes.columns if not c.endswith("_ms")]  # wall-clock timings differ
+    assert a.result.probes.select(cols).equals(b.result.probes.select(cols))
+    # metrics.json holds no wall-clock figure: the same run gives the same bytes
+    assert (tmp_path / "a" / "metrics.json").read_bytes() == (tmp_path / "b" / "metrics.json").read_bytes()
+    c = execute(_spec(4), out_dir=tmp_path / "c", resources=_fake_resources())
+    assert a.result.probes["question"].to_list() != c.result.probes["question"].to_list()
 
 
 def test_run_folder_is_complete_and_metrics_recomputable(tmp_path: Path):
-    res = run(_spec(5), out_dir=tmp_path / "r", resources=_fake_resources())
-    for name in ("spec.json", "probes.parquet", "timeline.parquet", "metrics.json"):
+    execute(_spec(5), out_dir=tmp_path / "r", resources=_fake_resources())
+    for name in ("spec.json", "probes.parquet", "timeline.parquet", "run.json", "metrics.json", "perf.json"):
         assert (tmp_path / "r" / name).is_file()
+    assert not (tmp_path / "r" / "parts").exists()  # joined and removed once the run is complete
     spec = json.loads((tmp_path / "r" / "spec.json").read_text())
     assert spec["scenario"]["name"] == "persona" and spec["systems"][0]["name"] == "naive"
+    assert spec["metric"] == "recall_all@10"
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
     probes = pl.read_parquet(tmp_path / "r" / "probes.parquet")
-    timeline = pl.read_parquet(tmp_path / "r" / "timeline.parquet")
-    stats_rng = np.random.default_rng(spec["seed"]).spawn(3)[2]
-    _, again = summarise(probes, timeline, spec=spec, rng=stats_rng)
+    again = summarise_folder(tmp_path / "r")
     for key in ("first", "second", "diff", "diff_lo", "diff_hi", "mean"):
-        assert again["systems"]["naive"][key] == pytest.approx(metrics["systems"]["naive"][key])
+        assert again.metrics["systems"]["naive"][key] == pytest.approx(metrics["systems"]["naive"][key])
     assert metrics["totals"]["questions"] == probes.height
 
 
@@ -237,8 +225,8 @@ def test_unknown_system_is_a_clear_error(tmp_path: Path):
 
 def test_stream_users_are_processed_concurrently(tmp_path: Path):
     stream = build_scenario("persona", {"users": 4, "months": 1}).generate(np.random.default_rng(0))
-    rec = _replay(stream, [SystemUnderTest(SystemSpec("spy"), SpySystem([]))])
-    probes = rec.probes_frame()
+    rec = _replay(stream, [("spy", SpySystem([]))])
+    probes = rec.probes
     assert probes["user_id"].n_unique() == 4
     assert probes["time"].is_sorted()
     assert probes["isolation_failures"].sum() == 0
@@ -262,8 +250,14 @@ def test_endpoint_failure_stops_the_run_and_keeps_rows(tmp_path: Path):
         def describe(self):
             return {"reader": "flaky"}
 
+        @property
+        def score_columns(self):
+            return ["answer_contains"]
+
     with pytest.raises(UserError, match="unreachable"):
-        run(_spec(1), out_dir=tmp_path / "r", resources=_fake_resources(), answer_setup=FlakyAnswers())
+        execute(_spec(1), out_dir=tmp_path / "r", resources=_fake_resources(), answer=FlakyAnswers())
     probes = pl.read_parquet(tmp_path / "r" / "probes.parquet")
     assert probes.height == 6  # five answered, plus the one that failed, marked
     assert probes["error"].null_count() == 5 and "unreachable" in probes["error"].drop_nulls()[0]
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["complete"] is False
+    assert (tmp_path / "r" / "parts").is_dir()  # kept: rerunning the command resumes

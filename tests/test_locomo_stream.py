@@ -10,16 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.naive import NaiveMemory
+from analysis.pipeline import execute, make_spec
 from memory.registry import Resources, SystemSpec
 from scenarios.base import ScenarioStream, build_scenario
 from scenarios.locomo_stream import PARAPHRASES, paraphrase
 from scenarios.config import CONFIG_DIR, load_config
 from sim.errors import UserError
 from sim.events import Question, Session
-from sim.runner import RunSpec, run
-from static_benchmarks.locomo import QUESTION_DELAY, load_locomo, to_static
-from static_benchmarks.protocol import run_static
+from static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
 
 REPO = Path(__file__).resolve().parents[1]
 QUIRKS = REPO / "tests" / "fixtures" / "locomo_quirks.json"
@@ -78,8 +76,8 @@ def test_unknown_conversation_lists_the_valid_ones() -> None:
 
 def test_sessions_and_turns_are_the_static_protocols() -> None:
     stream = stream_of(data=str(QUIRKS))
-    static = to_static(load_locomo(QUIRKS))
-    want = {s.session_id: (s.now, s.turns) for c in static for s in c.sessions}
+    static = locomo_episodes(load_locomo(QUIRKS))
+    want = {s.session_id: (s.time, s.turns) for c in static for s in c.events if isinstance(s, Session)}
     got = {e.session_id: (e.time, e.turns) for e in stream.events if isinstance(e, Session)}
     assert got == want
     dates = {s.number: s.date_text for s in load_locomo(QUIRKS).conversations[0].sessions}
@@ -195,30 +193,29 @@ def test_shipped_config_loads() -> None:
 @pytest.mark.slow
 def test_end_policy_through_the_engine_reproduces_the_static_protocol(real: Path, minilm, tmp_path: Path) -> None:
     """The key correctness check: the naive control scores exactly as the static protocol."""
-    convs = ("conv-26", "conv-30")
     k = 10
-    args = {"data": str(real), "conversations": list(convs), "question_time": "end"}
     resources = Resources(embedder_factory=lambda: minilm)
-    spec = RunSpec(scenario="locomo_stream", scenario_args=args, systems=(SystemSpec("naive"),), k=k, n_boot=200)
-    result = run(spec, out_dir=tmp_path / "run", resources=resources)
+    args = {"data": str(real), "limit_conversations": 2, "question_time": "end"}
+    spec = make_spec("longitudinal", "locomo_stream", args, [SystemSpec("naive")], k=k, n_boot=200)
+    stream = execute(spec, out_dir=tmp_path / "stream", resources=resources)
+    static_spec = make_spec(
+        "static", "locomo", {"data": str(real), "limit_conversations": 2}, [SystemSpec("naive")],
+        k=k, retrieve_k=50, scorers=("evidence",), control=None, n_boot=200,
+    )
+    static = execute(static_spec, out_dir=tmp_path / "static", resources=resources)
+    expected = {r["question_id"]: r for r in static.result.probes.iter_rows(named=True) if r["excluded"] is None}
 
-    static_convs = [c for c in to_static(load_locomo(real)) if c.user_id in convs]
-    static = run_static(static_convs, lambda: NaiveMemory(resources=resources), k=k, progress=False)
-    expected = {p.question.question_id: p for p in static.probes if p.question.excluded is None}
-
-    rows = {r["question_id"]: r for r in result.probes.iter_rows(named=True)}
+    rows = {r["question_id"]: r for r in stream.result.probes.iter_rows(named=True)}
     assert set(rows) == set(expected)
     compared = 0
     for qid, probe in expected.items():
         row = rows[qid]
-        assert row["retrieved_ids"] == list(probe.retrieved_ids[:k]), qid
-        for name, value in probe.scores.items():
-            if int(name.split("@")[1]) <= k:
-                assert row[name] == value or (math.isnan(row[name]) and math.isnan(value)), (qid, name)
-                compared += 1
-        assert row["evidence"] == probe.scores[f"recall_all@{k}"]
+        assert row["retrieved_ids"] == probe["retrieved_ids"][:k], qid
+        for name in (f"{m}@{c}" for m in ("recall_all", "recall_any", "ndcg") for c in (1, 5, 10)):
+            assert row[name] == probe[name] or (math.isnan(row[name]) and math.isnan(probe[name])), (qid, name)
+            compared += 1
     assert compared > 0
-    static_mean = float(np.mean([p.scores[f"recall_all@{k}"] for p in expected.values()]))
-    assert result.metrics["systems"]["naive"]["mean"] == pytest.approx(static_mean, abs=1e-12)
-    assert result.metrics["isolation_failures"] == 0
-    assert set(result.metrics["systems"]["naive"]["per_user"]) == set(convs)
+    static_mean = static.summary.metrics["systems"]["naive"]["overall"]["scores"][f"recall_all@{k}"]["mean"]
+    assert stream.summary.metrics["systems"]["naive"]["mean"] == pytest.approx(static_mean, abs=1e-12)
+    assert stream.summary.metrics["isolation_failures"] == 0
+    assert set(stream.summary.metrics["systems"]["naive"]["per_user"]) == {"conv-26", "conv-30"}

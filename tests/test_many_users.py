@@ -10,16 +10,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-import simpy
+from helpers import replay, run_stream
 
+from analysis.summary import per_user
 from memory.base import MemoryStats, Retrieved, Turn
 from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
+from memory.registry import Resources
 from scenarios.base import ScenarioStream, build_scenario
-from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes, turn_maps
 from sim.events import Event, Question, Session, sort_events
-from sim.recorder import Recorder
-from sim.runner import RunSpec, per_user, run
 
 QUIRKS = Path(__file__).parent / "fixtures" / "locomo_quirks.json"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -58,7 +56,9 @@ SYSTEMS = ("naive", "bm25", "hybrid", "recency", "surprise", "multisignal", "neu
 
 def test_clones_share_texts_but_not_ids(crowd: ScenarioStream) -> None:
     assert len(crowd.users) == 8
-    owner, text = turn_maps(crowd.events)
+    turns = [t for e in crowd.events if isinstance(e, Session) for t in e.turns]
+    owner = {t.turn_id: t.user_id for t in turns}
+    text = {t.turn_id: t.text for t in turns}
     assert len(set(text.values())) * 4 == len(text)
     assert all(owner[t].split("~")[0] in t and (("~" in t) == ("~" in owner[t])) for t in owner)
 
@@ -66,47 +66,34 @@ def test_clones_share_texts_but_not_ids(crowd: ScenarioStream) -> None:
 @pytest.mark.slow
 def test_registered_systems_serve_many_users_without_leaks(crowd: ScenarioStream, tmp_path: Path) -> None:
     emb = HashEmbedder(64)
-    spec = RunSpec(
-        scenario="locomo_stream",
-        scenario_args={"data": str(QUIRKS), "reask_rate": 0.5},
-        systems=tuple(SystemSpec(s) for s in SYSTEMS),
-        k=5,
-        n_boot=200,
-    )
-    result = run(spec, out_dir=tmp_path / "run", resources=Resources(embedder_factory=lambda: emb), stream=crowd)
+    result, summary = run_stream(crowd, SYSTEMS, resources=Resources(embedder_factory=lambda: emb), k=5, n_boot=200)
     assert result.failures == []
     probes = result.probes
-    owner, _ = turn_maps(crowd.events)
+    owner = {t.turn_id: t.user_id for e in crowd.events if isinstance(e, Session) for t in e.turns}
     for r in probes.iter_rows(named=True):
         for sources in r["retrieved_sources"]:
             assert all(owner[t] == r["user_id"] for t in sources), (r["system"], r["question_id"])
-    assert result.metrics["isolation_failures"] == 0
+    assert summary.metrics["isolation_failures"] == 0
     n_questions = sum(isinstance(e, Question) for e in crowd.events)
     for name in SYSTEMS:
-        users = result.metrics["systems"][name]["per_user"]
+        users = summary.metrics["systems"][name]["per_user"]
         assert set(users) == set(crowd.users)
         assert sum(u["questions"] for u in users.values()) == n_questions
         assert all(u["isolation_failures"] == 0 for u in users.values())
     # Clones asked the same questions of the same texts: a deterministic system scores them alike.
-    naive = result.metrics["systems"]["naive"]["per_user"]
+    naive = summary.metrics["systems"]["naive"]["per_user"]
     assert naive["conv-a"]["mean"] == naive["conv-a~3"]["mean"]
 
 
 def test_same_seed_same_rows_and_no_leaks_with_many_users(crowd: ScenarioStream, tmp_path: Path) -> None:
     def once(out: str) -> pl.DataFrame:
         emb = HashEmbedder(64)
-        spec = RunSpec(
-            scenario="locomo_stream",
-            scenario_args={"data": str(QUIRKS)},
-            systems=(SystemSpec("naive"), SystemSpec("neuroplastic")),
-            k=5,
-            seed=3,
-            n_boot=200,
-        )
         resources = Resources(rng=np.random.default_rng(3), embedder_factory=lambda: emb)
-        res = run(spec, out_dir=tmp_path / out, resources=resources, stream=crowd)
+        res, summary = run_stream(
+            crowd, ("naive", "neuroplastic"), resources=resources, out_dir=tmp_path / out, k=5, seed=3, n_boot=200
+        )
         assert res.probes["user_id"].n_unique() == 8
-        assert res.metrics["isolation_failures"] == 0
+        assert summary.metrics["isolation_failures"] == 0
         return res.probes.drop("retrieve_ms", "embed_ms")
 
     assert once("a").equals(once("b"))
@@ -158,27 +145,14 @@ def _two_users(heavy_questions: int = 30, light_questions: int = 6) -> ScenarioS
 
 
 def _replay(stream: ScenarioStream, system) -> pl.DataFrame:
-    env = simpy.Environment()
-    owner, text = turn_maps(stream.events)
-    rec = Recorder()
-    harness = Harness(
-        env=env,
-        systems=[SystemUnderTest(SystemSpec("x"), system)],
-        recorder=rec,
-        config=EngineConfig(start=stream.start, k=1, maintenance_every_s=0),
-        turn_owner=owner,
-        turn_text=text,
-    )
-    start_processes(env, harness, stream.events)
-    env.run(until=(stream.end - stream.start).total_seconds() + 7200)
-    return rec.probes_frame()
+    return replay(stream, {"x": system}, k=1, every_s=0).probes
 
 
 def test_per_user_accuracy_shows_a_light_users_decline() -> None:
     probes = _replay(_two_users(), Store(dark="light", dark_after=T0 + timedelta(days=10)))
-    users = per_user(probes, "evidence")
+    users = per_user(probes, "recall_all@1")
     # Overall the system still looks good: the heavy user hides the light user's decline ...
-    assert probes["evidence"].mean() > 0.8
+    assert probes["recall_all@1"].mean() > 0.8
     # ... which per-user accuracy shows.
     assert users["heavy"]["mean"] == 1.0 and users["heavy"]["diff"] == 0.0
     assert users["light"]["first_half"] == 1.0 and users["light"]["second_half"] == 0.0
@@ -187,7 +161,7 @@ def test_per_user_accuracy_shows_a_light_users_decline() -> None:
 
 def test_isolation_failures_are_counted_per_user_and_in_total(tmp_path: Path) -> None:
     probes = _replay(_two_users(), Store(promiscuous=True))
-    users = per_user(probes, "evidence")
+    users = per_user(probes, "recall_all@1")
     # Both facts are told at the same time; the store lists the heavy user's first, so k=1
     # hands the light user the heavy user's memory on every question.
     assert users["light"]["isolation_failures"] == 6 and users["heavy"]["isolation_failures"] == 0

@@ -284,12 +284,14 @@ def test_fullcontext_newest_turns_within_budget_newest_first() -> None:
     words = "one two three four five six seven eight nine ten"  # 10 words
     m = FullContextMemory(budget_tokens=3 * estimate_tokens("2024-03-01 09:00 | Ann: " + words))
     m.ingest([turn(i, words, day=i) for i in range(6)], user_id="u", now=T0)
-    got = m.retrieve("ignored", user_id="u", now=T0 + timedelta(days=4, hours=1), k=1)
-    assert ids(got) == ["u:4", "u:3", "u:2"]
+    got = m.retrieve("ignored", user_id="u", now=T0 + timedelta(days=4, hours=1), k=10)
+    assert ids(got) == ["u:4", "u:3", "u:2"]  # the budget binds before k
     assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)
+    # k binds before the budget: never more than k memories
+    assert ids(m.retrieve("ignored", user_id="u", now=T0 + timedelta(days=4, hours=1), k=2)) == ["u:4", "u:3"]
     assert estimate_tokens("a b c") == 4 and estimate_tokens("") == 0
     m.forget(["u:4"], user_id="u", now=FAR)
-    assert ids(m.retrieve("x", user_id="u", now=T0 + timedelta(days=4, hours=1), k=1)) == ["u:3", "u:2", "u:1"]
+    assert ids(m.retrieve("x", user_id="u", now=T0 + timedelta(days=4, hours=1), k=10)) == ["u:3", "u:2", "u:1"]
 
 
 def test_bm25_exact_terms_and_deletion() -> None:
@@ -398,7 +400,7 @@ MIN_LOCOMO_RECALL_AT_30 = 0.65
 def test_multisignal_on_real_locomo_compresses_and_keeps_evidence(minilm: Any) -> None:
     """On a real LoCoMo conversation the gate drops turns, says why it kept the rest,
     and still finds evidence for most questions."""
-    from sim.scoring import evidence_scores
+    from sim.scorers import evidence_scores
     from static_benchmarks.locomo import load_locomo, to_static
 
     conv = to_static(load_locomo(_real_locomo()), limit_conversations=1)[0]

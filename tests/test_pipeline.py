@@ -1,0 +1,214 @@
+"""The one pipeline: durable rows, resume after kill -9, rerun from spec, refusal, scorers, layers."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from analysis.cli import main as cli_main
+from analysis.pipeline import execute, make_spec, rerun
+from memory.embed import HashEmbedder
+from memory.registry import Resources, SystemSpec
+from sim.errors import UserError
+from sim.scorers import _SCORERS, register_scorer
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A child process that plays a spec into a folder with the hash embedder; the test kills it.
+_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from analysis.pipeline import execute
+    from memory.embed import HashEmbedder
+    from memory.registry import Resources
+    from sim.spec import RunSpec
+    spec = RunSpec(**json.loads(sys.argv[1]))
+    execute(spec, out_dir=sys.argv[2], resources=Resources(embedder_factory=lambda: HashEmbedder(64)))
+    """
+)
+
+
+def _hash() -> Resources:
+    return Resources(embedder_factory=lambda: HashEmbedder(64))
+
+
+def _kill_after_parts(spec_json: dict, out: Path, parts: int) -> None:
+    """Start a run in a child process and ``kill -9`` it once ``parts`` parts are on disk."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(spec_json), str(out)], env=env, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if len(list((out / "parts").glob("*.json"))) >= parts:
+                break
+            time.sleep(0.005)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert not (out / "metrics.json").exists()
+    assert len(list((out / "parts").glob("*.json"))) >= parts
+
+
+def _longitudinal_spec(**kw):
+    return make_spec(
+        "longitudinal", "persona", {"users": 3, "months": 4}, [SystemSpec("naive"), SystemSpec("neuroplastic")],
+        seed=2, n_boot=200, **kw,
+    )
+
+
+def test_longitudinal_kill_9_then_resume_gives_identical_metrics(tmp_path: Path):
+    spec = _longitudinal_spec()
+    execute(spec, out_dir=tmp_path / "whole", resources=_hash())
+    out = tmp_path / "killed"
+    _kill_after_parts(spec.to_json(), out, parts=40)
+    resumed = execute(spec, out_dir=out, resources=_hash())
+    assert (out / "metrics.json").read_bytes() == (tmp_path / "whole" / "metrics.json").read_bytes()
+    whole = execute(spec, out_dir=tmp_path / "whole", resources=_hash())  # a finished folder: nothing replayed
+    cols = [c for c in whole.result.probes.columns if not c.endswith("_ms")]
+    assert resumed.result.probes.select(cols).equals(whole.result.probes.select(cols))
+
+
+def test_static_kill_9_then_resume_skips_finished_episodes(tmp_path: Path, locomo_path: Path):
+    spec = make_spec(
+        "static", "locomo", {"data": str(locomo_path), "limit_conversations": 4}, [SystemSpec("naive")],
+        k=10, retrieve_k=50, scorers=("evidence",), control=None, n_boot=200,
+    )
+    execute(spec, out_dir=tmp_path / "whole", resources=_hash())
+    out = tmp_path / "killed"
+    _kill_after_parts(spec.to_json(), out, parts=1)
+    done = {p.stem for p in (out / "parts").glob("*.json")}
+    resumed = execute(spec, out_dir=out, resources=_hash())
+    assert (out / "metrics.json").read_bytes() == (tmp_path / "whole" / "metrics.json").read_bytes()
+    # Episodes finished before the kill were not played again: only the others produced rows here.
+    assert resumed.result.info["totals"]["episodes"] == 4
+    played = {row["episode"] for row in resumed.result.probes.iter_rows(named=True)}
+    assert len(played) == 4 and len(done) >= 1
+
+
+def test_a_folder_of_another_spec_is_refused(tmp_path: Path):
+    execute(_longitudinal_spec(), out_dir=tmp_path / "r", resources=_hash())
+    before = (tmp_path / "r" / "metrics.json").read_bytes()
+    with pytest.raises(UserError, match=r"another spec .*seed"):
+        execute(
+            make_spec("longitudinal", "persona", {"users": 3, "months": 4}, [SystemSpec("naive"), SystemSpec("neuroplastic")],
+                      seed=3, n_boot=200),
+            out_dir=tmp_path / "r",
+            resources=_hash(),
+        )
+    assert (tmp_path / "r" / "metrics.json").read_bytes() == before  # nothing overwritten
+
+
+def test_rerun_reproduces_metrics_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    spec = make_spec("longitudinal", "persona", {"users": 2, "months": 2}, [SystemSpec("naive")], seed=7, n_boot=200)
+    execute(spec, out_dir=tmp_path / "a")
+    outcome = rerun(tmp_path / "a", out_dir=tmp_path / "b")
+    assert (tmp_path / "a" / "metrics.json").read_bytes() == (tmp_path / "b" / "metrics.json").read_bytes()
+    assert outcome.spec == spec
+    assert cli_main(["rerun", str(tmp_path / "a"), "--out", str(tmp_path / "c")]) == 0
+    assert "metrics.json identical to" in capsys.readouterr().out
+
+
+class AnswerLength:
+    """A scorer added in one place: the number of retrieved memories that mention the gold answer."""
+
+    name = "gold_mentions"
+
+    def columns(self, ks: Sequence[int]) -> list[str]:
+        return ["gold_mentions"]
+
+    def score(self, question, retrieved, *, ks):  # noqa: ANN001
+        if not question.gold:
+            return {"gold_mentions": math.nan}
+        return {"gold_mentions": float(sum(question.gold.lower() in m.text.lower() for m in retrieved))}
+
+
+def test_a_new_scorer_is_one_registration_and_appears_in_the_tables(tmp_path: Path):
+    register_scorer("gold_mentions", AnswerLength, description="retrieved memories that mention the gold answer")
+    try:
+        spec = make_spec(
+            "longitudinal", "persona", {"users": 2, "months": 2}, [SystemSpec("naive")],
+            scorers=("evidence", "gold_mentions"), n_boot=200,
+        )
+        outcome = execute(spec, out_dir=tmp_path / "r", resources=_hash())
+    finally:
+        _SCORERS.pop("gold_mentions")
+    assert "gold_mentions" in outcome.result.probes.columns
+    overall = outcome.summary.metrics["systems"]["naive"]["overall"]["scores"]["gold_mentions"]
+    assert overall["mean"] > 0 and overall["lo"] <= overall["mean"] <= overall["hi"]
+    assert all("gold_mentions" in t["scores"] for t in outcome.summary.metrics["systems"]["naive"]["per_kind"].values())
+
+
+def test_unknown_scorer_and_bad_settings_are_clear_errors():
+    with pytest.raises(UserError, match="unknown scorer 'nope'; known scorers: .*evidence"):
+        execute(
+            make_spec("longitudinal", "persona", {"users": 1, "months": 1}, [SystemSpec("naive")], scorers=("nope",)),
+            out_dir=None,
+            resources=_hash(),
+        )
+    with pytest.raises(UserError, match="listed twice"):
+        make_spec("longitudinal", "persona", {"users": 1, "months": 1}, [SystemSpec("naive"), SystemSpec("naive")])
+
+
+# --- layers -------------------------------------------------------------------------------------
+
+_LAYERS = {"memory": 0, "sim": 1, "static_benchmarks": 2, "scenarios": 3, "analysis": 4}
+_BOTTOM = {"sim.errors", "sim.validate"}
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """Modules imported by a file, with the line (module level and inside functions)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, node.lineno))
+        elif isinstance(node, ast.Import):
+            out.extend((a.name, node.lineno) for a in node.names)
+    return out
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    bad = []
+    for package, level in _LAYERS.items():
+        for path in (REPO / package).rglob("*.py"):
+            for module, line in _imports(path):
+                top = module.split(".")[0]
+                if top in _LAYERS and _LAYERS[top] > level and module not in _BOTTOM:
+                    bad.append(f"{path.relative_to(REPO)}:{line} imports {module}")
+                if package == "memory" and top == "sim" and module not in _BOTTOM:
+                    bad.append(f"{path.relative_to(REPO)}:{line} imports {module}")
+    assert not bad, "\n".join(bad)
+
+
+def test_runner_does_not_import_analysis_and_help_imports_nothing_heavy():
+    code = (
+        "import sys; from analysis.cli import build_parser; build_parser(['--help'])\n"
+        "import sim.runner\n"
+        "heavy = [m for m in ('analysis.summary', 'analysis.stats', 'torch', 'sentence_transformers', 'llama_cpp') if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == ""
+    code = "import sys; from analysis.cli import build_parser; build_parser(['--help']); print('simpy' in sys.modules, 'polars' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_list_prints_every_registry(capsys: pytest.CaptureFixture[str]):
+    assert cli_main(["list"]) == 0
+    text = capsys.readouterr().out
+    for head in ("systems:", "scenarios:", "readers:", "judges:", "scorers:"):
+        assert head in text
+    for name in ("neuroplastic", "persona", "locomo", "cot", "f1_locomo", "lme_turn", "stale"):
+        assert f"  {name} " in text
