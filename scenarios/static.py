@@ -55,10 +55,8 @@ class LocomoBenchmark:
     def __init__(self, config: LocomoConfig, *, source: str = "") -> None:
         self.config = config
         path = config.path()
-        if not path.is_file():
-            raise UserError(
-                f"LoCoMo data file not found: {path}; give --data (or scenario.data), or set MEMSIM_LOCOMO"
-            )
+        if not path.exists():
+            raise UserError(f"no such LoCoMo data file: {path}; give --data (or scenario.data), or set MEMSIM_LOCOMO")
         from static_benchmarks.locomo import load_locomo
 
         self.dataset = load_locomo(path)

@@ -11,23 +11,23 @@ import numpy as np
 import polars as pl
 import pytest
 
+from analysis import cli, static_cli
+from analysis.bench import bench_locomo
+from analysis.pipeline import execute, make_spec
+from analysis.summary import summarise_folder
 from memory.base import render_turn
 from memory.embed import Embedder, HashEmbedder
 from memory.registry import Resources, SystemSpec
-from sim import cli
 from sim.errors import UserError
-from static_benchmarks import locomo_cli
-from static_benchmarks.bench import bench_locomo
+from sim.events import Question, Session
 from static_benchmarks.locomo import (
     CATEGORY_LABELS,
     QUESTION_DELAY,
     clean_evidence,
     load_locomo,
+    locomo_episodes,
     parse_locomo_date,
-    to_static,
 )
-from static_benchmarks.locomo_cli import LocomoRun, run_locomo
-from static_benchmarks.protocol import summarise
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUIRKS = FIXTURES / "locomo_quirks.json"
@@ -133,19 +133,26 @@ def test_quirks_fixture_records() -> None:
     assert len(ds.sha256) == 64
 
 
-def test_to_static_turns_questions_and_exclusions() -> None:
+def _parts(episode):
+    return (
+        [e for e in episode.events if isinstance(e, Session)],
+        [e for e in episode.events if isinstance(e, Question)],
+    )
+
+
+def test_episodes_turns_questions_and_exclusions() -> None:
     ds = load_locomo(QUIRKS)
-    convs = to_static(ds)
-    assert [c.user_id for c in convs] == ["conv-a", "conv-b"]
-    a = convs[0]
-    first = a.sessions[0].turns[0]
+    convs = locomo_episodes(ds)
+    assert [c.episode_id for c in convs] == ["conv-a", "conv-b"]
+    sessions, questions = _parts(convs[0])
+    first = sessions[0].turns[0]
     assert render_turn(first) == "1:56 pm on 8 May, 2023 | Ann: I adopted a puppy named Rex today."
-    assert first.user_id == "conv-a" and first.created_at == a.sessions[0].now
+    assert first.user_id == "conv-a" and first.created_at == sessions[0].time
     # Captions are off by default and appended on request.
-    assert "[image:" not in a.sessions[0].turns[1].text
-    captioned = to_static(ds, captions=True)[0].sessions[0].turns[1]
+    assert "[image:" not in sessions[0].turns[1].text
+    captioned = _parts(locomo_episodes(ds, captions=True)[0])[0][0].turns[1]
     assert captioned.text == "Congrats! What breed is Rex? [image: a photo of a brown dog on grass]"
-    excluded = {q.question_id: q.excluded for q in a.questions}
+    excluded = {q.question_id: q.excluded for q in questions}
     assert excluded == {
         "conv-a:q0": None,
         "conv-a:q1": None,
@@ -156,9 +163,12 @@ def test_to_static_turns_questions_and_exclusions() -> None:
         "conv-a:q6": None,
     }
     last = datetime(2023, 6, 19, 10, 4, tzinfo=timezone.utc)
-    assert all(q.now == last + QUESTION_DELAY for q in a.questions)
+    assert all(q.time == last + QUESTION_DELAY for q in questions)
     assert QUESTION_DELAY > timedelta(0)
-    assert len(to_static(ds, limit_conversations=1)) == 1
+    # Adversarial questions are judged against an empty gold answer; the file's answer is kept aside.
+    adv = next(q for q in questions if q.question_id == "conv-a:q3")
+    assert adv.gold == "" and adv.kind == "adversarial" and adv.extra["category"] == "5"
+    assert len(locomo_episodes(ds, limit_conversations=1)) == 1
 
 
 def test_category_label_sets() -> None:
@@ -272,93 +282,93 @@ def test_real_file_counts() -> None:
 # --- full command with the naive system ---------------------------------------------------------
 
 
-def _hash_resources(cache_dir: Path | None = None) -> Resources:
+def _hash_resources(args) -> Resources:
     return Resources(rng=np.random.default_rng(0), embedder_factory=lambda: HashEmbedder(64))
 
 
 def test_cli_run_writes_recomputable_run_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(locomo_cli, "make_resources", _hash_resources)
+    monkeypatch.setattr(static_cli, "_resources", _hash_resources)
     out = tmp_path / "run"
-    argv = ["static", "locomo", "--data", str(QUIRKS), "--system", "naive", "-k", "3", "--out", str(out)]
-    code = cli.main([*argv, "--labels", "mem0", "--no-progress"])
+    argv = ["static", "locomo", "--data", str(QUIRKS), "--system", "naive", "-k", "3", "--out", str(out), "--no-progress"]
+    code = cli.main([*argv, "--labels", "mem0"])
     stdout = capsys.readouterr().out
     assert code == 0
     assert "orphan" not in stdout and "session dates without a session (ignored): 1" in stdout
     assert "1 single-hop" in stdout and "4 open-domain" in stdout and "overall" in stdout
     spec = json.loads((out / "spec.json").read_text())
-    assert spec["system"]["name"] == "naive" and spec["k"] == 3 and spec["retrieve_k"] == 50
-    assert spec["ks"] == [1, 3, 5, 10, 30, 50] and spec["labels"] == "mem0"
-    assert spec["data"]["sha256"] == load_locomo(QUIRKS).sha256
-    assert spec["embedder"] == "hash-bow-64"
+    assert spec["kind"] == "static" and spec["systems"][0]["name"] == "naive"
+    assert spec["k"] == 3 and spec["retrieve_k"] == 50 and spec["ks"] == [1, 3, 5, 10, 30, 50]
+    assert spec["scenario_meta"]["sha256"] == load_locomo(QUIRKS).sha256
+    assert json.loads((out / "run.json").read_text())["embedder"] == "hash-bow-64"
     frame = pl.read_parquet(out / "probes.parquet")
     assert frame.height == 9
     metrics = json.loads((out / "metrics.json").read_text())
-    again = summarise(frame)
-    for key in ("overall", "per_category", "retrieve_ms"):
-        assert metrics[key] == json.loads(json.dumps(again[key]))
-    assert metrics["overall"]["excluded"] == {"adversarial": 2, "no_usable_evidence": 2}
-    assert metrics["load_summary"]["evidence_ids_unusable"] == 1
+    assert metrics == json.loads(json.dumps(summarise_folder(out).metrics))
+    overall = metrics["systems"]["naive"]["overall"]
+    assert overall["excluded"] == {"adversarial": 2, "no_usable_evidence": 2}
+    assert spec["scenario_meta"]["load_summary"]["evidence_ids_unusable"] == 1
     # Naive stores every turn: with 7 and 2 turns, top-50 holds every gold turn.
-    assert metrics["overall"]["scores"]["recall_all@50"] == 1.0
+    assert overall["scores"]["recall_all@50"]["mean"] == 1.0
     row = frame.filter(pl.col("question_id") == "conv-a:q1").row(0, named=True)
-    assert row["evidence"] == ["conv-a:D2:1", "conv-a:D2:3"]
-    assert row["category_label"] == "temporal" and len(row["retrieved_ids"]) == 7
+    assert row["evidence_ids"] == ["conv-a:D2:1", "conv-a:D2:3"]
+    assert row["kind"] == "temporal" and len(row["retrieved_ids"]) == 7
     assert all(src[0].startswith("conv-a:") for src in row["retrieved_sources"])
-    # The same folder is refused before any work.
-    line = _cli_error(argv, capsys)
-    assert "already holds a run" in line
+    # The same command again resumes a finished run: nothing is played, the figures stand.
+    before = (out / "metrics.json").read_bytes()
+    assert cli.main(argv) == 0
+    assert (out / "metrics.json").read_bytes() == before
+    capsys.readouterr()
+    # Another spec in the same folder is refused before any work.
+    line = _cli_error(["static", "locomo", "--data", str(QUIRKS), "-k", "5", "--out", str(out)], capsys)
+    assert "another spec" in line and "k" in line
 
 
 def test_bench_cold_then_warm_counts(tmp_path: Path) -> None:
     ds = load_locomo(QUIRKS)
-    system = SystemSpec("naive")
-    cold, warm = bench_locomo(ds, system, k=5, progress=False, make_embedder=lambda _: HashEmbedder(32))
-    # Naive embeds every turn once and every question once.
-    assert cold.texts_requested == ds.summary.turns + ds.summary.questions
-    assert cold.questions == warm.questions == 9
-    assert cold.texts_embedded > 0 and cold.embedded_per_s is not None
-    assert 0 <= cold.retrieve_p50_ms <= cold.retrieve_p95_ms
+    f = bench_locomo(QUIRKS, SystemSpec("naive"), k=5, make_embedder=lambda _: HashEmbedder(32))
+    cold, warm = f["cold"], f["warm"]
+    # Every turn and question is asked for twice: by the run's shared pre-step, then by the system
+    # (the hash embedder keeps no cache, so it computes both).
+    assert cold["texts_requested"] == 2 * (ds.summary.turns + ds.summary.questions)
+    assert cold["questions"] == warm["questions"] == 9
+    assert cold["embedded_per_s"] is not None
+    assert 0 <= cold["retrieve_p50_ms"] <= cold["retrieve_p95_ms"]
 
 
 @pytest.mark.slow
-def test_bench_real_embedder_warm_run_is_all_cache_hits() -> None:
-    ds = load_locomo(QUIRKS)
-    runs: list[LocomoRun] = []
-    cold, warm = bench_locomo(ds, SystemSpec("naive"), k=5, progress=False, runs=runs)
-    # Cached vectors are the computed ones: both runs retrieve the same lists.
-    assert runs[0].frame["retrieved_ids"].to_list() == runs[1].frame["retrieved_ids"].to_list()
-    assert cold.texts_embedded > 0 and cold.first_compute_s > 0
+def test_bench_real_embedder_warm_run_is_all_cache_hits(tmp_path: Path) -> None:
+    f = bench_locomo(QUIRKS, SystemSpec("naive"), k=5, out_dir=tmp_path / "warm")
+    cold, warm = f["cold"], f["warm"]
+    assert cold["texts_embedded"] > 0
     # The warm run makes the same calls; each text the cold run computed or found is now a hit.
-    assert warm.texts_embedded == 0
-    assert warm.cache_hits == cold.cache_hits + cold.texts_embedded
-    assert warm.texts_requested == cold.texts_requested
+    assert warm["texts_embedded"] == 0
+    assert warm["cache_hits"] == cold["cache_hits"] + cold["texts_embedded"]
+    assert warm["texts_requested"] == cold["texts_requested"]
+    assert f["score"] == json.loads((tmp_path / "warm" / "metrics.json").read_text())["systems"]["naive"]["mean"]
 
 
 @pytest.mark.slow
 def test_real_file_one_conversation_with_real_embedder(minilm: Embedder) -> None:
     ds = load_locomo(real_locomo_path())
-    run = run_locomo(
-        ds,
-        SystemSpec("naive"),
-        k=10,
-        limit_conversations=1,
-        resources=Resources(rng=np.random.default_rng(0), embedder_factory=lambda: minilm),
-        progress=False,
+    spec = make_spec(
+        "static", "locomo", {"data": str(real_locomo_path()), "limit_conversations": 1}, [SystemSpec("naive")],
+        k=10, retrieve_k=50, scorers=("evidence",), control=None, n_boot=200,
     )
+    run = execute(spec, out_dir=None, resources=Resources(rng=np.random.default_rng(0), embedder_factory=lambda: minilm))
     first = ds.conversations[0].sample_id
     n_questions = sum(1 for q in ds.questions if q.sample_id == first)
-    assert run.frame.height == n_questions
-    overall = run.metrics["overall"]
+    assert run.result.probes.height == n_questions
+    overall = run.summary.metrics["systems"]["naive"]["overall"]
     assert overall["excluded"]["adversarial"] == sum(
         1 for q in ds.questions if q.sample_id == first and q.category == 5
     )
-    scores = overall["scores"]
+    scores = {k: v["mean"] for k, v in overall["scores"].items()}
     # More memories can only find more evidence; dense retrieval over one
     # conversation finds most single turns by 50.
     assert scores["recall_any@1"] <= scores["recall_any@10"] <= scores["recall_any@50"]
     assert scores["recall_all@50"] >= scores["recall_all@10"]
     assert scores["recall_any@50"] > 0.7
-    assert run.spec["embedder"] == "all-MiniLM-L6-v2"
+    assert run.result.info["embedder"] == "all-MiniLM-L6-v2"
 
