@@ -401,24 +401,28 @@ def test_multisignal_on_real_locomo_compresses_and_keeps_evidence(minilm: Any) -
     """On a real LoCoMo conversation the gate drops turns, says why it kept the rest,
     and still finds evidence for most questions."""
     from sim.scorers import evidence_scores
-    from static_benchmarks.locomo import load_locomo, to_static
+    from sim.events import Question, Session
+    from static_benchmarks.locomo import load_locomo, locomo_episodes
 
-    conv = to_static(load_locomo(_real_locomo()), limit_conversations=1)[0]
+    episode = locomo_episodes(load_locomo(_real_locomo()), limit_conversations=1)[0]
+    sessions = [e for e in episode.events if isinstance(e, Session)]
+    questions = [e for e in episode.events if isinstance(e, Question)]
+    uid = episode.episode_id
     m = MultiSignalMemory(resources=Resources(embedder_factory=lambda: minilm))
-    for s in conv.sessions:
-        m.ingest(list(s.turns), user_id=conv.user_id, now=s.now)
+    for s in sessions:
+        m.ingest(list(s.turns), user_id=uid, now=s.time)
     rep = m.report()
-    seen = sum(len(s.turns) for s in conv.sessions)
+    seen = sum(len(s.turns) for s in sessions)
     assert rep["turns_seen"] == seen
     assert 0.0 < rep["compression_ratio"] < 1.0
     assert rep["stored_because_temporal"] > 0 and rep["stored_because_entity"] > 0
-    stored = {t.turn_id for s in conv.sessions for t in s.turns if m.decision(t.turn_id, user_id=conv.user_id).stored}
+    stored = {t.turn_id for s in sessions for t in s.turns if m.decision(t.turn_id, user_id=uid).stored}
     assert m.stats().items == len(stored) == rep["turns_stored"]
     recalls = []
-    for q in conv.questions:
+    for q in questions:
         if q.excluded:
             continue
-        got = m.retrieve(q.question, user_id=q.user_id, now=q.now, k=30)
+        got = m.retrieve(q.text, user_id=q.user_id, now=q.time, k=30)
         assert all(set(r.source_turn_ids) <= stored for r in got)
         recalls.append(evidence_scores([r.source_turn_ids for r in got], q.evidence, ks=(30,))["recall_any@30"])
     assert float(np.mean(recalls)) > MIN_LOCOMO_RECALL_AT_30
