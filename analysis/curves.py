@@ -88,7 +88,7 @@ def _order_cols(df: pl.DataFrame) -> list[str]:
 def accuracy_curves(
     df: pl.DataFrame,
     *,
-    metric: str = "evidence",
+    metric: str,
     window: int = 50,
     window_days: float = 30.0,
     fading: float = 0.98,
@@ -97,7 +97,7 @@ def accuracy_curves(
 
     Args:
         df: probe rows with ``system``, ``q_index``, ``t_days`` and ``metric``.
-        metric: score column (``evidence``, ``recall_all@10``, ``answer_f1``...).
+        metric: score column (a run's ``spec.metric`` such as ``recall_all@10``, or ``answer_f1``...).
         window: questions in the windowed mean.
         window_days: simulated days in the time-windowed mean.
         fading: fading factor of the fading-factor mean.

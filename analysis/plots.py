@@ -61,13 +61,13 @@ def _legend(fig: Any, axes: Sequence[Any]) -> None:
         fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), frameon=False)
 
 
-def accuracy_figure(curves: pl.DataFrame, *, x: str = "q_index", metric: str = "evidence", window: int | None = None, window_days: float | None = None, fading: float | None = None) -> str:
+def accuracy_figure(curves: pl.DataFrame, *, metric: str, x: str = "q_index", window: int | None = None, window_days: float | None = None, fading: float | None = None) -> str:
     """Windowed, cumulative and fading-factor accuracy per system (three panels).
 
     Args:
         curves: output of ``analysis.curves.accuracy_curves``.
+        metric: the metric the curves follow (axis label), e.g. a run's ``spec.metric``.
         x: ``"q_index"`` or ``"t_days"``.
-        metric: metric name for the axis label.
         window, window_days, fading: parameters, shown in panel titles.
     """
     windowed = "windowed_days" if x == "t_days" else "windowed"

@@ -21,15 +21,21 @@ answered here on a scenario's own rows:
 - ``aa_coverage`` checks the interval's calibration with an exact null: two
   exchangeable static arms that keep a random top-k' (k' uniform in 1..k) of
   the same recorded ranking, whose true DiD is 0 by symmetry.
+- ``run_seeds`` plays a config on consecutive seeds through the one pipeline
+  (``analysis.pipeline.execute``) and keeps the probe rows.
 
 Nothing here replays retrieval: every figure comes from recorded probe rows.
+The metric is the run's own (``RunSpec.metric``, ``recall_all@k`` unless a
+run names another); injection and the A/A arms recompute it as recall_all at
+``k``, so it must be that column.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -37,6 +43,7 @@ from scipy import stats as sps
 
 from analysis.stats import diff_in_diff
 from memory.inject import inject_rows, oracle_probability, promote_gold
+from sim.errors import UserError
 
 __all__ = [
     "PowerPoint",
@@ -47,6 +54,8 @@ __all__ = [
     "minimum_detectable_effect",
     "random_cutoff_rows",
     "aa_coverage",
+    "SeedRuns",
+    "run_seeds",
     "DEFAULT_EFFECTS",
 ]
 
@@ -81,11 +90,20 @@ def mde_from_interval(lo: float, hi: float, *, alpha: float = 0.05, power: float
     return (za + zb) * (hi - lo) / (2 * za)
 
 
-def _fix_and_time(rows: pl.DataFrame, k: int, span_days: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _scores(rows: pl.DataFrame, metric: str) -> np.ndarray:
+    """The metric column as floats (NaN = unscored); a missing column is the caller's error."""
+    if metric not in rows.columns:
+        raise UserError(f"probes: no metric column {metric!r} (the run's metric)")
+    return rows[metric].cast(pl.Float64).fill_null(math.nan).to_numpy()
+
+
+def _fix_and_time(
+    rows: pl.DataFrame, k: int, span_days: float, metric: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: whether promotion would fix it, its ramp position, its second-half mask."""
     ev = rows["evidence_ids"].to_list()
     src = rows["retrieved_sources"].to_list()
-    old = rows["evidence"].to_numpy().astype(float)
+    old = _scores(rows, metric)
     fix = np.zeros(rows.height)
     for i, (e, s) in enumerate(zip(ev, src, strict=True)):
         if not e or old[i] == 1.0 or np.isnan(old[i]):
@@ -99,19 +117,19 @@ def _fix_and_time(rows: pl.DataFrame, k: int, span_days: float) -> tuple[np.ndar
     return fix, ramp, second
 
 
-def injection_gain(rows: pl.DataFrame, *, k: int, span_days: float) -> float:
+def injection_gain(rows: pl.DataFrame, *, k: int, span_days: float, metric: str) -> float:
     """Expected DiD added per unit of ``p_end`` (while ``p_end x ramp <= 1``) on one system's rows."""
-    fix, ramp, second = _fix_and_time(rows.sort("q_index"), k, span_days)
+    fix, ramp, second = _fix_and_time(rows.sort("q_index"), k, span_days, metric)
     if second.sum() == 0 or (~second).sum() == 0:
         return 0.0
     return float((fix * ramp)[second].mean() - (fix * ramp)[~second].mean())
 
 
-def calibrate_p_end(rows: pl.DataFrame, effect: float, *, k: int, span_days: float) -> float | None:
+def calibrate_p_end(rows: pl.DataFrame, effect: float, *, k: int, span_days: float, metric: str) -> float | None:
     """The oracle ``p_end`` whose expected added DiD is ``effect``; None when out of reach (> 1)."""
     if effect == 0:
         return 0.0
-    gain = injection_gain(rows, k=k, span_days=span_days)
+    gain = injection_gain(rows, k=k, span_days=span_days, metric=metric)
     if gain <= 0:
         return None
     p = effect / gain
@@ -126,10 +144,10 @@ def power_curve(
     effects: Sequence[float] = DEFAULT_EFFECTS,
     k: int,
     span_days: float,
+    metric: str,
     rng: np.random.Generator,
     n_boot: int = 1000,
     alpha: float = 0.05,
-    metric: str = "evidence",
 ) -> list[PowerPoint]:
     """Power of the halves DiD to detect each injected effect, over seeds.
 
@@ -142,10 +160,10 @@ def power_curve(
         effects: effects to inject (expected DiD added, metric units).
         k: results per question in those runs.
         span_days: span of the runs in days (the oracle's ramp).
+        metric: the runs' ``recall_all@k`` column (``RunSpec.metric``), the one injected into.
         rng: the caller's generator (bootstrap and coin keys).
         n_boot: bootstrap resamples per interval.
         alpha: 1 - coverage; detection is ``lower bound > 0``.
-        metric: the metric (only ``evidence`` is injected).
 
     Returns:
         One ``PowerPoint`` per effect; seeds where the effect cannot be
@@ -156,11 +174,13 @@ def power_curve(
         hits, n, dids = 0, 0, []
         for probes in runs:
             base = probes.filter(pl.col("system") == system)
-            p_end = calibrate_p_end(base, effect, k=k, span_days=span_days)
+            p_end = calibrate_p_end(base, effect, k=k, span_days=span_days, metric=metric)
             if p_end is None:
                 continue
             key = int(rng.integers(2**62))
-            injected = inject_rows(probes, system=system, p_end=p_end, span_days=span_days, seed=key, k=k, label="injected")
+            injected = inject_rows(
+                probes, system=system, p_end=p_end, span_days=span_days, seed=key, k=k, metric=metric, label="injected"
+            )
             ctl = probes.filter(pl.col("system") == control)
             frame = pl.concat([ctl, injected.select(ctl.columns)], how="vertical_relaxed")
             dd = diff_in_diff(frame, metric=metric, system="injected", control=control, rng=rng, n_boot=n_boot, alpha=alpha)
@@ -203,14 +223,17 @@ def _evidence_depth(rows: pl.DataFrame) -> np.ndarray:
 
 
 def random_cutoff_rows(
-    probes: pl.DataFrame, *, system: str, k: int, rng: np.random.Generator, label: str
+    probes: pl.DataFrame, *, system: str, k: int, metric: str, rng: np.random.Generator, label: str
 ) -> pl.DataFrame:
-    """A static arm: ``system``'s rows scored on a random top-k' (k' uniform in 1..k) of its ranking."""
+    """A static arm: ``system``'s rows scored on a random top-k' (k' uniform in 1..k) of its ranking.
+
+    The score (recall_all at k') is written to the ``metric`` column.
+    """
     rows = probes.filter(pl.col("system") == system)
     depth = _evidence_depth(rows)
     cut = rng.integers(1, k + 1, size=rows.height)
     score = np.where(np.isnan(depth), np.nan, (depth <= cut).astype(float))
-    return rows.with_columns(pl.lit(label).alias("system"), pl.Series("evidence", score, dtype=pl.Float64))
+    return rows.with_columns(pl.lit(label).alias("system"), pl.Series(metric, score, dtype=pl.Float64))
 
 
 def aa_coverage(
@@ -218,6 +241,7 @@ def aa_coverage(
     *,
     system: str,
     k: int,
+    metric: str,
     replicates: int,
     rng: np.random.Generator,
     n_boot: int = 1000,
@@ -227,15 +251,80 @@ def aa_coverage(
 
     Each replicate draws two independent ``random_cutoff_rows`` arms from one
     of ``runs`` (in turn); the arms are exchangeable, so the true DiD is 0.
+    ``metric`` names the column the arms are scored in (the runs' ``recall_all@k``).
     """
     covered = done = 0
     for i in range(replicates):
         probes = runs[i % len(runs)]
-        a = random_cutoff_rows(probes, system=system, k=k, rng=rng, label="arm-a")
-        b = random_cutoff_rows(probes, system=system, k=k, rng=rng, label="arm-b")
-        dd = diff_in_diff(pl.concat([a, b]), metric="evidence", system="arm-a", control="arm-b", rng=rng, n_boot=n_boot, alpha=alpha)
+        a = random_cutoff_rows(probes, system=system, k=k, metric=metric, rng=rng, label="arm-a")
+        b = random_cutoff_rows(probes, system=system, k=k, metric=metric, rng=rng, label="arm-b")
+        dd = diff_in_diff(pl.concat([a, b]), metric=metric, system="arm-a", control="arm-b", rng=rng, n_boot=n_boot, alpha=alpha)
         if math.isnan(dd.did):
             continue
         done += 1
         covered += int(dd.ci[0] <= 0.0 <= dd.ci[1])
     return (covered / done if done else math.nan), done
+
+
+@dataclass(frozen=True, slots=True)
+class SeedRuns:
+    """Probe rows of one config played on consecutive seeds."""
+
+    probes: tuple[pl.DataFrame, ...]
+    """Each seed's probe rows, in seed order."""
+    seeds: tuple[int, ...]
+    """The seeds played."""
+    span_days: float
+    """The longest simulated span of those runs (days)."""
+    k: int
+    """Results per question (``RunSpec.k``)."""
+    metric: str
+    """The runs' headline column (``RunSpec.metric``)."""
+
+
+def run_seeds(
+    config: Any,
+    *,
+    systems: Sequence[Any],
+    seeds: int,
+    embedder_factory: Callable[[], Any] | None = None,
+    progress: Callable[[int, Any], None] | None = None,
+    **overrides: Any,
+) -> SeedRuns:
+    """Play a config on ``seeds`` consecutive seeds (from its own) through ``analysis.pipeline.execute``.
+
+    Rows stay in memory (no run folder). Each seed's systems draw from that
+    seed's ``systems`` stream (``sim.runner.random_streams``), as ``memsim run`` does.
+
+    Args:
+        config: a loaded config (``scenarios.config.RunConfig``).
+        systems: the systems to play (``memory.registry.SystemSpec``).
+        seeds: how many seeds.
+        embedder_factory: embedder for every run (default: the run's own).
+        progress: called with each seed and its ``Outcome`` when it finishes.
+        **overrides: run settings for every seed (``n_boot``, ``feedback_delay_hours``...).
+
+    Raises:
+        UserError: fewer than 1 seed, or a bad config or system.
+    """
+    from analysis.pipeline import execute, spec_from_config
+    from memory.registry import Resources
+    from sim.runner import random_streams
+
+    if seeds < 1:
+        raise UserError(f"seeds must be at least 1, got {seeds}")
+    frames: list[pl.DataFrame] = []
+    played: list[int] = []
+    span, k, metric = 0.0, 0, ""
+    for i in range(seeds):
+        seed = config.run.seed + i
+        spec = spec_from_config(config, systems=systems, **{**overrides, "seed": seed})
+        resources = Resources(rng=random_streams(seed)["systems"], embedder_factory=embedder_factory)
+        outcome = execute(spec, out_dir=None, resources=resources)
+        frames.append(outcome.result.probes)
+        played.append(seed)
+        span = max(span, float(outcome.result.info.get("span_days") or 0.0))
+        k, metric = spec.k, spec.metric
+        if progress is not None:
+            progress(seed, outcome)
+    return SeedRuns(tuple(frames), tuple(played), span, k, metric)

@@ -10,15 +10,7 @@ effect reaching 80% power.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
-
-import numpy as np
-
-from analysis.power import DEFAULT_EFFECTS, minimum_detectable_effect, power_curve
-from memory.registry import Resources, SystemSpec
-from scenarios.config import load_config
-from sim.errors import UserError
 
 __all__ = ["power_arguments", "power_main"]
 
@@ -36,7 +28,13 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
 
 def power_main(args: argparse.Namespace) -> int:
     """Simulate and print the curve."""
-    from sim.runner import run, spec_from_config
+    import numpy as np
+    import polars as pl
+
+    from analysis.power import DEFAULT_EFFECTS, minimum_detectable_effect, power_curve, run_seeds
+    from memory.registry import SystemSpec
+    from scenarios.config import load_config
+    from sim.errors import UserError
 
     if args.seeds < 2:
         raise UserError(f"--seeds must be at least 2, got {args.seeds}")
@@ -46,28 +44,26 @@ def power_main(args: argparse.Namespace) -> int:
     control = config.run.control
     base = args.system or control
     systems = [SystemSpec(control)] + ([SystemSpec(base)] if base != control else [])
-    spec0 = spec_from_config(config, systems=systems)
     embedder = None
     if args.embedder == "hash":
         from memory.embed import HashEmbedder
 
         embedder = lambda: HashEmbedder(256)  # noqa: E731
-    runs, span, k = [], 0.0, spec0.k
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.seeds):
-            seed = spec0.seed + i
-            spec = spec_from_config(config, systems=systems, seed=seed)
-            res = run(spec, out_dir=Path(tmp) / f"s{seed}",
-                      resources=Resources(rng=np.random.default_rng(seed).spawn(3)[1], embedder_factory=embedder))
-            runs.append(res.probes)
-            span = max(span, float(res.metrics["totals"]["span_days"]))
-            print(f"seed {seed}: {res.probes.filter(res.probes['system'] == control).height} questions", flush=True)
+
+    def progress(seed: int, outcome: object) -> None:
+        probes = outcome.result.probes  # type: ignore[attr-defined]
+        print(f"seed {seed}: {probes.filter(pl.col('system') == control).height} questions", flush=True)
+
+    # Only the rows are used: the runs' own summaries are kept cheap (n_boot does not change rows).
+    runs = run_seeds(config, systems=systems, seeds=args.seeds, embedder_factory=embedder, progress=progress, n_boot=100)
     effects = sorted({*DEFAULT_EFFECTS, float(args.effect)})
-    points = power_curve(runs, system=base, control=control, effects=effects, k=k, span_days=span,
-                         rng=np.random.default_rng(spec0.seed), n_boot=args.n_boot)
+    points = power_curve(list(runs.probes), system=base, control=control, effects=effects, k=runs.k,
+                         span_days=runs.span_days, metric=runs.metric, rng=np.random.default_rng(config.run.seed),
+                         n_boot=args.n_boot)
     print()
     print(f"Power of the halves DiD (95% interval above 0) to detect an effect injected into {base} "
-          f"against {control}, {args.seeds} seeds, {config.scenario['name']} ({args.config}), {args.embedder} embedder")
+          f"against {control}, {args.seeds} seeds, {config.scenario['name']} ({args.config}), {args.embedder} embedder, "
+          f"metric {runs.metric}")
     print(f"{'effect':>8} {'power':>7} {'seeds':>6} {'measured DiD':>13}")
     for p in points:
         mark = "  <- --effect" if p.effect == args.effect else ""

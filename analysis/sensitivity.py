@@ -22,9 +22,8 @@ Knobs live either in the scenario table (``reask_rate``, ``topic_skew``,
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from analysis.stats import diff_in_diff
-from memory.registry import Resources, SystemSpec
+from memory.registry import SystemSpec
 from sim.errors import UserError
 
 __all__ = [
@@ -92,6 +91,8 @@ class GridPoint:
     """Upper bound of the interval."""
     seed_dids: tuple[float, ...]
     """Each seed's own DiD, for the spread."""
+    metric: str
+    """The metric the DiD is measured in (the runs' ``RunSpec.metric``)."""
 
     @property
     def verdict(self) -> str:
@@ -168,8 +169,8 @@ def sensitivity_grid(
     Raises:
         UserError: unknown knob, fewer than 1 seed, or the system is the control.
     """
+    from analysis.power import run_seeds
     from scenarios.base import build_scenario
-    from sim.runner import run, spec_from_config
 
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")
@@ -181,44 +182,39 @@ def sensitivity_grid(
     name = scen.pop("name")
     resolved = build_scenario(name, scen).spec_args()
     base = {"scenario": resolved, "run": config.run.model_dump()}
-    cache: dict[tuple[str, str, float] | None, tuple[pl.DataFrame, ...]] = {}
+    cache: dict[tuple[str, str, float] | None, tuple[tuple[pl.DataFrame, ...], str]] = {}
     points: list[GridPoint] = []
     rng = np.random.default_rng(config.run.seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        for knob, value, is_base in _points(knobs, base):
-            key = None if is_base else (knob.table, knob.name, value)
-            if key not in cache:
-                frames = []
-                for i in range(seeds):
-                    seed = config.run.seed + i
-                    scenario_args = dict(scen)
-                    overrides: dict[str, Any] = {"seed": seed, "n_boot": 100}
-                    if key is not None and knob.table == "scenario":
-                        scenario_args[knob.name] = value
-                    elif key is not None:
-                        overrides[knob.name] = value
-                    spec = spec_from_config(config, systems=[SystemSpec(control), spec_sys], **overrides)
-                    spec = replace(spec, scenario_args=scenario_args)
-                    res = run(
-                        spec,
-                        out_dir=Path(tmp) / f"{knob.name}-{value}-{seed}",
-                        resources=Resources(rng=np.random.default_rng(seed).spawn(3)[1], embedder_factory=embedder_factory),
-                    )
-                    frames.append(res.probes.filter(pl.col("error").is_null()))
-                    if progress is not None:
-                        where = "base" if key is None else f"{knob.name}={value:g}"
-                        progress(f"{where} seed {seed}: {res.probes.height // 2} questions")
-                cache[key] = tuple(frames)
-            frames = cache[key]
-            label = spec_sys.display
-            per_seed = []
-            for f in frames:
-                d = diff_in_diff(f, metric="evidence", system=label, control=control, rng=rng, n_boot=100)
-                per_seed.append(d.did)
-            pooled = diff_in_diff(pool_seeds(frames), metric="evidence", system=label, control=control, rng=rng, n_boot=n_boot)
-            points.append(
-                GridPoint(knob.name, value, is_base, len(frames), pooled.n, pooled.did, pooled.ci[0], pooled.ci[1], tuple(per_seed))
-            )
+    label = spec_sys.display
+    for knob, value, is_base in _points(knobs, base):
+        key = None if is_base else (knob.table, knob.name, value)
+        if key not in cache:
+            point_config = config
+            # The runs' own summaries are not used here; 100 resamples keep them cheap.
+            overrides: dict[str, Any] = {"n_boot": 100}
+            if key is not None and knob.table == "scenario":
+                point_config = config.model_copy(update={"scenario": {**config.scenario, knob.name: value}})
+            elif key is not None:
+                overrides[knob.name] = value
+            where = "base" if key is None else f"{knob.name}={value:g}"
+
+            def report(seed: int, outcome: Any, where: str = where) -> None:
+                if progress is not None:
+                    progress(f"{where} seed {seed}: {outcome.result.probes.height // 2} questions")
+
+            runs = run_seeds(point_config, systems=[SystemSpec(control), spec_sys], seeds=seeds,
+                             embedder_factory=embedder_factory, progress=report, **overrides)
+            cache[key] = (tuple(f.filter(pl.col("error").is_null()) for f in runs.probes), runs.metric)
+        frames, metric = cache[key]
+        per_seed = []
+        for f in frames:
+            d = diff_in_diff(f, metric=metric, system=label, control=control, rng=rng, n_boot=100)
+            per_seed.append(d.did)
+        pooled = diff_in_diff(pool_seeds(frames), metric=metric, system=label, control=control, rng=rng, n_boot=n_boot)
+        points.append(
+            GridPoint(knob.name, value, is_base, len(frames), pooled.n, pooled.did, pooled.ci[0], pooled.ci[1],
+                      tuple(per_seed), metric)
+        )
     return points
 
 
@@ -235,6 +231,7 @@ def grid_frame(points: Sequence[GridPoint]) -> pl.DataFrame:
             "lo": [p.lo for p in points],
             "hi": [p.hi for p in points],
             "verdict": [p.verdict for p in points],
+            "metric": [p.metric for p in points],
         }
     )
 
@@ -249,7 +246,8 @@ def format_table(points: Sequence[GridPoint]) -> str:
             f"{p.knob:<22} {p.value:>6g}{mark} {100 * p.did:>+7.1f} [{100 * p.lo:>+6.1f}, {100 * p.hi:>+6.1f}] "
             f"{seeds:>24}  {p.verdict}"
         )
-    lines.append("DiD in points of recall_all@k; * = base value; interval: paired bootstrap over pooled seeds")
+    metrics = ", ".join(dict.fromkeys(p.metric for p in points))
+    lines.append(f"DiD in points of {metrics}; * = base value; interval: paired bootstrap over pooled seeds")
     return "\n".join(lines)
 
 

@@ -10,11 +10,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.sensitivity import DEFAULT_KNOBS, format_table, plot_grid, sensitivity_grid
-from memory.registry import parse_system
-from scenarios.config import load_config
-from sim.errors import UserError
-
 __all__ = ["sensitivity_arguments", "sensitivity_main"]
 
 
@@ -31,6 +26,11 @@ def sensitivity_arguments(parser: argparse.ArgumentParser) -> None:
 
 def sensitivity_main(args: argparse.Namespace) -> int:
     """Run the grid, print the table, write the plot."""
+    from analysis.sensitivity import DEFAULT_KNOBS, format_table, plot_grid, sensitivity_grid
+    from memory.registry import parse_system
+    from scenarios.config import load_config
+    from sim.errors import UserError
+
     if args.seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {args.seeds}")
     if args.out.suffix.lower() not in (".png", ".svg"):
@@ -48,7 +48,8 @@ def sensitivity_main(args: argparse.Namespace) -> int:
     print(f"DiD of {system.display} against {config.run.control}, one knob at a time around {args.config}, "
           f"{args.seeds} seeds pooled per point, {args.embedder} embedder")
     print(format_table(points))
-    title = (f"{system.display} vs {config.run.control}: DiD (recall_all@{config.run.k}) by knob, "
+    metric = points[0].metric if points else "metric"
+    title = (f"{system.display} vs {config.run.control}: DiD ({metric}) by knob, "
              f"{args.seeds} seeds pooled, {args.embedder} embedder")
     path = plot_grid(points, args.out, title=title)
     print(f"\nplot: {path}")

@@ -49,6 +49,7 @@ __all__ = [
     "friedman_ranking",
     "critical_difference_plot",
     "learning_summary",
+    "learning_table",
     "cluster_labels",
     "format_table",
     "format_markdown",
@@ -384,7 +385,7 @@ def _scored(df: pl.DataFrame, metric: str, system: str) -> pl.DataFrame:
 def halves(
     df: pl.DataFrame,
     *,
-    metric: str = "evidence",
+    metric: str,
     system: str,
     rng: np.random.Generator,
     n_boot: int = 2000,
@@ -395,7 +396,7 @@ def halves(
     Args:
         df: probe rows (columns ``system``, ``question_id``, ``q_index``,
             ``user_id`` and the metric).
-        metric: the metric column.
+        metric: the metric column (a run's ``spec.metric``).
         system: the system's display label.
         rng: the run's random generator.
         n_boot: bootstrap resamples.
@@ -776,7 +777,7 @@ def _is_binary(values: np.ndarray) -> bool:
 def learning_summary(
     df: pl.DataFrame,
     *,
-    metric: str = "evidence",
+    metric: str,
     control: str | None = "naive",
     rng: np.random.Generator,
     n_boot: int = 2000,
@@ -796,7 +797,7 @@ def learning_summary(
 
     Args:
         df: probe rows.
-        metric: metric column.
+        metric: metric column (a run's ``spec.metric``).
         control: label of the static control, or None for no comparison.
         rng: the run's random generator.
         n_boot: bootstrap resamples per interval.
@@ -841,6 +842,16 @@ def learning_summary(
                 row.update(test=pt.statistic, p_value=pt.p_value, p_n=pt.n, effect=pt.diff)
         rows.append(row)
     return pl.DataFrame(rows, schema=_SUMMARY_SCHEMA)
+
+
+def learning_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """A ``learning_summary`` frame rebuilt from stored rows (e.g. the systems of ``metrics.json``).
+
+    Each row needs ``system``; the other columns of ``learning_summary`` are
+    taken when present and null otherwise, so the table formatters print a
+    stored summary exactly as a computed one.
+    """
+    return pl.DataFrame([{c: r.get(c) for c in _SUMMARY_SCHEMA} for r in rows], schema=_SUMMARY_SCHEMA)
 
 
 def _pct(v: Any) -> str:

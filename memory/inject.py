@@ -225,14 +225,17 @@ def inject_rows(
     span_days: float,
     seed: int,
     k: int,
+    metric: str,
     label: str | None = None,
 ) -> pl.DataFrame:
     """``system``'s probe rows as ``InjectedEffect`` around it would have scored them.
 
-    Only the ``evidence`` column (recall_all@k) is recomputed, from each
-    row's ``retrieved_sources`` and ``evidence_ids``. Exact for an inner
-    system that ignores feedback; for a learning one it leaves out that the
-    oracle's help would also change the feedback it learns from.
+    Only the ``metric`` column is recomputed, as recall_all at ``k`` (every
+    gold turn in the provenance of the top ``k``), from each row's
+    ``retrieved_sources`` and ``evidence_ids``; pass the run's
+    ``recall_all@k`` column. Exact for an inner system that ignores feedback;
+    for a learning one it leaves out that the oracle's help would also change
+    the feedback it learns from.
 
     Args:
         probes: probe rows of a run.
@@ -241,17 +244,26 @@ def inject_rows(
         span_days: days over which it rises.
         seed: key of the per-question coins.
         k: results per question in that run.
+        metric: the score column to recompute (the run's ``recall_all@k``).
         label: system label of the returned rows (default ``"<system>+inject"``).
 
     Returns:
-        The system's rows with ``system`` relabelled and ``evidence`` updated.
+        The system's rows with ``system`` relabelled and ``metric`` updated.
+
+    Raises:
+        UserError: the rows lack ``metric`` or a column the injection reads.
     """
+    from sim.errors import UserError
+
+    missing = [c for c in ("question_id", "t_days", "retrieved_sources", "evidence_ids", metric) if c not in probes.columns]
+    if missing:
+        raise UserError(f"probes: no column(s) {', '.join(map(repr, missing))} to inject an effect into")
     rows = probes.filter(pl.col("system") == system)
     qids = rows["question_id"].to_list()
     t_days = rows["t_days"].to_list()
     sources = rows["retrieved_sources"].to_list()
     evidence = rows["evidence_ids"].to_list()
-    old = rows["evidence"].to_numpy().astype(float)
+    old = rows[metric].cast(pl.Float64).to_numpy()
     new = old.copy()
     for i, (qid, t, src, ev) in enumerate(zip(qids, t_days, sources, evidence, strict=True)):
         if not ev or unit_hash(seed, qid) >= oracle_probability(t, p_end, span_days):
@@ -262,5 +274,5 @@ def inject_rows(
         covered = {x for s in after for x in s}
         new[i] = 1.0 if all(x in covered for x in ev) else 0.0
     return rows.with_columns(
-        pl.lit(label or f"{system}+inject").alias("system"), pl.Series("evidence", new, dtype=pl.Float64)
+        pl.lit(label or f"{system}+inject").alias("system"), pl.Series(metric, new, dtype=pl.Float64)
     )

@@ -19,6 +19,9 @@ from analysis.curves import (
 )
 from sim.errors import UserError
 
+METRIC = "recall_all@10"
+"""The headline column of the hand-made rows."""
+
 
 def _probes() -> pl.DataFrame:
     # System "a": 0,1,NaN,1,1 at days 0,1,2,10,11; system "b": all ones.
@@ -26,9 +29,9 @@ def _probes() -> pl.DataFrame:
     days = [0.0, 1.0, 2.0, 10.0, 11.0]
     rows = []
     for i, (v, t) in enumerate(zip(vals, days)):
-        rows.append({"system": "a", "q_index": i, "t_days": t, "evidence": v, "retrieve_ms": float(i + 1),
+        rows.append({"system": "a", "q_index": i, "t_days": t, METRIC: v, "retrieve_ms": float(i + 1),
                      "answer": "x", "answer_f1": 0.5, "prompt_tokens": 10, "completion_tokens": 2})
-        rows.append({"system": "b", "q_index": i, "t_days": t, "evidence": 1.0, "retrieve_ms": 10.0,
+        rows.append({"system": "b", "q_index": i, "t_days": t, METRIC: 1.0, "retrieve_ms": 10.0,
                      "answer": "y", "answer_f1": 1.0, "prompt_tokens": 20, "completion_tokens": None})
     return pl.DataFrame(rows)
 
@@ -47,7 +50,7 @@ def test_rolling_and_fading_means_hand_computed() -> None:
 
 
 def test_accuracy_curves_skip_unscored_and_follow_stream_order() -> None:
-    c = accuracy_curves(_probes().reverse(), metric="evidence", window=2, window_days=5.0, fading=0.5)
+    c = accuracy_curves(_probes().reverse(), metric=METRIC, window=2, window_days=5.0, fading=0.5)
     a = c.filter(pl.col("system") == "a")
     assert a["q_index"].to_list() == [0, 1, 3, 4]  # NaN question skipped, sorted
     assert a["n"].to_list() == [1, 2, 3, 4]

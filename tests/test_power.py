@@ -15,9 +15,13 @@ from analysis.power import (
     minimum_detectable_effect,
     power_curve,
 )
+from analysis.pipeline import execute, make_spec
 from memory.embed import HashEmbedder
 from memory.registry import Resources, SystemSpec
-from sim.runner import RunSpec, run
+from sim.errors import UserError
+
+METRIC = "recall_all@10"
+"""The headline column of those runs (k = 10)."""
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +29,11 @@ def naive_runs(tmp_path_factory: pytest.TempPathFactory) -> list:
     """Naive alone on three seeds of a small persona scenario (probe rows only)."""
     out = []
     for seed in range(3):
-        spec = RunSpec(scenario="persona", scenario_args={"users": 3, "months": 3}, systems=(SystemSpec("naive"),), seed=seed, n_boot=200)
-        res = run(spec, out_dir=tmp_path_factory.mktemp(f"pw{seed}"),
-                  resources=Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: HashEmbedder(256)))
-        out.append(res.probes)
+        spec = make_spec("longitudinal", "persona", {"users": 3, "months": 3}, (SystemSpec("naive"),), seed=seed, n_boot=200)
+        assert spec.metric == METRIC
+        outcome = execute(spec, out_dir=tmp_path_factory.mktemp(f"pw{seed}"),
+                          resources=Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: HashEmbedder(256)))
+        out.append(outcome.result.probes)
     return out
 
 
@@ -46,11 +51,12 @@ def test_minimum_detectable_effect_interpolates() -> None:
 def test_calibrated_injection_reads_as_its_size(naive_runs) -> None:
     """Injected effects are measured at about their size on average, and bigger ones are found more often."""
     pts = power_curve(naive_runs, system="naive", control="naive", effects=(0.0, 0.03, 0.15), k=10, span_days=90,
-                      rng=np.random.default_rng(0), n_boot=300)
+                      metric=METRIC, rng=np.random.default_rng(0), n_boot=300)
     assert pts[0].power == 0.0 and pts[0].mean_did == 0.0
     assert pts[2].seeds == 3 and pts[2].mean_did == pytest.approx(0.15, abs=0.06)
     assert pts[2].power >= pts[1].power
-    assert calibrate_p_end(naive_runs[0].filter(naive_runs[0]["system"] == "naive"), 5.0, k=10, span_days=90) is None
+    assert calibrate_p_end(naive_runs[0].filter(naive_runs[0]["system"] == "naive"), 5.0, k=10, span_days=90,
+                           metric=METRIC) is None
 
 
 def test_aa_interval_covers_zero_about_95_percent(naive_runs) -> None:
@@ -59,6 +65,14 @@ def test_aa_interval_covers_zero_about_95_percent(naive_runs) -> None:
     With 200 replicates a true 95% gives 0.92..0.98 (3 standard errors) and a
     true 80% would give at most 0.89, so the check tells the two apart.
     """
-    cov, n = aa_coverage(naive_runs, system="naive", k=10, replicates=200, rng=np.random.default_rng(5), n_boot=400)
+    cov, n = aa_coverage(naive_runs, system="naive", k=10, metric=METRIC, replicates=200, rng=np.random.default_rng(5),
+                         n_boot=400)
     assert n == 200
     assert 0.92 <= cov <= 0.99, cov
+
+
+def test_missing_metric_column_is_a_user_error(naive_runs) -> None:
+    """Rows without the named metric (e.g. a run scored on another cut-off) are refused, naming the column."""
+    with pytest.raises(UserError, match="'recall_all@7'"):
+        power_curve(naive_runs, system="naive", control="naive", effects=(0.05,), k=7, span_days=90,
+                    metric="recall_all@7", rng=np.random.default_rng(0), n_boot=100)

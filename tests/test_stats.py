@@ -20,11 +20,15 @@ from analysis.stats import (
     friedman_ranking,
     halves,
     learning_summary,
+    learning_table,
     mcnemar_exact,
     paired_permutation,
     summarise_seeds,
 )
 from sim.errors import UserError
+
+METRIC = "recall_all@10"
+"""The headline column of the hand-made rows (callers always name the metric)."""
 
 
 def _rows(system: str, values: list[float], *, users: list[str] | None = None, start: int = 0) -> list[dict]:
@@ -34,7 +38,7 @@ def _rows(system: str, values: list[float], *, users: list[str] | None = None, s
             "user_id": users[i] if users else "u0",
             "question_id": f"q{start + i}",
             "q_index": start + i,
-            "evidence": v,
+            METRIC: v,
         }
         for i, v in enumerate(values)
     ]
@@ -60,7 +64,7 @@ def test_halves_interval_covers_known_learning_effect_at_about_nominal_rate() ->
     sims, hits = 300, 0
     for _ in range(sims):
         vals = np.concatenate([rng.random(100) < 0.4, rng.random(100) < 0.6]).astype(float)
-        h = halves(pl.DataFrame(_rows("s", vals.tolist())), system="s", rng=rng, n_boot=800)
+        h = halves(pl.DataFrame(_rows("s", vals.tolist())), metric=METRIC, system="s", rng=rng, n_boot=800)
         hits += h.diff_ci[0] <= 0.2 <= h.diff_ci[1]
     coverage = hits / sims
     assert 0.90 <= coverage <= 0.98, coverage
@@ -104,7 +108,7 @@ def test_same_seed_same_interval() -> None:
 def test_halves_splits_at_median_q_index_and_excludes_unscored() -> None:
     # 7 scored rows; NaN row is dropped; median q_index of scored rows is 3.
     vals = [0.0, 0.0, 1.0, math.nan, 1.0, 1.0, 1.0, 0.0]
-    h = halves(pl.DataFrame(_rows("s", vals)), system="s", rng=np.random.default_rng(0), n_boot=200)
+    h = halves(pl.DataFrame(_rows("s", vals)), metric=METRIC, system="s", rng=np.random.default_rng(0), n_boot=200)
     # scored q_index: 0,1,2,4,5,6,7 -> median 4 -> first = {0,1,2}, second = {4,5,6,7}
     assert (h.n_first, h.n_second) == (3, 4)
     assert h.first == pytest.approx(1 / 3)
@@ -120,8 +124,9 @@ def test_halves_clusters_by_user_when_many_users_else_by_thread() -> None:
     n_users = MIN_USER_CLUSTERS
     users = [f"u{i % n_users}" for i in range(4 * n_users)]
     vals = [float((i % n_users) % 2) for i in range(4 * n_users)]  # odd users always right, even always wrong
-    iid = halves(pl.DataFrame(_rows("s", vals)), system="s", rng=np.random.default_rng(4), n_boot=500)
-    many = halves(pl.DataFrame(_rows("s", vals, users=users)), system="s", rng=np.random.default_rng(4), n_boot=500)
+    iid = halves(pl.DataFrame(_rows("s", vals)), metric=METRIC, system="s", rng=np.random.default_rng(4), n_boot=500)
+    many = halves(pl.DataFrame(_rows("s", vals, users=users)), metric=METRIC, system="s",
+                  rng=np.random.default_rng(4), n_boot=500)
     assert iid.first == many.first == 0.5
     # whole users resampled: the between-user spread widens the interval
     assert (many.first_ci[1] - many.first_ci[0]) > (iid.first_ci[1] - iid.first_ci[0])
@@ -133,16 +138,17 @@ def test_halves_clusters_by_user_when_many_users_else_by_thread() -> None:
     rows = _rows("s", vals2, users=few_users)
     for r, t in zip(rows, threads):
         r["thread_id"] = t
-    by_thread = halves(pl.DataFrame(rows), system="s", rng=np.random.default_rng(4), n_boot=500)
-    plain = halves(pl.DataFrame(_rows("s", vals2, users=few_users)), system="s", rng=np.random.default_rng(4), n_boot=500)
+    by_thread = halves(pl.DataFrame(rows), metric=METRIC, system="s", rng=np.random.default_rng(4), n_boot=500)
+    plain = halves(pl.DataFrame(_rows("s", vals2, users=few_users)), metric=METRIC, system="s",
+                   rng=np.random.default_rng(4), n_boot=500)
     assert (by_thread.first_ci[1] - by_thread.first_ci[0]) > (plain.first_ci[1] - plain.first_ci[0])
 
 
 def test_halves_rejects_unknown_system_and_metric() -> None:
     df = pl.DataFrame(_rows("naive", [1.0, 0.0]))
     with pytest.raises(UserError, match="unknown system 'x'; valid: naive"):
-        halves(df, system="x", rng=np.random.default_rng(0))
-    with pytest.raises(UserError, match="unknown metric 'bogus'; valid: .*evidence"):
+        halves(df, metric=METRIC, system="x", rng=np.random.default_rng(0))
+    with pytest.raises(UserError, match="unknown metric 'bogus'; valid: .*recall_all@10"):
         halves(df, metric="bogus", system="naive", rng=np.random.default_rng(0))
 
 
@@ -159,13 +165,13 @@ def test_diff_in_diff_on_constructed_rows() -> None:
     rows += _rows("gated", [1.0], start=8)
     rows += _rows("gated", [0.0], start=9) + _rows("naive", [math.nan], start=9)
     df = pl.DataFrame(rows)
-    d = diff_in_diff(df, metric="evidence", system="gated", control="naive", rng=np.random.default_rng(0), n_boot=500)
+    d = diff_in_diff(df, metric=METRIC, system="gated", control="naive", rng=np.random.default_rng(0), n_boot=500)
     assert d.n == 8
     assert (d.n_first, d.n_second) == (4, 4)
     assert d.did == pytest.approx(0.5)
     assert d.ci[0] <= 0.5 <= d.ci[1]
     # Against itself the DiD is exactly zero with a degenerate interval.
-    z = diff_in_diff(df, metric="evidence", system="naive", control="naive", rng=np.random.default_rng(0), n_boot=50)
+    z = diff_in_diff(df, metric=METRIC, system="naive", control="naive", rng=np.random.default_rng(0), n_boot=50)
     assert z.did == 0.0 and z.ci == (0.0, 0.0)
 
 
@@ -177,7 +183,7 @@ def test_diff_in_diff_interval_covers_known_effect() -> None:
         ctrl = (rng.random(200) < 0.5).astype(float)
         sys_ = np.concatenate([rng.random(100) < 0.4, rng.random(100) < 0.7]).astype(float)
         df = pl.DataFrame(_rows("naive", ctrl.tolist()) + _rows("x", sys_.tolist()))
-        d = diff_in_diff(df, metric="evidence", system="x", control="naive", rng=rng, n_boot=600)
+        d = diff_in_diff(df, metric=METRIC, system="x", control="naive", rng=rng, n_boot=600)
         hits += d.ci[0] <= 0.3 <= d.ci[1]
     assert 0.89 <= hits / sims <= 0.99, hits / sims
 
@@ -303,7 +309,7 @@ def _learning_frame(seed: int) -> pl.DataFrame:
                     "user_id": f"u{q % 4}",
                     "question_id": f"q{q}",
                     "q_index": q,
-                    "evidence": float(rng.random() < p),
+                    METRIC: float(rng.random() < p),
                     "ndcg@10": float(rng.random()),
                 }
             )
@@ -312,22 +318,22 @@ def _learning_frame(seed: int) -> pl.DataFrame:
 
 def test_learning_summary_columns_and_values() -> None:
     df = _learning_frame(0)
-    s = learning_summary(df, metric="evidence", control="naive", rng=np.random.default_rng(0), n_boot=300)
+    s = learning_summary(df, metric=METRIC, control="naive", rng=np.random.default_rng(0), n_boot=300)
     assert s["system"].to_list() == ["naive", "gated"]
     for col in ("n", "first", "first_lo", "first_hi", "second", "second_lo", "second_hi", "diff", "diff_lo",
                 "diff_hi", "did", "did_lo", "did_hi", "mcnemar_p", "mcnemar_n"):
         assert col in s.columns
     gated = s.row(1, named=True)
     naive = s.row(0, named=True)
-    h = halves(df, system="gated", rng=np.random.default_rng(1), n_boot=50)
+    h = halves(df, metric=METRIC, system="gated", rng=np.random.default_rng(1), n_boot=50)
     assert gated["first"] == pytest.approx(h.first) and gated["second"] == pytest.approx(h.second)
-    d = diff_in_diff(df, metric="evidence", system="gated", control="naive", rng=np.random.default_rng(1), n_boot=50)
+    d = diff_in_diff(df, metric=METRIC, system="gated", control="naive", rng=np.random.default_rng(1), n_boot=50)
     assert gated["did"] == pytest.approx(d.did)
     assert gated["test"] == MCNEMAR_TEST and gated["mcnemar_n"] == 60
     late = df.filter(pl.col("q_index") >= 60)
     mc = mcnemar_exact(
-        late.filter(pl.col("system") == "gated")["evidence"].to_numpy() == 1,
-        late.filter(pl.col("system") == "naive")["evidence"].to_numpy() == 1,
+        late.filter(pl.col("system") == "gated")[METRIC].to_numpy() == 1,
+        late.filter(pl.col("system") == "naive")[METRIC].to_numpy() == 1,
     )
     assert gated["mcnemar_p"] == pytest.approx(mc.p_value)
     assert gated["effect"] == pytest.approx(mc.diff)
@@ -342,11 +348,11 @@ def test_learning_summary_non_binary_metric_uses_permutation_test_and_same_seed_
     gated = a.row(1, named=True)
     assert gated["test"] == PERMUTATION_TEST and gated["mcnemar_p"] is None and gated["p_n"] == 60
     with pytest.raises(UserError, match="unknown system 'static'; valid: gated, naive"):
-        learning_summary(df, control="static", rng=np.random.default_rng(0))
+        learning_summary(df, metric=METRIC, control="static", rng=np.random.default_rng(0))
 
 
 def test_format_table_and_markdown_have_headers_units_and_test_names() -> None:
-    s = learning_summary(_learning_frame(2), control="naive", rng=np.random.default_rng(0), n_boot=200)
+    s = learning_summary(_learning_frame(2), metric=METRIC, control="naive", rng=np.random.default_rng(0), n_boot=200)
     text = format_table(s)
     lines = text.splitlines()
     assert lines[0].split()[:2] == ["system", "n"]
@@ -360,3 +366,12 @@ def test_format_table_and_markdown_have_headers_units_and_test_names() -> None:
     table = [ln for ln in md.splitlines() if ln.startswith("|")]
     assert len(table) == 4 and table[1].startswith("|---")
     assert all(ln.count("|") == table[0].count("|") for ln in table)
+
+
+def test_learning_table_rebuilds_a_stored_summary() -> None:
+    """A summary stored as plain rows (metrics.json) reads back as the same frame and prints the same."""
+    s = learning_summary(_learning_frame(2), metric=METRIC, control="naive", rng=np.random.default_rng(0), n_boot=200)
+    stored = [{k: v for k, v in r.items() if v is not None} for r in s.to_dicts()]
+    back = learning_table(stored)
+    assert back.equals(s)
+    assert format_table(back) == format_table(s)
