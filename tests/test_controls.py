@@ -11,14 +11,16 @@ import numpy as np
 import polars as pl
 import pytest
 
+from analysis.pipeline import Outcome, execute, make_spec
 from memory.base import MemoryStats, Retrieved, Turn
 from memory.embed import HashEmbedder
 from memory.inject import inject_rows, receives_gold
 from memory.registry import Resources, SystemSpec, build_memory
-from sim.runner import RunSpec, run
 
 SCENARIO = {"users": 3, "months": 3}
 SPAN_DAYS = 90.0
+METRIC = "recall_all@10"
+"""The runs' headline column (k = 10)."""
 
 
 def _resources(seed: int) -> Resources:
@@ -36,19 +38,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list:
     )
     out = []
     for seed in range(3):
-        spec = RunSpec(scenario="persona", scenario_args=SCENARIO, systems=systems, seed=seed, n_boot=500)
-        out.append(run(spec, out_dir=tmp_path_factory.mktemp(f"ctl{seed}"), resources=_resources(seed)))
+        spec = make_spec("longitudinal", "persona", SCENARIO, systems, seed=seed, n_boot=500)
+        assert spec.metric == METRIC
+        out.append(execute(spec, out_dir=tmp_path_factory.mktemp(f"ctl{seed}"), resources=_resources(seed)))
     return out
 
 
-def _row(result, prefix: str) -> dict:
-    return next(r for r in result.summary.iter_rows(named=True) if r["system"].startswith(prefix))
+def _row(outcome: Outcome, prefix: str) -> dict:
+    assert outcome.summary.learning is not None
+    return next(r for r in outcome.summary.learning.iter_rows(named=True) if r["system"].startswith(prefix))
 
 
 def test_static_control_is_exactly_naive(runs) -> None:
     """A/A of the plumbing: identical retrieval gives DiD 0 with a zero-width interval on every seed."""
     for result in runs:
-        p = result.probes
+        p = result.result.probes
         a = p.filter(pl.col("system") == "naive").sort("q_index")["retrieved_ids"].to_list()
         b = p.filter(pl.col("system") == "control-static").sort("q_index")["retrieved_ids"].to_list()
         assert a == b and len(a) > 50
@@ -72,18 +76,18 @@ def test_injection_is_detected_and_matches_rows(runs) -> None:
     for result in runs:
         row = _row(result, "control-inject")
         assert row["did"] > 0.05 and row["did_lo"] > 0, row
-        p = result.probes
+        p = result.result.probes
         label = row["system"]
-        engine = p.filter(pl.col("system") == label).sort("q_index")["evidence"].to_list()
-        replay = inject_rows(p, system="naive", p_end=0.9, span_days=SPAN_DAYS, seed=11, k=10).sort("q_index")
-        assert replay["evidence"].to_list() == engine
-    assert any(r.metrics["system_reports"][_row(r, "control-inject")["system"]]["fired"] > 5 for r in runs)
+        engine = p.filter(pl.col("system") == label).sort("q_index")[METRIC].to_list()
+        replay = inject_rows(p, system="naive", p_end=0.9, span_days=SPAN_DAYS, seed=11, k=10, metric=METRIC)
+        assert replay.sort("q_index")[METRIC].to_list() == engine
+    assert any(r.summary.metrics["system_reports"][_row(r, "control-inject")["system"]]["fired"] > 5 for r in runs)
 
 
 def test_metrics_carry_the_minimum_detectable_effect(runs) -> None:
     """metrics.json reports the MDE next to the measured DiD; it grows with the interval's width."""
     for result in runs:
-        m = result.metrics["systems"]
+        m = result.summary.metrics["systems"]
         decay = next(v for k, v in m.items() if k.startswith("control-decay"))
         width = decay["did_hi"] - decay["did_lo"]
         assert decay["did_mde"] == pytest.approx(width * (1.959964 + 0.841621) / (2 * 1.959964), rel=1e-4)
@@ -147,18 +151,19 @@ def test_learner_control_has_positive_did_over_seeds(tmp_path: Path) -> None:
     frames = []
     resources = Resources()  # one real embedder (and cache) for every seed
     for seed in (0, 1, 3):
-        spec = RunSpec(
-            scenario="persona",
-            scenario_args={"users": 3, "months": 6},
-            systems=(SystemSpec("naive"), SystemSpec("control-learner")),
+        spec = make_spec(
+            "longitudinal",
+            "persona",
+            {"users": 3, "months": 6},
+            (SystemSpec("naive"), SystemSpec("control-learner")),
             seed=seed,
             n_boot=500,
         )
-        result = run(spec, out_dir=tmp_path / f"learn{seed}", resources=resources)
+        result = execute(spec, out_dir=tmp_path / f"learn{seed}", resources=resources)
         assert _row(result, "control-learner")["did"] > 0.0, seed
-        frames.append(result.probes)
+        frames.append(result.result.probes)
     pooled = diff_in_diff(
-        pool_seeds(frames), metric="evidence", system="control-learner", control="naive",
+        pool_seeds(frames), metric=spec.metric, system="control-learner", control="naive",
         rng=np.random.default_rng(0), n_boot=1000,
     )
     assert pooled.did > 0.0 and pooled.ci[0] > 0.0, pooled
