@@ -45,6 +45,8 @@ class NullMemory:
         """Nothing to return."""
         return []
 
+    probe = retrieve
+
     def feedback(self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime) -> None:
         """Ignore feedback."""
 

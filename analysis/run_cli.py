@@ -122,7 +122,7 @@ def progress_bar() -> Any:
 
 def print_outcome(outcome: Any) -> None:
     """The learning table (longitudinal), per-system figures, failures and the run folder."""
-    from analysis.stats import format_table
+    from analysis.learning import format_learning
 
     m = outcome.summary.metrics
     timings = outcome.summary.timings
@@ -131,9 +131,8 @@ def print_outcome(outcome: Any) -> None:
         print("totals: " + ", ".join(f"{k} {v}" for k, v in totals.items()) + f", span_days {m.get('span_days')}")
     print()
     if outcome.summary.learning is not None:
-        print(f"Learning through use: {m['metric']} (evidence accuracy, %), "
-              f"first vs second half of the question stream, 95% bootstrap intervals")
-        print(format_table(outcome.summary.learning))
+        print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")
+        print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control")))
     systems = m.get("systems", {})
     if systems:
         print()

@@ -8,7 +8,7 @@ Every run kind goes through ``summarise``. What it computes:
   conversations or instances, a longitudinal run's users), and the questions
   left out of scores, by reason;
 - for longitudinal runs, the learning-through-use table
-  (``analysis.stats.learning_summary``), the smallest detectable DiD and
+  against each system's twin (``analysis.learning``), the minimum detectable effect and
   per-user halves;
 - storage, safety counts (isolation failures, deletion leaks) and the
   systems' own reports.
@@ -41,8 +41,8 @@ __all__ = ["Summary", "summarise", "summarise_folder", "write_summary", "per_use
 class Summary:
     """What ``summarise`` returns."""
 
-    learning: pl.DataFrame | None
-    """The learning-through-use table (longitudinal runs with a question stream), else None."""
+    learning: dict[str, dict[str, Any]] | None
+    """The learning-through-use table per system (``analysis.learning``); None for static runs."""
     metrics: dict[str, Any]
     """``metrics.json``: deterministic figures only."""
     timings: dict[str, Any]
@@ -181,8 +181,7 @@ def summarise(
     The bootstrap draws from the run's ``stats`` stream (``sim.runner.random_streams``),
     so the figures are a function of the folder alone.
     """
-    from analysis.power import mde_from_interval
-    from analysis.stats import learning_summary
+    from analysis.learning import gain_curve, learning_table
     from sim.runner import random_streams
 
     rng = random_streams(spec.seed)["stats"]
@@ -205,17 +204,20 @@ def summarise(
     if spec.kind == "longitudinal" and scored.height:
         control = spec.control if spec.control in systems else None
         metrics["control"] = control
-        learning = learning_summary(scored, metric=metric, control=control, rng=rng, n_boot=spec.n_boot)
+        metrics["feedback"] = spec.feedback_from
+        twins = {s: f"{s}~twin" for s in systems if f"{s}~twin" in systems}
+        placebos = {f"{s}~placebo": f"{s}~twin" for s in systems if f"{s}~placebo" in systems and f"{s}~twin" in systems}
+        learning = learning_table(
+            scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot
+        )
+        metrics["twins"] = twins
+        metrics["placebos"] = placebos
+        metrics["gain_curves"] = {s: gain_curve(scored, metric=metric, system=s, twin=t) for s, t in twins.items()}
     cols = score_columns(spec, probes)
     per_system: dict[str, Any] = {}
     for name in systems:
         rows = scored.filter(pl.col("system") == name)
-        entry: dict[str, Any] = {}
-        if learning is not None:
-            row = learning.filter(pl.col("system") == name).row(0, named=True)
-            entry.update({k: v for k, v in row.items() if k != "system"})
-            # Smallest DiD this run could detect at 80% power, next to the measured one.
-            entry["did_mde"] = mde_from_interval(row["did_lo"], row["did_hi"]) if row.get("did_lo") is not None else None
+        entry: dict[str, Any] = dict(learning.get(name, {})) if learning is not None else {}
         overall = _table(rows, cols, rng=rng, n_boot=spec.n_boot)
         entry.update(
             questions=rows.height,
@@ -343,3 +345,31 @@ def format_tables(
     if excluded:
         lines.append("excluded from scores: " + ", ".join(f"{r} {n}" for r, n in excluded.items()))
     return "\n".join(lines)
+
+
+def format_answer_accuracy(
+    metrics: Mapping[str, Any], probes: pl.DataFrame, system: str, *, column: str
+) -> str:
+    """Answer accuracy as LongMemEval reports it: overall, task-averaged, and per reason of exclusion.
+
+    Task-averaged accuracy is the mean of the per-kind means (the kinds with a
+    judged answer), so a large kind does not outweigh a small one. Questions
+    left out of evidence scores (e.g. abstention) are still answered and
+    judged: their accuracy is read from the rows. Unjudged answers (NaN) are
+    left out, never counted as wrong.
+    """
+    entry = metrics["systems"][system]
+    per_kind = [g["scores"].get(column, {}).get("mean") for g in entry["per_kind"].values()]
+    kind_means = [v for v in per_kind if v is not None]
+    overall = entry["overall"]["scores"].get(column, {})
+    parts = [f"overall {_cell(overall.get('mean'), 0).strip()} ({overall.get('n', 0)} judged)"]
+    task = sum(kind_means) / len(kind_means) if kind_means else None
+    parts.append(f"task-averaged {_cell(task, 0).strip()} over {len(kind_means)} kinds")
+    rows = probes.filter((pl.col("system") == system) & pl.col("excluded").is_not_null()) if probes.height else probes
+    if rows.height and column in rows.columns:
+        for reason in sorted(set(rows["excluded"].to_list())):
+            x = rows.filter(pl.col("excluded") == reason)[column].cast(pl.Float64).fill_null(math.nan).to_numpy()
+            judged = x[~np.isnan(x)]
+            mean = float(judged.mean()) if judged.size else None
+            parts.append(f"{reason} {_cell(mean, 0).strip()} ({judged.size} of {x.size} judged)")
+    return f"{column}: " + ", ".join(parts)

@@ -8,6 +8,7 @@ so ``build_memory(spec.name, spec.args, ...)`` rebuilds it.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ __all__ = [
     "register_memory",
     "memory_names",
     "memory_description",
+    "learns_from_feedback",
     "build_memory",
     "parse_system",
 ]
@@ -49,15 +51,26 @@ class Resources:
     embedder_factory: Callable[[], Embedder] | None = None
     """Makes the shared embedder; default: the packaged all-MiniLM-L6-v2."""
     _embedder: Embedder | None = None
+    _parent: Resources | None = None
+
+    def fork(self) -> Resources:
+        """The same embedder, with a copy of the rng in its current state.
+
+        A twin built from a fork made just before its system was built gets
+        exactly the random draws that system got.
+        """
+        return Resources(rng=copy.deepcopy(self.rng), _parent=self._parent or self)
 
     @property
     def made_embedder(self) -> Embedder | None:
         """The shared embedder if something already made it, else None (loads nothing)."""
-        return self._embedder
+        return self._parent.made_embedder if self._parent is not None else self._embedder
 
     @property
     def embedder(self) -> Embedder:
         """The shared embedder, made once."""
+        if self._parent is not None:
+            return self._parent.embedder
         if self._embedder is None:
             if self.embedder_factory is not None:
                 self._embedder = self.embedder_factory()
@@ -104,6 +117,7 @@ class _Entry:
     description: str
     defaults: Mapping[str, Any]
     standalone: bool
+    learns: bool | None
 
 
 _REGISTRY: dict[str, _Entry] = {}
@@ -116,6 +130,7 @@ def register_memory(
     description: str,
     defaults: Mapping[str, Any] | None = None,
     standalone: bool = True,
+    learns: bool | None = True,
 ) -> None:
     """Register ``target`` (``"module:callable"``) under ``name``.
 
@@ -123,13 +138,27 @@ def register_memory(
     ``defaults`` are merged under the user's args (used for aliases such as
     ablations). ``standalone=False`` marks systems that cannot be built
     without user-given arguments (a model path, an inner system); the demo
-    leaves them out. A duplicate name is an error.
+    leaves them out. ``learns=False`` declares that ``feedback`` is a no-op
+    (the run then plays no twin for it: its gain from use is zero by
+    construction); ``None`` means "as its ``inner`` system". A duplicate name
+    is an error.
     """
     if name in _REGISTRY:
         raise ValueError(f"memory system {name!r} is already registered")
     if ":" not in target:
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
-    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone)
+    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns)
+
+
+def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bool:
+    """Whether system ``name`` (with ``args``) can change through feedback, so that a twin is worth playing."""
+    entry = _entry(name)
+    if entry.learns is not None:
+        return entry.learns
+    merged = {**entry.defaults, **dict(args or {})}
+    inner = str(merged.get("inner", "naive"))
+    inner_name, _, _ = inner.partition(":")
+    return learns_from_feedback(inner_name)
 
 
 def memory_names(*, standalone_only: bool = False) -> list[str]:
@@ -190,16 +219,19 @@ def _register_builtin() -> None:
         "naive",
         "memory.naive:NaiveMemory",
         description="every turn stored as one memory; top-k by cosine",
+        learns=False,
     )
     register_memory(
         "surprise",
         "memory.gated:SurpriseMemory",
         description="turn stored when 1 - max cosine to its speaker's memories >= 0.2; first 3 per speaker kept",
+        learns=False,
     )
     register_memory(
         "multisignal",
         "memory.gated:MultiSignalMemory",
         description="surprise gate OR temporal markers OR novel named entities (spaCy); reports compression",
+        learns=False,
     )
     register_memory(
         "neuroplastic",
@@ -218,34 +250,40 @@ def _register_builtin() -> None:
         "fullcontext",
         "memory.fullcontext:FullContextMemory",
         description="no retrieval: the newest turns that fit 2048 tokens, newest first",
+        learns=False,
     )
     register_memory(
         "bm25",
         "memory.lexical:BM25Memory",
         description="every turn stored; top-k by BM25 per user (bm25s)",
+        learns=False,
     )
     register_memory(
         "hybrid",
         "memory.lexical:HybridMemory",
         description="BM25 and dense cosine rankings fused by reciprocal rank",
+        learns=False,
     )
     register_memory(
         "recency",
         "memory.variants:RecencyMemory",
         description="any system (inner=NAME) with scores boosted by recency",
         standalone=False,
+        learns=None,
     )
     register_memory(
         "rerank",
         "memory.variants:RerankMemory",
         description="any system (inner=NAME) reranked by a local cross-encoder (model=PATH)",
         standalone=False,
+        learns=None,
     )
     register_memory(
         "naive+recency",
         "memory.variants:RecencyMemory",
         description="naive with scores boosted by recency (half-life 30 days)",
         defaults={"inner": "naive"},
+        learns=None,
     )
     register_memory(
         "naive+rerank",
@@ -253,12 +291,14 @@ def _register_builtin() -> None:
         description="naive top-30 reranked by a local cross-encoder (model=PATH)",
         standalone=False,
         defaults={"inner": "naive"},
+        learns=None,
     )
     # Instruments (control- prefix): known effects that check the benchmark, not systems to use.
     register_memory(
         "control-static",
         "memory.controls:StaticControl",
         description="instrument: naive under another name (A/A: DiD against naive is exactly zero)",
+        learns=False,
     )
     register_memory(
         "control-learner",
@@ -269,11 +309,13 @@ def _register_builtin() -> None:
         "control-decay",
         "memory.controls:DecayControl",
         description="instrument: naive that forgets a growing share of old memories (known negative DiD)",
+        learns=False,
     )
     register_memory(
         "control-inject",
         "memory.inject:InjectedEffect",
         description="instrument: any system (inner=NAME) plus an oracle that puts missed gold on top, p rising over time",
+        learns=None,
     )
 
 

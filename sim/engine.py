@@ -18,21 +18,23 @@ took, and the safety counts (isolation failures, deletion leaks).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 import simpy
 
-from memory.base import MemorySystem, Retrieved, render_turn
+from memory.base import MemorySystem, Retrieved, Turn, render_turn
 from memory.inject import receives_gold
 from sim.errors import UserError
 from sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
 from sim.recorder import Recorder
-from sim.scorers import Scorer
+from sim.scorers import RESTATED, Scorer
 
 __all__ = [
     "SystemUnderTest",
@@ -58,6 +60,10 @@ class SystemUnderTest:
     system: MemorySystem
     failed: str | None = None
     """The error that stopped it, if any; a failed system receives no more events."""
+    feedback: str = "given"
+    """``given``; ``withheld`` (a twin: the same system, told nothing); ``shuffled`` (a placebo twin)."""
+    twin_of: str | None = None
+    """For a twin, the label of the system it is the twin of."""
 
     @property
     def receives_gold(self) -> bool:
@@ -82,9 +88,13 @@ class EngineConfig:
     feedback_delay_s: float = 3600.0
     """Seconds between a question and its feedback."""
     feedback_from: str = "evidence"
-    """What ``correct`` means: ``evidence`` (the headline metric is 1), ``answer`` (first judge >= 0.5), ``none``."""
+    """The channel (``sim.spec.FEEDBACK_CHANNELS``): ``evidence`` (the oracle bit: the headline metric is 1),
+    ``answer`` (first judge >= 0.5), ``noisy:P`` (the oracle bit flipped with probability P), ``none``,
+    ``correction`` (no feedback call: after a wrong answer the user restates the fact in their next session)."""
     maintenance_every_s: float = 86400.0
     """Seconds between maintenance ticks (0 = none)."""
+    seed: int = 0
+    """Seed of the feedback noise and of placebo shuffles (one named stream per system)."""
 
 
 @dataclass
@@ -112,8 +122,13 @@ class Harness:
     """turn_id -> user_id of every turn played so far (for isolation checks)."""
     turn_text: dict[str, str] = field(default_factory=dict)
     """turn_id -> text of every turn played so far (for probing deletions)."""
+    _turns: dict[str, Turn] = field(default_factory=dict)
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _threads: dict[str, str] = field(default_factory=dict)
+    _rngs: dict[str, np.random.Generator] = field(default_factory=dict)
+    _bits: dict[tuple[str, str], list[bool]] = field(default_factory=dict)
+    _corrections: dict[tuple[str, str], list[Turn]] = field(default_factory=dict)
+    _restated: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
     # -- helpers ----------------------------------------------------------
 
@@ -160,18 +175,27 @@ class Harness:
         for t in event.turns:
             self.turn_owner[t.turn_id] = t.user_id
             self.turn_text[t.turn_id] = t.text
+            self._turns[t.turn_id] = t
         now = event.time
         embed_ms = self._prepare([render_turn(t) for t in event.turns])
         for sut in self._live():
+            turns = event.turns
+            restated = self._corrections.pop((sut.label, event.user_id), None)
+            if restated:
+                # The user restates, at the start of this session, what this system got wrong.
+                turns = (*(replace(t, created_at=now, session_id=event.session_id) for t in restated), *turns)
+                for t in restated:
+                    self.turn_owner[t.turn_id] = t.user_id
+                    self.turn_text[t.turn_id] = t.text
             t0 = time.perf_counter()
             try:
-                sut.system.ingest(event.turns, user_id=event.user_id, now=now)
+                sut.system.ingest(turns, user_id=event.user_id, now=now)
                 stats = sut.system.stats()
             except Exception as exc:  # a failing system must not stop the others
                 self._fail(sut, "ingest", exc)
                 continue
             ms = (time.perf_counter() - t0) * 1000.0
-            self._timeline(sut, event.user_id, "session", stats, ingest_ms=ms, embed_ms=embed_ms, turns=len(event.turns))
+            self._timeline(sut, event.user_id, "session", stats, ingest_ms=ms, embed_ms=embed_ms, turns=len(turns))
 
     def question(self, q: Question) -> None:
         """Retrieve for the question in every system, score it, schedule feedback."""
@@ -206,15 +230,58 @@ class Harness:
                 except Exception as exc:
                     row["error"] = f"answer: {type(exc).__name__}: {exc}"
             self.recorder.probe(row)
-            if self.config.feedback_from != "none":
-                correct = self._correct(row)
-                self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
+            if self.config.feedback_from != "none" and sut.feedback != "withheld":
+                correct = self._signal(sut, q.user_id, self._correct(row))
+                if self.config.feedback_from == "correction":
+                    if not correct:
+                        self._restate(sut, q)
+                else:
+                    self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
 
     def _thread(self, q: Question) -> str:
         """Id of the first asking of a question that is asked again (itself otherwise)."""
         root = self._threads.get(q.reask_of, q.reask_of) if q.reask_of else q.question_id
         self._threads[q.question_id] = root
         return root
+
+    def _rng(self, label: str) -> np.random.Generator:
+        """One named stream per system label, so adding a system leaves the others' draws alone."""
+        rng = self._rngs.get(label)
+        if rng is None:
+            key = int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:8], "big")
+            rng = self._rngs[label] = np.random.default_rng([self.config.seed, key])
+        return rng
+
+    def _signal(self, sut: SystemUnderTest, user_id: str, correct: bool) -> bool:
+        """The bit the channel hands this system: noisy channels flip it, a placebo gets a shuffled one."""
+        channel = self.config.feedback_from
+        if channel.startswith("noisy:") and self._rng(sut.label).random() < float(channel.split(":", 1)[1]):
+            correct = not correct
+        if sut.feedback == "shuffled":
+            # The placebo's own bits for this user, drawn at random: same rate, no link to the question.
+            bits = self._bits.setdefault((sut.label, user_id), [])
+            bits.append(correct)
+            correct = bits[int(self._rng(sut.label).integers(len(bits)))]
+        return correct
+
+    def _restate(self, sut: SystemUnderTest, q: Question) -> None:
+        """Queue the question's evidence turns, restated, for this system's next session of that user."""
+        queue = self._corrections.setdefault((sut.label, q.user_id), [])
+        for tid in q.evidence:
+            original = self._turns.get(tid)
+            if original is None:
+                continue
+            n = sum(1 for t in queue if t.metadata.get("restates") == tid) + len(self._restated.get((sut.label, tid), ()))
+            restated_id = f"{tid}{RESTATED}{n + 1}"
+            self._restated.setdefault((sut.label, tid), set()).add(restated_id)
+            queue.append(
+                replace(
+                    original,
+                    turn_id=restated_id,
+                    text=f"To correct you: {original.text}",
+                    metadata={**dict(original.metadata), "restates": tid},
+                )
+            )
 
     def _correct(self, row: Mapping[str, Any]) -> bool:
         if self.config.feedback_from == "answer" and self.judge_keys:
@@ -271,17 +338,25 @@ class Harness:
             self._fail(sut, "feedback", exc)
 
     def deletion(self, event: Deletion) -> None:
-        """Forget the turns in every system, then probe that nothing derived from them comes back."""
-        gone = set(event.turn_ids)
+        """Forget the turns in every system, then probe that nothing derived from them comes back.
+
+        Restatements of a forgotten turn (correction channel) are forgotten with it.
+        """
         for sut in self._live():
+            restated = {r for tid in event.turn_ids for r in self._restated.get((sut.label, tid), ())}
+            turn_ids = (*event.turn_ids, *sorted(restated))
+            gone = set(turn_ids)
+            queued = self._corrections.get((sut.label, event.user_id))
+            if queued:  # a restatement not yet said is dropped with what it restates
+                self._corrections[(sut.label, event.user_id)] = [t for t in queued if t.metadata["restates"] not in gone]
             try:
-                sut.system.forget(event.turn_ids, user_id=event.user_id, now=event.time)
+                sut.system.forget(turn_ids, user_id=event.user_id, now=event.time)
                 leaked = 0
                 for tid in event.turn_ids:
                     text = self.turn_text.get(tid)
                     if text is None:
                         continue
-                    got = sut.system.retrieve(text, user_id=event.user_id, now=event.time, k=self.config.k)
+                    got = sut.system.probe(text, user_id=event.user_id, now=event.time, k=self.config.k)
                     leaked += sum(1 for m in got if gone.intersection(m.source_turn_ids))
                 stats = sut.system.stats()
             except Exception as exc:

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 import simpy
 
-from memory.registry import Resources, build_memory
+from memory.registry import Resources, build_memory, learns_from_feedback
 from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from sim.errors import UserError
 from sim.events import Deletion, Episode, Question, Session
@@ -97,14 +97,30 @@ def episode_totals(episodes: Iterable[Episode]) -> dict[str, Any]:
     return out
 
 
+def _twins(spec: RunSpec, name: str, args: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label suffix, feedback mode) of the twins a system gets in a longitudinal run."""
+    if spec.fresh_per_episode or not spec.twins or spec.feedback_from == "none":
+        return []
+    # Under the correction channel every system can change through use (it ingests the restatements).
+    if spec.feedback_from != "correction" and not learns_from_feedback(name, args):
+        return []
+    return [("~twin", "withheld"), *([("~placebo", "shuffled")] if spec.placebo else [])]
+
+
 def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
-    suts = []
+    """The spec's systems in order, then their twins (each built from the rng state its system saw)."""
+    suts: list[SystemUnderTest] = []
+    twins: list[SystemUnderTest] = []
     for s in spec.systems:
+        before = resources.fork()
         try:
             suts.append(SystemUnderTest(s.name, s.display, build_memory(s.name, s.args, resources=resources)))
+            for suffix, mode in _twins(spec, s.name, s.args):
+                twin = build_memory(s.name, s.args, resources=before.fork())
+                twins.append(SystemUnderTest(s.name, s.display + suffix, twin, feedback=mode, twin_of=s.display))
         except (ValueError, ImportError) as exc:
             raise UserError(f"cannot build system {s.display!r}: {exc}") from None
-    return suts
+    return suts + twins
 
 
 def _reports(suts: Sequence[SystemUnderTest]) -> dict[str, Any]:
@@ -182,6 +198,7 @@ def _config(spec: RunSpec, start: datetime, *, static: bool) -> EngineConfig:
         feedback_delay_s=spec.feedback_delay_hours * 3600.0,
         feedback_from="none" if static else spec.feedback_from,
         maintenance_every_s=0.0 if static else spec.maintenance_every_hours * 3600.0,
+        seed=spec.seed,
     )
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_KS",
+    "RESTATED",
     "Scorer",
     "EvidenceScorer",
     "StaleScorer",
@@ -122,6 +123,15 @@ def stale_above_current(
     return 0.0
 
 
+RESTATED = "#restated"
+"""Turn ids of a user's restatement of turn X (correction channel) are ``X#restated<n>``: they count as X."""
+
+
+def _provenance(retrieved: Sequence[Retrieved]) -> list[tuple[str, ...]]:
+    """Source turn ids of each retrieved memory, a restatement read as the turn it restates."""
+    return [tuple(t.split(RESTATED, 1)[0] for t in m.source_turn_ids) for m in retrieved]
+
+
 @runtime_checkable
 class Scorer(Protocol):
     """Scores one asked question from what was retrieved for it."""
@@ -154,7 +164,7 @@ class EvidenceScorer:
         """Evidence scores; NaN for an excluded question."""
         if question.excluded is not None:
             return {**{c: math.nan for c in self.columns(ks)}, "first_rank": None}
-        prov = [m.source_turn_ids for m in retrieved]
+        prov = _provenance(retrieved)
         return {**evidence_scores(prov, question.evidence, ks), "first_rank": first_evidence_rank(prov, question.evidence)}
 
 
@@ -170,7 +180,7 @@ class StaleScorer:
 
     def score(self, question: Question, retrieved: Sequence[Retrieved], *, ks: Sequence[int]) -> dict[str, Any]:
         """NaN unless the question has superseded turns."""
-        prov = [m.source_turn_ids for m in retrieved]
+        prov = _provenance(retrieved)
         return {"stale_above_current": stale_above_current(prov, question.evidence, question.superseded)}
 
 

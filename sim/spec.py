@@ -15,12 +15,39 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sim.errors import UserError
 from sim.validate import validate_args
 
-__all__ = ["DEFAULT_KS", "RunSettings", "SystemEntry", "ScenarioEntry", "RunSpec", "read_spec", "spec_diff", "system_entries"]
+FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction")
+"""What a system is told after a question (``RunSpec.feedback_from``); see ``check_channel``."""
+
+
+def check_channel(value: str) -> str:
+    """Validate a feedback channel: ``evidence`` (the oracle bit), ``answer`` (the judged answer),
+    ``noisy:P`` (the oracle bit flipped with probability P), ``none``, ``correction``.
+
+    Raises:
+        ValueError: an unknown channel or a bad P (the message lists the channels).
+    """
+    if value in ("evidence", "answer", "none", "correction"):
+        return value
+    head, _, p = value.partition(":")
+    if head == "noisy":
+        try:
+            prob = float(p)
+        except ValueError:
+            prob = -1.0
+        if 0.0 <= prob <= 1.0:
+            return value
+        raise ValueError(f"noisy:P needs 0 <= P <= 1, got {value!r}")
+    raise ValueError(f"unknown feedback channel {value!r}; choose from {', '.join(FEEDBACK_CHANNELS)}")
+
+
+__all__ = [
+    "FEEDBACK_CHANNELS",
+    "check_channel","DEFAULT_KS", "RunSettings", "SystemEntry", "ScenarioEntry", "RunSpec", "read_spec", "spec_diff", "system_entries"]
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 30, 50)
 """Evidence cut-offs scored unless a run names others."""
@@ -36,9 +63,13 @@ class RunSettings(BaseModel):
     systems: tuple[str, ...] = Field((), description="systems under test (name or name:key=value,...)")
     control: str = Field("naive", description="static control for the difference in differences")
     feedback_delay_hours: float = Field(1.0, ge=0, description="delay before a question's feedback arrives")
-    feedback_from: Literal["evidence", "answer"] = Field("evidence", description="what counts as correct in feedback")
+    feedback_from: str = Field("evidence", description="feedback channel: evidence, answer, noisy:P, none, correction")
     maintenance_every_hours: float = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
     n_boot: int = Field(2000, ge=100, description="bootstrap resamples per interval")
+    twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")
+    placebo: bool = Field(False, description="also play each learning system's placebo twin (feedback shuffled)")
+
+    _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
 
 
 class SystemEntry(BaseModel):
@@ -87,9 +118,15 @@ class RunSpec(BaseModel):
     """The headline column (default ``recall_all@k``)."""
     control: str | None = "naive"
     feedback_delay_hours: float = Field(1.0, ge=0)
-    feedback_from: Literal["evidence", "answer", "none"] = "evidence"
+    feedback_from: str = "evidence"
+    """The feedback channel (``FEEDBACK_CHANNELS``)."""
     maintenance_every_hours: float = Field(24.0, ge=0)
     n_boot: int = Field(2000, ge=100)
+    twins: bool = True
+    """Play each system that learns from feedback twice more: its twin (feedback withheld) and, with ``placebo``, a twin with shuffled feedback."""
+    placebo: bool = False
+
+    _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
     answer: dict[str, Any] | None = None
     """Reader and judge options (``sim.answer``); None: retrieval only."""
     scenario_meta: dict[str, Any] = Field(default_factory=dict)
@@ -108,6 +145,8 @@ class RunSpec(BaseModel):
             raise ValueError(f"systems: the same system is listed twice: {labels}")
         if not self.systems:
             raise ValueError("systems: at least one system is needed")
+        if self.feedback_from == "answer" and self.answer is None and self.kind == "longitudinal":
+            raise ValueError('feedback_from = "answer" needs a reader (--reader short or cot)')
         return self
 
     @property

@@ -119,6 +119,8 @@ class Store:
         pool = sorted((t for t in pool if t.created_at <= now), key=lambda t: t.created_at, reverse=True)
         return [Retrieved(t.turn_id, t.text, 1.0, t.created_at, (t.turn_id,)) for t in pool[:k]]
 
+    probe = retrieve
+
     def feedback(self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime) -> None:
         pass
 

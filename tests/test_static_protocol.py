@@ -52,6 +52,11 @@ class OverlapMemory:
             for t in ranked[:k]
         ]
 
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        q = _words(query)
+        ranked = sorted((t for t in self.turns.get(user_id, []) if t.created_at <= now), key=lambda t: -len(q & _words(t.text)))
+        return [Retrieved(t.turn_id, render_turn(t), float(len(q & _words(t.text))), t.created_at, (t.turn_id,)) for t in ranked[:k]]
+
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:

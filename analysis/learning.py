@@ -1,0 +1,365 @@
+"""Learning through use, measured against each system's twin, with user-level inference.
+
+A system that learns from feedback is played with its **twin**: the same
+system, same arguments, same random draws, same stream, with feedback
+withheld (maintenance kept). Because the twin differs only in feedback, the
+difference between the two on the same questions is caused by use:
+
+- **gain from use** in a half: mean over that half's questions of
+  ``score(system) - score(twin)``; the second-half gain is the headline;
+- **DiD vs twin**: second-half gain minus first-half gain (does the gain grow?);
+- **DiD vs static control**: ``(2nd - 1st)_system - (2nd - 1st)_control``,
+  reported apart because it also moves with storage policy and with the
+  question mix, not only with learning.
+
+Halves are per user: each user's questions split at that user's own median
+question index. Intervals are percentile bootstraps that resample whole
+units and p-values are paired sign-flip tests of per-unit values; the unit is
+the user when there are at least ``MIN_USERS`` users, else the question thread
+(a question and its re-asks), and the interval is then conditional on these
+users. ``mde`` is the smallest effect the interval could detect at 80% power.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+__all__ = ["MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "format_learning"]
+
+MIN_USERS = 30
+"""Fewest users for resampling whole users (below: question threads, conditional on the users)."""
+
+_Z80 = 0.8416  # one-sided z of 80% power
+_Z975 = 1.96
+
+
+def user_halves(probes: pl.DataFrame) -> pl.DataFrame:
+    """``question_id -> (user_id, thread_id, half)``: each user's questions split at that user's median index."""
+    qs = probes.select("question_id", "user_id", "thread_id", "q_index", "kind").unique("question_id").sort("q_index")
+    med = qs.group_by("user_id").agg(pl.col("q_index").median().alias("_median"))
+    return qs.join(med, on="user_id").with_columns(
+        (pl.col("q_index") >= pl.col("_median")).cast(pl.Int8).alias("half")
+    ).drop("_median")
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One paired comparison of two systems on the questions both scored."""
+
+    first: float
+    """Mean difference in the first half."""
+    second: float
+    """Mean difference in the second half."""
+    did: float
+    """``second - first``."""
+    first_ci: tuple[float, float]
+    second_ci: tuple[float, float]
+    did_ci: tuple[float, float]
+    second_p: float
+    """Sign-flip p of the second-half difference (per unit)."""
+    did_p: float
+    """Sign-flip p of the per-unit DiD."""
+    n: int
+    """Paired questions."""
+    units: int
+    """Resampled units."""
+
+
+def _percentile(x: np.ndarray) -> tuple[float, float]:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return (math.nan, math.nan)
+    lo, hi = np.quantile(x, [0.025, 0.975])
+    return (float(lo), float(hi))
+
+
+def _sign_flip(values: np.ndarray, rng: np.random.Generator, n_perm: int = 10000) -> float:
+    """Two-sided p of mean(values) = 0 under random sign flips (exact up to 16 units)."""
+    v = values[np.isfinite(values)]
+    if v.size == 0 or np.allclose(v, 0.0):
+        return 1.0
+    observed = abs(v.mean())
+    if v.size <= 16:
+        signs = ((np.arange(2**v.size)[:, None] >> np.arange(v.size)) & 1) * 2 - 1
+        flipped = np.abs((signs * v).mean(axis=1))
+        return float((flipped >= observed - 1e-12).mean())
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_perm, v.size))
+    flipped = np.abs((signs * v).mean(axis=1))
+    return float(((flipped >= observed - 1e-12).sum() + 1) / (n_perm + 1))
+
+
+def _boot_p(samples: np.ndarray) -> float:
+    """Two-sided bootstrap p of a zero effect: twice the share of resamples on the far side of 0."""
+    x = samples[np.isfinite(samples)]
+    if x.size == 0:
+        return 1.0
+    return float(min(1.0, 2 * min((x <= 0).mean(), (x >= 0).mean())))
+
+
+def compare(
+    probes: pl.DataFrame,
+    halves: pl.DataFrame,
+    *,
+    metric: str,
+    system: str,
+    other: str,
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+) -> Pair | None:
+    """``system - other`` per half on the questions both scored, with unit-resampled intervals and p."""
+    def scores(label: str) -> pl.DataFrame:
+        return probes.filter((pl.col("system") == label) & pl.col("error").is_null()).select(
+            "question_id", pl.col(metric).cast(pl.Float64).alias(label)
+        )
+
+    joined = (
+        scores(system).join(scores(other), on="question_id").join(halves, on="question_id")
+        .filter(pl.col(system).is_not_nan() & pl.col(other).is_not_nan())
+        .with_columns((pl.col(system) - pl.col(other)).alias("_d"))
+    )
+    if joined.height == 0:
+        return None
+    n_users = joined["user_id"].n_unique()
+    unit_col = "user_id" if n_users >= MIN_USERS else "thread_id"
+    units = joined.group_by(unit_col, maintain_order=True).agg(
+        pl.col("_d").filter(pl.col("half") == 0).sum().alias("s1"),
+        (pl.col("half") == 0).sum().alias("n1"),
+        pl.col("_d").filter(pl.col("half") == 1).sum().alias("s2"),
+        (pl.col("half") == 1).sum().alias("n2"),
+    ).sort(unit_col)
+    s1, n1 = units["s1"].to_numpy().astype(float), units["n1"].to_numpy().astype(float)
+    s2, n2 = units["s2"].to_numpy().astype(float), units["n2"].to_numpy().astype(float)
+    first = s1.sum() / n1.sum() if n1.sum() else math.nan
+    second = s2.sum() / n2.sum() if n2.sum() else math.nan
+    k = len(units)
+    idx = rng.integers(0, k, size=(n_boot, k))
+    w = np.zeros((n_boot, k))
+    np.add.at(w, (np.repeat(np.arange(n_boot), k), idx.ravel()), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        b1 = (w @ s1) / (w @ n1)
+        b2 = (w @ s2) / (w @ n2)
+    per_unit_second = np.where(n2 > 0, s2 / np.where(n2 > 0, n2, 1), np.nan)
+    if unit_col == "user_id":
+        both = (n1 > 0) & (n2 > 0)
+        per_unit_did = np.where(both, per_unit_second - s1 / np.where(n1 > 0, n1, 1), np.nan)
+        did_p = _sign_flip(per_unit_did, rng)
+    else:
+        # A question thread rarely spans both halves, so it has no DiD of its own:
+        # the p of the DiD is read off the same thread bootstrap as its interval.
+        did_p = _boot_p(b2 - b1)
+    return Pair(
+        first=float(first),
+        second=float(second),
+        did=float(second - first),
+        first_ci=_percentile(b1),
+        second_ci=_percentile(b2),
+        did_ci=_percentile(b2 - b1),
+        second_p=_sign_flip(per_unit_second, rng),
+        did_p=did_p,
+        n=joined.height,
+        units=k,
+    )
+
+
+def _mde(ci: tuple[float, float]) -> float | None:
+    """Smallest effect detectable at 80% power (two-sided 5%) from an interval's width."""
+    lo, hi = ci
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return (hi - lo) / (2 * _Z975) * (_Z975 + _Z80)
+
+
+def learning_table(
+    probes: pl.DataFrame,
+    *,
+    metric: str,
+    twins: Mapping[str, str],
+    placebos: Mapping[str, str],
+    control: str | None,
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+) -> dict[str, dict[str, Any]]:
+    """Per system (twins and placebos as their own rows): halves, gain over the twin, DiDs, p, MDE.
+
+    Args:
+        probes: the run's rows.
+        metric: the headline column.
+        twins: system label -> its twin's label (systems that learn from feedback).
+        placebos: placebo label -> the twin it is compared with.
+        control: the static control's label (None: no "vs static control" column).
+        rng: the run's ``stats`` stream.
+        n_boot: bootstrap resamples.
+    """
+    scored = probes.filter(pl.col("error").is_null())
+    halves = user_halves(scored)
+    n_users = halves["user_id"].n_unique()
+    primaries = _primaries(scored, twins, placebos)
+    out: dict[str, dict[str, Any]] = {}
+    for label in dict.fromkeys(scored["system"].to_list()):
+        rows = scored.filter(pl.col("system") == label).join(halves.select("question_id", "half"), on="question_id")
+        x = rows[metric].cast(pl.Float64)
+        entry: dict[str, Any] = {
+            "users": n_users,
+            "unit": "user" if n_users >= MIN_USERS else "thread",
+            "first": _nanmean(x.filter(rows["half"] == 0)),
+            "second": _nanmean(x.filter(rows["half"] == 1)),
+            "mix_first": _mix(rows.filter(pl.col("half") == 0)),
+            "mix_second": _mix(rows.filter(pl.col("half") == 1)),
+        }
+        reference = twins.get(label) or placebos.get(label)
+        if reference is not None:
+            pair = compare(scored, halves, metric=metric, system=label, other=reference, rng=rng, n_boot=n_boot)
+            if pair is not None:
+                entry.update(
+                    twin=reference,
+                    gain_first=pair.first, gain_first_lo=pair.first_ci[0], gain_first_hi=pair.first_ci[1],
+                    gain_second=pair.second, gain_second_lo=pair.second_ci[0], gain_second_hi=pair.second_ci[1],
+                    gain_second_p=pair.second_p, gain_mde=_mde(pair.second_ci),
+                    did_twin=pair.did, did_twin_lo=pair.did_ci[0], did_twin_hi=pair.did_ci[1], did_twin_p=pair.did_p,
+                    paired=pair.n, units=pair.units,
+                )
+                entry["gain_by_kind"] = _by_kind(scored, halves, metric, label, reference)
+        if control is not None and label != control and label in primaries:
+            pair = compare(scored, halves, metric=metric, system=label, other=control, rng=rng, n_boot=n_boot)
+            if pair is not None:
+                entry.update(
+                    did_control=pair.did, did_control_lo=pair.did_ci[0], did_control_hi=pair.did_ci[1],
+                    did_control_p=pair.did_p, did_control_mde=_mde(pair.did_ci),
+                )
+        out[label] = entry
+    return out
+
+
+def _primaries(scored: pl.DataFrame, twins: Mapping[str, str], placebos: Mapping[str, str]) -> set[str]:
+    """Labels that are neither twins nor placebos."""
+    others = set(twins.values()) | set(placebos)
+    return {s for s in scored["system"].unique().to_list() if s not in others}
+
+
+def _nanmean(s: pl.Series) -> float | None:
+    v = s.to_numpy().astype(float)
+    v = v[~np.isnan(v)]
+    return float(v.mean()) if v.size else None
+
+
+def _mix(rows: pl.DataFrame) -> dict[str, int]:
+    """Questions per kind in one half (the halves' kind mix)."""
+    return {str(k): int(n) for k, n in rows.group_by("kind").len().sort("kind").rows()}
+
+
+def _by_kind(scored: pl.DataFrame, halves: pl.DataFrame, metric: str, system: str, twin: str) -> dict[str, Any]:
+    """Gain over the twin per question kind and half (point estimates and counts)."""
+    def scores(label: str) -> pl.DataFrame:
+        return scored.filter(pl.col("system") == label).select("question_id", pl.col(metric).cast(pl.Float64).alias(label))
+
+    d = (
+        scores(system).join(scores(twin), on="question_id").join(halves, on="question_id")
+        .filter(pl.col(system).is_not_nan() & pl.col(twin).is_not_nan())
+        .with_columns((pl.col(system) - pl.col(twin)).alias("_d"))
+    )
+    out: dict[str, Any] = {}
+    for (kind,), part in sorted(d.group_by(["kind"]), key=lambda kv: str(kv[0][0])):
+        g1 = part.filter(pl.col("half") == 0)["_d"]
+        g2 = part.filter(pl.col("half") == 1)["_d"]
+        first = float(g1.mean()) if g1.len() else None  # type: ignore[arg-type]
+        second = float(g2.mean()) if g2.len() else None  # type: ignore[arg-type]
+        out[str(kind)] = {
+            "n_first": g1.len(),
+            "n_second": g2.len(),
+            "gain_first": first,
+            "gain_second": second,
+            "did": None if first is None or second is None else second - first,
+        }
+    return out
+
+
+def gain_curve(
+    probes: pl.DataFrame, *, metric: str, system: str, twin: str, window_days: float = 14.0
+) -> list[dict[str, Any]]:
+    """Gain over the twin in windows of simulated time (for the report's lead figure)."""
+    def scores(label: str) -> pl.DataFrame:
+        return probes.filter((pl.col("system") == label) & pl.col("error").is_null()).select(
+            "question_id", "t_days", pl.col(metric).cast(pl.Float64).alias(label)
+        )
+
+    d = (
+        scores(system).join(scores(twin).drop("t_days"), on="question_id")
+        .filter(pl.col(system).is_not_nan() & pl.col(twin).is_not_nan())
+        .with_columns(
+            (pl.col(system) - pl.col(twin)).alias("gain"), (pl.col("t_days") // window_days).alias("window")
+        )
+    )
+    agg = d.group_by("window").agg(pl.col("gain").mean(), pl.len().alias("n")).sort("window")
+    return [
+        {"t_days": (w + 0.5) * window_days, "gain": float(g), "n": int(n)}
+        for w, g, n in agg.select("window", "gain", "n").rows()
+    ]
+
+
+def _pp(v: Any, lo: Any = None, hi: Any = None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    text = f"{100 * v:+.1f}"
+    if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+        text += f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    return text
+
+
+def _p(v: Any) -> str:
+    if v is None:
+        return "—"
+    return "<0.001" if v < 0.001 else f"{v:.3f}"
+
+
+def format_learning(table: Mapping[str, Mapping[str, Any]], *, metric: str, control: str | None) -> str:
+    """The learning-through-use table as text, with its footnotes."""
+    head = ["system", "1st half %", "2nd half %", "gain 2nd half (pp)", "p", "DiD vs twin (pp)", "p", "MDE",
+            "DiD vs static control (pp)"]
+    rows: list[list[str]] = []
+    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and not label.endswith("~placebo")}
+    for label, e in table.items():
+        has_twin = "gain_second" in e
+        no_gain = f"(twin of {twin_of[label]})" if label in twin_of else "no feedback use"
+        rows.append([
+            label,
+            "—" if e.get("first") is None else f"{100 * e['first']:.1f}",
+            "—" if e.get("second") is None else f"{100 * e['second']:.1f}",
+            _pp(e.get("gain_second"), e.get("gain_second_lo"), e.get("gain_second_hi")) if has_twin else no_gain,
+            _p(e.get("gain_second_p")) if has_twin else "",
+            _pp(e.get("did_twin"), e.get("did_twin_lo"), e.get("did_twin_hi")) if has_twin else "",
+            _p(e.get("did_twin_p")) if has_twin else "",
+            "—" if e.get("gain_mde") is None else f"{100 * e['gain_mde']:.1f}",
+            _pp(e.get("did_control"), e.get("did_control_lo"), e.get("did_control_hi")) if "did_control" in e else "",
+        ])
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    any_entry = next(iter(table.values()), {})
+    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
+    lines.append("")
+    lines.append(
+        f"metric: {metric}; halves: each user's questions split at that user's median; "
+        f"gain = system - its twin (same system, feedback withheld) on the same questions"
+    )
+    if unit == "user":
+        lines.append(f"[lo, hi]: 95% bootstrap interval resampling the {users} users; p: paired sign-flip test of per-user values")
+    else:
+        lines.append(
+            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
+            f"(fewer than {MIN_USERS}); p: sign-flip test of per-thread gains, bootstrap p for the DiD"
+        )
+    if any(label.endswith("~placebo") for label in table):
+        lines.append("~placebo: the system fed its own feedback bits shuffled; its gain over the twin should be null")
+    lines.append(
+        "MDE: smallest second-half gain detectable at 80% power from this run's interval; "
+        + (f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
+           if control else "no static control in this run")
+    )
+    return "\n".join(lines)
