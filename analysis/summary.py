@@ -373,31 +373,3 @@ def format_answer_accuracy(
             mean = float(judged.mean()) if judged.size else None
             parts.append(f"{reason} {_cell(mean, 0).strip()} ({judged.size} of {x.size} judged)")
     return f"{column}: " + ", ".join(parts)
-
-
-def format_answer_accuracy(
-    metrics: Mapping[str, Any], probes: pl.DataFrame, system: str, *, column: str
-) -> str:
-    """Answer accuracy as LongMemEval reports it: overall, task-averaged, and per reason of exclusion.
-
-    Task-averaged accuracy is the mean of the per-kind means (the kinds with a
-    judged answer), so a large kind does not outweigh a small one. Questions
-    left out of evidence scores (e.g. abstention) are still answered and
-    judged: their accuracy is read from the rows. Unjudged answers (NaN) are
-    left out, never counted as wrong.
-    """
-    entry = metrics["systems"][system]
-    per_kind = [g["scores"].get(column, {}).get("mean") for g in entry["per_kind"].values()]
-    kind_means = [v for v in per_kind if v is not None]
-    overall = entry["overall"]["scores"].get(column, {})
-    parts = [f"overall {_cell(overall.get('mean'), 0).strip()} ({overall.get('n', 0)} judged)"]
-    task = sum(kind_means) / len(kind_means) if kind_means else None
-    parts.append(f"task-averaged {_cell(task, 0).strip()} over {len(kind_means)} kinds")
-    rows = probes.filter((pl.col("system") == system) & pl.col("excluded").is_not_null()) if probes.height else probes
-    if rows.height and column in rows.columns:
-        for reason in sorted(set(rows["excluded"].to_list())):
-            x = rows.filter(pl.col("excluded") == reason)[column].cast(pl.Float64).fill_null(math.nan).to_numpy()
-            judged = x[~np.isnan(x)]
-            mean = float(judged.mean()) if judged.size else None
-            parts.append(f"{reason} {_cell(mean, 0).strip()} ({judged.size} of {x.size} judged)")
-    return f"{column}: " + ", ".join(parts)
