@@ -121,9 +121,13 @@ def static_main(args: argparse.Namespace) -> int:
         names = {CATEGORY_LABELS["locomo"][c]: f"{c} {n}" for c, n in CATEGORY_LABELS[args.labels].items()}
         judges = DEFAULT_JUDGES["locomo"]
     else:
+        from analysis.pipeline import answer_options, make_spec
         from static_benchmarks.longmemeval_cli import longmemeval_spec
 
-        spec, names = longmemeval_spec(args)
+        spec, names = longmemeval_spec(args, make_spec=make_spec, systems=_systems(args), answer=answer_options(args))
+        print(f"LongMemEval {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})")
+        for line in spec.scenario_meta.get("load_lines", []):
+            print(f"  {line}")
         judges = DEFAULT_JUDGES["longmemeval"]
     out = args.out or default_out_dir(f"static-{args.benchmark}")
     try:
@@ -144,6 +148,10 @@ def static_main(args: argparse.Namespace) -> int:
     for system in m["systems"]:
         print(f"\nsystem {system}")
         print(format_tables(m, system, kind_names=names))
+        if args.benchmark == "longmemeval" and spec.answer is not None:
+            from analysis.summary import format_answer_accuracy
+
+            print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))
         lat = outcome.summary.timings["systems"][system]["retrieve_ms"]
         if lat["p50"] is not None:
             print(f"retrieve latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")

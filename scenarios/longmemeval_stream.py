@@ -7,6 +7,14 @@ file's date string) and the official turn keys ``<session_id>_<index + 1>``,
 so the gold evidence is the official one: the user turns marked
 ``has_answer`` inside answer sessions.
 
+Ids that would reveal gold are renamed before any system sees them: the
+file names answer sessions ``answer_...`` and abstention questions
+``..._abs``, so session ids become ``opaque_session_id`` (a hash: the same
+session keeps one id across instances), turn keys keep their official form
+on that id, and question ids are opaque too (feedback names them). The
+file's question id stays with the question (``topic`` and
+``extra["question_id"]``), where only rows and scorers read it.
+
 Who the user is (``group``):
 
 - ``shared`` (default): all instances are one user (``"longmemeval"``) whose
@@ -21,10 +29,10 @@ Who the user is (``group``):
   instances written about different fictional facts share one memory.
 - ``instance``: each instance is its own user (user id = question id) with
   only its own haystack, as the official protocol runs them, but all users
-  replayed together against one instance of each system. Session and turn
-  ids are prefixed with the user (``"<question_id>/<turn key>"``) because
-  provenance must name exactly one user's turn; a session listed twice by
-  one instance is ingested once.
+  replayed together against one instance of each system. The user id is
+  the question's opaque id; session and turn ids are prefixed with it
+  (``"<user>/<turn key>"``) because provenance must name exactly one user's
+  turn; a session listed twice by one instance is ingested once.
 
 Left out and counted (``meta["excluded"]``): abstention questions (``_abs``)
 unless ``include_abstention`` (they are then asked with no evidence and
@@ -65,9 +73,13 @@ from static_benchmarks.longmemeval import (
     gold_turn_keys,
     iter_instances,
     memory_turns,
+    opaque_id,
+    opaque_session_id,
+    opaque_turn_key,
+    session_of,
 )
 
-__all__ = ["LongMemEvalStreamConfig", "LongMemEvalStreamScenario", "SHARED_USER", "default_longmemeval_path"]
+__all__ = ["LongMemEvalFileArgs", "LongMemEvalStreamConfig", "LongMemEvalStreamScenario", "SHARED_USER", "default_longmemeval_path"]
 
 SHARED_USER = "longmemeval"
 """The user id of every event in ``shared`` mode."""
@@ -81,29 +93,34 @@ def default_longmemeval_path() -> Path | None:
     return Path(env) if env else None
 
 
-class LongMemEvalStreamConfig(BaseModel):
-    """Arguments of the ``longmemeval_stream`` scenario (validated; unknown keys are errors)."""
+class LongMemEvalFileArgs(BaseModel):
+    """The arguments every LongMemEval scenario has: the file and a question-type filter."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     data: str = Field("", description="a LongMemEval JSON file (empty: $MEMSIM_LONGMEMEVAL)")
-    group: Literal["shared", "instance"] = Field("shared", description="one user for all instances, or one per instance")
     types: tuple[str, ...] = Field((), description="question types to keep (empty: all)")
-    limit_instances: int | None = Field(None, ge=1, description="keep the first N instances that pass the filters")
-    include_abstention: bool = Field(False, description="also ask abstention (_abs) questions (unscored)")
-    user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus)")
 
     @field_validator("types")
     @classmethod
     def _known_types(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         unknown = [t for t in v if t not in QUESTION_TYPES]
         if unknown:
-            raise ValueError(f"unknown question types {unknown}; valid: {', '.join(QUESTION_TYPES)}")
+            raise ValueError(f"unknown question type(s) {', '.join(unknown)}; valid: {', '.join(QUESTION_TYPES)}")
         return tuple(v)
 
     def path(self) -> Path | None:
         """The data file to read, if one is named."""
         return Path(self.data) if self.data else default_longmemeval_path()
+
+
+class LongMemEvalStreamConfig(LongMemEvalFileArgs):
+    """Arguments of the ``longmemeval_stream`` scenario (validated; unknown keys are errors)."""
+
+    group: Literal["shared", "instance"] = Field("shared", description="one user for all instances, or one per instance")
+    limit_instances: int | None = Field(None, ge=1, description="keep the first N instances that pass the filters")
+    include_abstention: bool = Field(False, description="also ask abstention (_abs) questions (unscored)")
+    user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus)")
 
 
 class LongMemEvalStreamScenario:
@@ -153,7 +170,7 @@ class LongMemEvalStreamScenario:
                 excluded["type"] += 1
                 continue
             # An abstention question's haystack does not hold its answer: it has no evidence to score.
-            gold = frozenset() if inst.is_abstention else gold_turn_keys(inst)
+            gold = frozenset() if inst.is_abstention else frozenset(opaque_turn_key(k) for k in gold_turn_keys(inst))
             if inst.is_abstention and not cfg.include_abstention:
                 excluded["abstention"] += 1
                 continue
@@ -187,7 +204,7 @@ class LongMemEvalStreamScenario:
         )
 
     def _turns(self, inst: Instance) -> list[list[Turn]]:
-        return memory_turns(inst, granularity="turn", user_only=self.config.user_only)
+        return memory_turns(inst, granularity="turn", user_only=self.config.user_only, rename=opaque_session_id)
 
     def _question(self, inst: Instance, user: str, evidence: tuple[str, ...], evidence_at: list[datetime],
                   counts: dict[str, int]) -> Question:
@@ -196,7 +213,7 @@ class LongMemEvalStreamScenario:
             when = max(evidence_at) + _MOVE
             counts["moved_after_evidence"] += 1
         return Question(
-            question_id=inst.question_id,
+            question_id=opaque_id("q", inst.question_id),
             user_id=user,
             time=when,
             text=inst.question,
@@ -204,10 +221,11 @@ class LongMemEvalStreamScenario:
             kind=inst.question_type,
             evidence=evidence,
             topic=inst.question_id,
+            extra={"question_id": inst.question_id, "question_date": inst.question_date_text},
         )
 
     def _instance_events(self, inst: Instance, gold: frozenset[str], counts: dict[str, int]) -> list[Event]:
-        user = inst.question_id
+        user = opaque_id("u", inst.question_id)
         out: list[Event] = []
         seen: set[str] = set()
         at: dict[str, datetime] = {}
@@ -216,11 +234,14 @@ class LongMemEvalStreamScenario:
                 counts["duplicate_sessions"] += 1
                 continue
             seen.add(session.session_id)
-            renamed = tuple(replace(t, turn_id=f"{user}/{t.turn_id}", session_id=f"{user}/{t.session_id}") for t in turns)
+            sid = f"{user}/{opaque_session_id(session.session_id)}"
+            renamed = tuple(
+                replace(t, turn_id=f"{user}/{t.turn_id}", user_id=user, session_id=sid) for t in turns
+            )
             for t in turns:
                 at[t.turn_id] = session.date
             if renamed:
-                out.append(Session(session_id=f"{user}/{session.session_id}", user_id=user, time=session.date, turns=renamed))
+                out.append(Session(session_id=sid, user_id=user, time=session.date, turns=renamed))
         keys = sorted(k for k in gold if k in at)
         evidence = tuple(f"{user}/{k}" for k in keys)
         out.append(self._question(inst, user, evidence, [at[k] for k in keys], counts))
@@ -238,7 +259,7 @@ class LongMemEvalStreamScenario:
         own: dict[str, tuple[str, ...]] = {}
         for session, turns in zip(inst.sessions, self._turns(inst), strict=True):
             texts = tuple(t.text for t in turns)
-            sid = session.session_id
+            sid = opaque_session_id(session.session_id)
             own.setdefault(sid, texts)
             if sid in kept:
                 counts["shared_sessions_reused"] += 1
@@ -264,13 +285,8 @@ class LongMemEvalStreamScenario:
                     turns=tuple(replace(t, user_id=SHARED_USER) for t in turns),
                 )
         # A gold turn counts only when the kept copy of its session is this instance's copy.
-        keys = [k for k in sorted(gold) if (sid := _session_of(k)) in kept and kept[sid][1] == own.get(sid)]
+        keys = [k for k in sorted(gold) if (sid := session_of(k)) in kept and kept[sid][1] == own.get(sid)]
         if gold and not keys:
             excluded["evidence_dropped"] += 1
             return None
-        return self._question(inst, SHARED_USER, tuple(keys), [kept[_session_of(k)][0] for k in keys], counts)
-
-
-def _session_of(turn_key: str) -> str:
-    """The session id of an official turn key ``<session_id>_<n>``."""
-    return turn_key.rsplit("_", 1)[0]
+        return self._question(inst, SHARED_USER, tuple(keys), [kept[session_of(k)][0] for k in keys], counts)

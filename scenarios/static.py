@@ -9,18 +9,20 @@ scorers and summariser are the same as for every longitudinal run.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from scenarios.base import ScenarioStream
+from scenarios.longmemeval_stream import LongMemEvalFileArgs
 from sim.errors import UserError
 from sim.validate import validate_args
 
-__all__ = ["LocomoConfig", "LocomoBenchmark", "LongMemEvalBenchmark", "default_locomo_path"]
+__all__ = ["LocomoConfig", "LocomoBenchmark", "LongMemEvalConfig", "LongMemEvalBenchmark", "default_locomo_path"]
 
 
 def default_locomo_path() -> Path:
@@ -87,7 +89,121 @@ class LocomoBenchmark:
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=eps)
 
 
-class LongMemEvalBenchmark:  # pragma: no cover - replaced below when the LongMemEval adapter is built
-    """Static LongMemEval (see ``static_benchmarks.longmemeval``)."""
+class LongMemEvalConfig(LongMemEvalFileArgs):
+    """Arguments of the static ``longmemeval`` benchmark (``data`` and ``types`` as the stream's)."""
+
+    granularity: Literal["turn", "session"] = Field(
+        "turn", description="memory items: user turns (also scored at session level) or whole sessions"
+    )
+    user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus); false: every turn")
+    sample: int | None = Field(None, ge=1, description="a sample of N instances, stratified by question type")
+    sample_seed: int = Field(0, ge=0, description="seed of the sample (the run's seed)")
+    limit: int | None = Field(None, ge=0, description="only the first N selected instances")
+    include_abstention: bool = Field(False, description="also ask abstention (_abs) questions (judged, not scored)")
+    empty_gold: Literal["skip", "official"] = Field(
+        "skip", description="no gold user turn: skip = unscored; official = 0 / 1 / 0 as the official script"
+    )
+
+
+# One survey per file version and selection per process: a spec is made and then
+# executed in the same process, and the survey reads the whole selection.
+_SURVEYS: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+class LongMemEvalBenchmark:
+    """Static LongMemEval: one episode per instance, its haystack then its question.
+
+    Instances stream from the file one at a time (``static_benchmarks.longmemeval``),
+    so memory stays flat on the 2.7 GB M file. ``meta`` (recorded in the spec)
+    holds the file's sha256, the load warnings and what the selection holds.
+    """
 
     name = "longmemeval"
+
+    def __init__(self, config: LongMemEvalConfig, *, source: str = "") -> None:
+        self.config = config
+        where = f" in {source}" if source else ""
+        path = config.path()
+        if path is None:
+            raise UserError(f"name a LongMemEval file with --data or scenario.data{where} (or set MEMSIM_LONGMEMEVAL)")
+        if not path.is_file():
+            raise UserError(f"--data {path}: no such file (get the LongMemEval files as the README says)")
+        self.path = path
+        from static_benchmarks.longmemeval import select
+
+        self.selection = select(
+            path,
+            types=config.types or None,
+            sample=config.sample,
+            seed=config.sample_seed,
+            limit=config.limit,
+        )
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LongMemEvalBenchmark:
+        """Build from arguments; bad keys or values, or a missing file, raise ``UserError``."""
+        return cls(validate_args(LongMemEvalConfig, args, what="scenario", source=source), source=source)  # type: ignore[arg-type]
+
+    def spec_args(self) -> dict[str, Any]:
+        """Resolved arguments: the path actually read."""
+        out = self.config.model_dump(mode="json")
+        out["data"] = str(self.path.resolve())
+        return out
+
+    def meta(self) -> dict[str, Any]:
+        """The file's sha256, its load warnings and the selection's counts (one pass over the selection)."""
+        from memory.embed import file_sha256
+
+        st = self.path.stat()
+        key = (str(self.path.resolve()), st.st_size, st.st_mtime_ns, self.config.model_dump_json())
+        if key not in _SURVEYS:
+            _SURVEYS[key] = {"sha256": file_sha256(self.path), **self._survey()}
+        return copy.deepcopy(_SURVEYS[key])
+
+    def _survey(self) -> dict[str, Any]:
+        from static_benchmarks.longmemeval import QUESTION_TYPES, LoadWarnings, gold_session_ids
+
+        warnings = LoadWarnings()
+        per_type: dict[str, int] = {}
+        abstention = no_gold = 0
+        for inst in self.selection.instances(self.path, warnings=warnings):
+            if inst.is_abstention:
+                abstention += 1
+                if not self.config.include_abstention:
+                    continue
+            elif not gold_session_ids(inst):
+                no_gold += 1
+            per_type[inst.question_type] = per_type.get(inst.question_type, 0) + 1
+        episodes = sum(per_type.values())
+        lines = [
+            f"{episodes} instances"
+            + (f", {abstention} abstention" if self.config.include_abstention else f", {abstention} abstention left out")
+            + f", {no_gold} without a gold user turn ({'unscored' if self.config.empty_gold == 'skip' else 'scored as officially'})",
+            *warnings.lines(),
+        ]
+        return {
+            "selection": {
+                "instances": episodes,
+                "per_type": {t: per_type[t] for t in QUESTION_TYPES if t in per_type},
+                "abstention": abstention,
+                "abstention_included": self.config.include_abstention,
+                "no_gold_user_turn": no_gold,
+            },
+            "load_warnings": warnings.to_json(),
+            "load_lines": lines,
+        }
+
+    def generate(self, rng: np.random.Generator) -> ScenarioStream:
+        """The selected instances as streamed episodes (``rng`` is not drawn from: the sample has its own seed)."""
+        from static_benchmarks.longmemeval import iter_episodes
+
+        cfg = self.config
+        episodes = iter_episodes(
+            self.path,
+            self.selection,
+            granularity=cfg.granularity,
+            user_only=cfg.user_only,
+            include_abstention=cfg.include_abstention,
+            empty_gold=cfg.empty_gold,
+        )
+        return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=episodes)

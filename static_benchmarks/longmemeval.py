@@ -1,4 +1,4 @@
-"""LongMemEval: streaming loader, retrieval protocol and QA protocol as published.
+"""LongMemEval: streaming loader, episodes and the official retrieval metrics.
 
 The published files (``longmemeval_s``, ``longmemeval_m``,
 ``longmemeval_oracle`` and the ``*_cleaned`` releases) are JSON arrays of
@@ -16,58 +16,58 @@ UTC). Sessions are ordered by parsed date, not by file order (ties keep file
 order). The M file is about 2.7 GB, so files are streamed instance by instance
 with ``ijson``: memory is bounded by the largest instance, not the file.
 
-Retrieval protocol (offline, no LLM), as the official evaluation scores it:
+Each instance becomes one ``Episode`` (``instance_episode``): its haystack
+sessions at their dates, then its question. The engine plays it against
+fresh systems (``scenarios.static.LongMemEvalBenchmark``); the scorers here
+(``TurnScorer``, ``SessionScorer``) compute the official figures:
 
 - Turn level: the keys are the *user* turns, id ``<session_id>_<index + 1>``
   where the index counts all turns of the session. Only user turns are
-  ingested, as the official corpus holds only user turns; the gold keys are
-  the user turns with ``has_answer`` inside answer sessions. Turn-level runs
-  also report session-level figures derived from the turn ranking the way
-  the official ``turn2session`` evaluation does (the cut-off grows until it
+  ingested by the retrieval protocol, as the official corpus holds only user
+  turns; the gold keys are the user turns with ``has_answer`` inside answer
+  sessions. Session-level figures of a turn ranking are derived the way the
+  official ``turn2session`` evaluation does (the cut-off grows until it
   covers k distinct sessions; relevance stays per retrieved item).
 - Session level (``granularity="session"``): one key per session, the text of
   its user turns joined by spaces; gold sessions are the answer sessions with
   at least one user turn marked ``has_answer``.
-- Metrics ``recall_any@k``, ``recall_all@k`` and ``ndcg_any@k`` for k in
+- ``recall_any@k``, ``recall_all@k`` and ``ndcg_any@k`` for k in
   ``RETRIEVAL_KS``, with the official DCG (rank 1 weighs 1, rank r >= 2
-  weighs ``1 / log2(r)``). Abstention instances are excluded. Per question
-  type and overall.
-- A system returns memories with provenance; a memory is relevant when its
-  ``source_turn_ids`` meet the gold keys. Each instance gets a fresh system
-  that ranks its whole store (depth = number of ingested items), as the
-  official script ranks the whole corpus.
+  weighs ``1 / log2(r)``). Abstention questions are not scored.
 - Instances without any gold key (single-session-assistant questions, whose
   evidence is an assistant turn) are unscored (NaN) by default; with
   ``empty_gold="official"`` they score as the official script scores them
   (recall_any 0, recall_all 1, nDCG 0), which its published averages include.
 
-QA protocol: per instance a fresh system ingests every turn (text
-``"<date> | <role>: <content>"``), retrieves the top k for the question, a
-reader answers with the question date (as the file writes it, the form the
-memories carry) and the LongMemEval rubric judge
-scores it. Finished instances are appended to ``qa_rows.jsonl`` in the run
-folder, so an interrupted run resumes without repeating them.
+Ids that reveal gold never reach a system: answer sessions are named
+``answer_...`` and abstention question ids end in ``_abs``, so every session
+id becomes ``s`` + 16 hex digits of its sha256 (``opaque_session_id``), turn
+keys keep their official form on that id, and user and question ids are
+opaque too. The mapping is a hash, so the same session gets the same id in
+every instance; the question carries its original id in ``extra``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import itertools
 import math
-import os
 import re
-import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import MemorySystem, Retrieved, Turn, render_turn
+from memory.base import Turn
 from sim.errors import UserError
+from sim.events import Episode, Question, Session
+
+if TYPE_CHECKING:
+    from memory.base import Retrieved
 
 __all__ = [
     "QUESTION_TYPES",
@@ -83,28 +83,23 @@ __all__ = [
     "load_instances",
     "scan_instances",
     "select_indices",
+    "Selection",
+    "select",
     "turn_key",
     "gold_turn_keys",
     "gold_session_ids",
     "memory_turns",
+    "opaque_id",
+    "opaque_session_id",
+    "opaque_turn_key",
+    "session_of",
+    "instance_episode",
+    "iter_episodes",
     "official_dcg",
     "score_ranking",
     "score_turn2session",
-    "RetrievalRun",
-    "retrieval_row",
-    "run_retrieval",
-    "retrieval_frame",
-    "summarise_retrieval",
-    "AnswerSetup",
-    "QaRun",
-    "QA_ROWS",
-    "read_qa_rows",
-    "qa_row",
-    "run_qa",
-    "summarise_qa",
-    "TABLE_COLUMNS",
-    "format_retrieval_table",
-    "format_qa_table",
+    "TurnScorer",
+    "SessionScorer",
 ]
 
 QUESTION_TYPES: tuple[str, ...] = (
@@ -423,7 +418,8 @@ def iter_instances(
         path: a published file (``longmemeval_s.json``, ``..._cleaned.json``, ...).
         warnings: where tolerated defects are counted.
         indices: when given, only instances at these file positions are built
-            (the others are still parsed, to find where they end).
+            (the others are still parsed, to find where they end); reading
+            stops after the last of them.
 
     Raises:
         UserError: for a missing or non-array file, a truncated or malformed
@@ -433,11 +429,14 @@ def iter_instances(
 
     p = Path(path)
     wanted = None if indices is None else frozenset(indices)
+    stop = max(wanted, default=-1) if wanted is not None else None
     last = "none (error before the first instance)"
     n = 0
     with _open_array(p) as f:
         try:
             for obj in ijson.items(f, "item", use_float=True):
+                if stop is not None and n > stop:
+                    return  # nothing wanted lies further on: the rest of a 2.7 GB file is not read
                 if wanted is None or n in wanted:
                     inst = instance_from_json(obj, source=str(p), index=n, warnings=warnings)
                     last = inst.question_id
@@ -568,7 +567,14 @@ def gold_session_ids(inst: Instance) -> frozenset[str]:
     )
 
 
-def memory_turns(inst: Instance, *, granularity: str = "turn", user_only: bool = True) -> list[list[Turn]]:
+def memory_turns(
+    inst: Instance,
+    *,
+    granularity: str = "turn",
+    user_only: bool = True,
+    rename: Callable[[str], str] | None = None,
+    user_id: str | None = None,
+) -> list[list[Turn]]:
     """The instance's haystack as memory turns, one list per session, oldest first.
 
     Args:
@@ -578,6 +584,9 @@ def memory_turns(inst: Instance, *, granularity: str = "turn", user_only: bool =
             the session's user turns joined by spaces (the official session key).
         user_only: at turn granularity, keep only user turns (the retrieval
             protocol's corpus); ``False`` keeps every turn (QA protocol).
+        rename: maps a session id to the id systems see (``opaque_session_id``);
+            None keeps the file's ids.
+        user_id: the turns' user (default the question id).
 
     Every turn carries ``metadata["date_text"]`` (the file's date string), so
     ``render_turn`` gives ``"<date> | <role>: <content>"``.
@@ -585,21 +594,43 @@ def memory_turns(inst: Instance, *, granularity: str = "turn", user_only: bool =
     if granularity not in GRANULARITIES:
         raise UserError(f"granularity {granularity!r} unknown; valid: {', '.join(GRANULARITIES)}")
     out: list[list[Turn]] = []
-    uid = inst.question_id
+    uid = inst.question_id if user_id is None else user_id
     for s in inst.sessions:
+        sid = s.session_id if rename is None else rename(s.session_id)
         meta = {"date_text": s.date_text}
         if granularity == "session":
             text = " ".join(t.content for t in s.turns if t.role == "user")
-            out.append([Turn(s.session_id, uid, "user", text, s.date, s.session_id, meta)])
+            out.append([Turn(sid, uid, "user", text, s.date, sid, meta)])
             continue
         out.append(
             [
-                Turn(turn_key(s.session_id, t.index), uid, t.role, t.content, s.date, s.session_id, meta)
+                Turn(turn_key(sid, t.index), uid, t.role, t.content, s.date, sid, meta)
                 for t in s.turns
                 if t.role == "user" or not user_only
             ]
         )
     return out
+
+
+def opaque_id(prefix: str, original: str) -> str:
+    """``prefix`` + 16 hex digits of the sha256 of ``original``: stable, reveals nothing."""
+    return prefix + hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def opaque_session_id(session_id: str) -> str:
+    """The id systems see for a session (``answer_...`` names would reveal gold)."""
+    return opaque_id("s", session_id)
+
+
+def opaque_turn_key(key: str) -> str:
+    """An official turn key ``<session_id>_<n>`` on the session's opaque id."""
+    sid, _, n = key.rpartition("_")
+    return f"{opaque_session_id(sid)}_{n}"
+
+
+def session_of(key: str) -> str:
+    """The session id of a turn key ``<session_id>_<n>``."""
+    return key.rpartition("_")[0]
 
 
 # ---------------------------------------------------------------------------
@@ -712,599 +743,220 @@ def score_turn2session(
     return out
 
 
+
 # ---------------------------------------------------------------------------
-# Retrieval protocol
-
-
-class _TextCounter:
-    """Distinct ingested texts, by 8-byte digest (bounded memory on the M file)."""
-
-    __slots__ = ("total", "_seen")
-
-    def __init__(self) -> None:
-        self.total = 0
-        self._seen: set[int] = set()
-
-    def add(self, text: str) -> None:
-        self.total += 1
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        self._seen.add(int.from_bytes(digest, "little"))
-
-    @property
-    def unique(self) -> int:
-        return len(self._seen)
+# Selection and episodes
 
 
 @dataclass(frozen=True, slots=True)
-class RetrievalRun:
-    """What a retrieval-protocol run produced, before it is written out."""
+class Selection:
+    """Which instances of a file a run takes."""
 
-    granularity: str
-    """``"turn"`` or ``"session"``."""
-    ks: tuple[int, ...]
-    """Cut-offs scored."""
-    rows: tuple[Mapping[str, Any], ...]
-    """One row per scored (non-abstention) instance: gold, retrieved, scores, timings."""
-    abstention_skipped: int
-    """Abstention instances left out, as the official evaluation leaves them out."""
-    texts_ingested: int
-    """Memory texts (``render_turn``) handed to the systems, over all instances."""
-    unique_texts: int
-    """Distinct texts among them: what a content-addressed cache embeds."""
-    wall_s: float
-    """Wall time of the run (loading and system construction included)."""
+    indices: tuple[int, ...] | None
+    """File positions to run (None: every instance in file order, up to ``limit``)."""
+    limit: int | None = None
+    """At most this many, in file order (already applied when ``indices`` is set)."""
+
+    def instances(self, path: str | Path, *, warnings: LoadWarnings | None = None) -> Iterator[Instance]:
+        """Stream the selected instances."""
+        it = iter_instances(path, warnings=warnings, indices=self.indices)
+        if self.indices is None and self.limit is not None:
+            return itertools.islice(it, self.limit)
+        return it
 
 
-def _levels(granularity: str) -> tuple[str, ...]:
-    return ("turn", "session") if granularity == "turn" else ("session",)
-
-
-def _score_names(levels: Sequence[str], ks: Sequence[int]) -> list[str]:
-    return [f"{lvl}.{m}@{k}" for lvl in levels for k in ks for m in _METRICS]
-
-
-def retrieval_row(
-    inst: Instance,
-    system: MemorySystem,
+def select(
+    path: str | Path,
     *,
-    granularity: str = "turn",
-    ks: Sequence[int] = RETRIEVAL_KS,
-    empty_gold: str = "skip",
-    texts: _TextCounter | None = None,
-) -> dict[str, Any]:
-    """Ingest one instance into ``system`` (fresh), retrieve for its question, score.
+    types: Collection[str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+) -> Selection:
+    """Resolve a type filter, a stratified sample and a limit (``select_indices``).
 
-    The system ranks its whole store: ``k`` is the number of ingested items
-    (at least ``max(ks)``). ``now`` for retrieval is the later of the
-    question date and the newest session, so every session is retrievable as
-    in the official corpus.
+    Type filters and samples need the types of all instances first: a light
+    scan of the file. A limit alone reads only as far as it needs.
     """
-    sessions = memory_turns(inst, granularity=granularity, user_only=True)
-    uid = inst.question_id
-    start = time.perf_counter()
-    n_items = 0
-    key_session: dict[str, str] = {}
-    for turns in sessions:
-        if not turns:
-            continue
-        system.ingest(turns, user_id=uid, now=turns[0].created_at)
-        n_items += len(turns)
-        for t in turns:
-            key_session[t.turn_id] = t.session_id
-            if texts is not None:
-                texts.add(render_turn(t))
-    ingest_ms = (time.perf_counter() - start) * 1000.0
-    depth = max(max(ks), n_items)
-    start = time.perf_counter()
-    retrieved: list[Retrieved] = system.retrieve(inst.question, user_id=uid, now=inst.latest, k=depth)
-    retrieve_ms = (time.perf_counter() - start) * 1000.0
-    ranked = [tuple(r.source_turn_ids) for r in retrieved]
-    gold_sessions = gold_session_ids(inst)
-    row: dict[str, Any] = {
-        "question_id": inst.question_id,
-        "question_type": inst.question_type,
-        "question": inst.question,
-        "sessions": len(inst.sessions),
-        "items": n_items,
-        "retrieved": len(retrieved),
-        "ingest_ms": ingest_ms,
-        "retrieve_ms": retrieve_ms,
-    }
-    if granularity == "turn":
-        gold = gold_turn_keys(inst)
-        scores = score_ranking(ranked, gold, ks=ks, empty_gold=empty_gold)
-        # A memory's sessions, in provenance order, without repeats.
-        ranked_sessions = [tuple(dict.fromkeys(key_session[x] for x in src if x in key_session)) for src in ranked]
-        n_rel = sum(1 for sid in key_session.values() if sid in gold_sessions)
-        sess_scores = score_turn2session(
-            ranked_sessions, gold_sessions, n_relevant=n_rel, ks=ks, empty_gold=empty_gold
-        )
-        row["gold_turns"] = sorted(gold)
-        row.update({f"turn.{name}": v for name, v in scores.items()})
-        row.update({f"session.{name}": v for name, v in sess_scores.items()})
-        hits = [i for i, src in enumerate(ranked, start=1) if gold.intersection(src)]
-    else:
-        sess_scores = score_ranking(ranked, gold_sessions, ks=ks, empty_gold=empty_gold)
-        row["gold_turns"] = sorted(gold_turn_keys(inst))
-        row.update({f"session.{name}": v for name, v in sess_scores.items()})
-        hits = [i for i, src in enumerate(ranked, start=1) if gold_sessions.intersection(src)]
-    row["gold_sessions"] = sorted(gold_sessions)
-    row["first_gold_rank"] = hits[0] if hits else None
-    # Keep the ranking only as deep as it is scored: the M file ranks thousands per instance.
-    row["retrieved_sources"] = [list(src) for src in ranked[: max(ks)]]
-    return row
-
-
-def run_retrieval(
-    instances: Iterable[Instance],
-    make_system: Callable[[], MemorySystem],
-    *,
-    granularity: str = "turn",
-    ks: Iterable[int] = RETRIEVAL_KS,
-    empty_gold: str = "skip",
-    progress: bool | None = None,
-    total: int | None = None,
-) -> RetrievalRun:
-    """Run the retrieval protocol over (streamed) instances.
-
-    Args:
-        instances: instances to run, e.g. ``iter_instances(path)``.
-        make_system: builds a fresh, empty system; called once per instance.
-            Build every system from one ``Resources`` so their embedder (and
-            its cache) is shared and each distinct text is embedded once.
-        granularity: ``"turn"`` (also reports session level) or ``"session"``.
-        ks: cut-offs.
-        empty_gold: ``"skip"`` (instances without gold are NaN) or ``"official"``.
-        progress: show a progress bar (None: only on a terminal).
-        total: number of instances, for the progress bar.
-    """
-    from tqdm.auto import tqdm
-
-    if granularity not in GRANULARITIES:
-        raise UserError(f"--granularity {granularity!r} unknown; valid: {', '.join(GRANULARITIES)}")
-    if empty_gold not in ("skip", "official"):
-        raise UserError(f"--empty-gold {empty_gold!r} unknown; valid: skip, official")
-    ks_t = tuple(sorted(set(ks)))
-    if not ks_t or ks_t[0] <= 0:
-        raise UserError(f"cut-offs must be positive integers, got {list(ks_t)}")
-    texts = _TextCounter()
-    rows: list[dict[str, Any]] = []
-    skipped = 0
-    start = time.perf_counter()
-    with tqdm(total=total, unit="inst", desc="longmemeval retrieval", leave=False,
-              disable=None if progress is None else not progress) as bar:
-        for inst in instances:
-            bar.update(1)
-            if inst.is_abstention:
-                skipped += 1
-                continue
-            system = make_system()
-            rows.append(retrieval_row(inst, system, granularity=granularity, ks=ks_t,
-                                      empty_gold=empty_gold, texts=texts))
-    return RetrievalRun(
-        granularity=granularity,
-        ks=ks_t,
-        rows=tuple(rows),
-        abstention_skipped=skipped,
-        texts_ingested=texts.total,
-        unique_texts=texts.unique,
-        wall_s=time.perf_counter() - start,
+    if limit is not None and limit < 0:
+        raise UserError(f"--limit must not be negative, got {limit}")
+    if not types and sample is None:
+        return Selection(None, limit)
+    chosen = select_indices(
+        scan_instances(path), types=set(types) if types else None, sample=sample, seed=seed, limit=limit
     )
+    return Selection(tuple(chosen), limit)
 
 
-def retrieval_frame(run: RetrievalRun, *, system: str) -> Any:
-    """One row per scored instance as a polars frame (``probes.parquet``)."""
-    import polars as pl
+def instance_episode(
+    inst: Instance, *, granularity: str = "turn", user_only: bool = True, empty_gold: str = "skip"
+) -> Episode:
+    """One instance as an episode: its haystack sessions at their dates, then its question.
 
-    names = _score_names(_levels(run.granularity), run.ks)
-    schema: dict[str, Any] = {
-        "system": pl.Utf8,
-        "question_id": pl.Utf8,
-        "question_type": pl.Utf8,
-        "question": pl.Utf8,
-        "sessions": pl.Int64,
-        "items": pl.Int64,
-        "retrieved": pl.Int64,
-        "ingest_ms": pl.Float64,
-        "retrieve_ms": pl.Float64,
-        "gold_turns": pl.List(pl.Utf8),
-        "gold_sessions": pl.List(pl.Utf8),
-        "first_gold_rank": pl.Int64,
-        "retrieved_sources": pl.List(pl.List(pl.Utf8)),
-        **{n: pl.Float64 for n in names},
-    }
-    cols: dict[str, list[Any]] = {c: [] for c in schema}
-    for row in run.rows:
-        for c in schema:
-            cols[c].append(system if c == "system" else row[c])
-    return pl.DataFrame(cols, schema=schema)
+    Every id a system sees is opaque (``opaque_id``): sessions, turns (the
+    official key on the opaque session id), the user and the question. The
+    question is asked at ``inst.latest`` (its date, or the newest session's
+    when the file dates a session after it), so every session is ingested and
+    retrievable first, as in the official corpus.
 
-
-def _mean(values: Sequence[float]) -> float | None:
-    kept = [v for v in values if v is not None and not math.isnan(v)]
-    return float(sum(kept) / len(kept)) if kept else None
-
-
-def summarise_retrieval(frame: Any, *, ks: Sequence[int] = RETRIEVAL_KS) -> dict[str, Any]:
-    """Mean scores per level, overall and per question type, from a probes frame.
-
-    NaN rows (no gold) are unscored and left out; a group with nothing scored
-    reports null. Overall means are over instances, as the official script.
-    """
-    levels = [lvl for lvl in ("turn", "session") if f"{lvl}.recall_any@{ks[0]}" in frame.columns]
-
-    def group(part: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"instances": part.height}
-        for lvl in levels:
-            names = [f"{m}@{k}" for k in ks for m in _METRICS]
-            col0 = part[f"{lvl}.recall_any@{ks[0]}"].to_list()
-            out[lvl] = {
-                "scored": sum(1 for v in col0 if v is not None and not math.isnan(v)),
-                "scores": {n: _mean(part[f"{lvl}.{n}"].to_list()) for n in names},
-            }
-        return out
-
-    types = [t for t in QUESTION_TYPES if t in set(frame["question_type"].to_list())]
-    return {
-        "levels": levels,
-        "overall": group(frame),
-        "per_type": {t: group(frame.filter(frame["question_type"] == t)) for t in types},
-    }
-
-
-def _cell(v: float | None, w: int = 7) -> str:
-    return f"{'-':>{w}}" if v is None else f"{v:>{w}.3f}"
-
-
-_SHORT = {"recall_any": "R_any", "recall_all": "R_all", "ndcg_any": "nDCG"}
-TABLE_COLUMNS: tuple[str, ...] = (
-    "recall_any@5",
-    "recall_all@5",
-    "ndcg_any@5",
-    "recall_all@10",
-    "ndcg_any@10",
-    "recall_all@30",
-    "recall_all@50",
-    "ndcg_any@50",
-)
-"""Columns of the printed retrieval table (every cut-off is in ``metrics.json``)."""
-
-
-def format_retrieval_table(
-    metrics: Mapping[str, Any], columns: Sequence[str] = TABLE_COLUMNS
-) -> str:
-    """One table per level (turn, session): question types and overall by ``columns``."""
-    groups = list(metrics["per_type"].items()) + [("overall", metrics["overall"])]
-    name_w = max(26, *(len(n) for n, _ in groups))
-    lines: list[str] = []
-    for lvl in metrics["levels"]:
-        cols = [c for c in columns if c in metrics["overall"][lvl]["scores"]]
-        labels = [_SHORT.get(c.split("@")[0], c.split("@")[0]) + "@" + c.split("@")[1] for c in cols]
-        width = max(7, *(len(c) for c in labels))
-        head = f"{lvl + ' level':<{name_w}} {'n':>5} {'scored':>6}" + "".join(f" {c:>{width}}" for c in labels)
-        lines += [head, "-" * len(head)]
-        for name, g in groups:
-            cells = "".join(" " + _cell(g[lvl]["scores"].get(c), width) for c in cols)
-            lines.append(f"{name:<{name_w}} {g['instances']:>5} {g[lvl]['scored']:>6}{cells}")
-        lines.append("")
-    lines.append("R_any: recall_any, R_all: recall_all, nDCG: ndcg_any (official definitions)")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------
-# QA protocol
-
-
-class AnswerSetup(Protocol):
-    """A reader plus judges (``sim.answer``), or a test double.
-
-    ``answer_and_judge`` returns flat JSON-serialisable fields: the answer,
-    one ``answer_<judge>`` score per judge, tokens and cost.
-    """
-
-    def answer_and_judge(
-        self,
-        question: str,
-        question_date: datetime | str,
-        memories: Sequence[Retrieved],
-        gold: str,
-        category: str,
-        question_id: str,
-    ) -> Mapping[str, Any]:
-        """Answer one question from ``memories`` and score the answer."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class QaRun:
-    """What a QA-protocol run has recorded (this session's rows and resumed ones)."""
-
-    rows: tuple[Mapping[str, Any], ...]
-    """One row per finished instance, in the order they finished."""
-    resumed: int
-    """Rows found in the run folder from an earlier, interrupted session."""
-    dropped_partial_line: bool
-    """Whether a half-written last line (a crash mid-write) was cut off."""
-    texts_ingested: int
-    """Memory texts handed to the systems this session."""
-    unique_texts: int
-    """Distinct texts among them."""
-    wall_s: float
-    """Wall time of this session."""
-
-
-QA_ROWS = "qa_rows.jsonl"
-"""Append-only file of finished QA instances in a run folder."""
-
-
-def read_qa_rows(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
-    """Finished rows of a run folder's ``qa_rows.jsonl`` (missing file: none).
-
-    A last line without its newline is what a crash mid-write leaves: it is
-    cut off (and reported) so that the instance runs again. Any other bad
-    line is an error.
-
-    Returns:
-        The rows and whether a partial last line was cut off.
+    ``evidence`` holds the gold keys at the ingested granularity (user turns
+    marked ``has_answer`` in answer sessions, or those sessions); abstention
+    questions have none and are ``excluded="abstention"`` (still answered and
+    judged). ``extra`` carries what the official scorers need and systems
+    never see: ``question_id`` (the file's), ``question_date`` (as written),
+    ``granularity``, ``gold_sessions`` (opaque ids), ``n_items`` (items
+    ingested), ``n_gold_items`` (items ingested from gold sessions: the ideal
+    DCG of ``turn2session``), ``empty_gold``, ``question_type`` and
+    ``abstention``.
 
     Raises:
-        UserError: a complete line that is not a JSON object with ``question_id``.
+        UserError: two session ids of the instance share an opaque id.
     """
-    p = Path(path)
-    if not p.exists():
-        return [], False
-    data = p.read_bytes()
-    dropped = False
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with p.open("r+b") as f:
-            f.truncate(cut)
-        data = data[:cut]
-        dropped = True
-    rows: list[dict[str, Any]] = []
-    for n, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{p}: line {n}: not JSON ({exc.msg}); remove the line to resume") from None
-        if not isinstance(row, dict) or not isinstance(row.get("question_id"), str):
-            raise UserError(f"{p}: line {n}: expected an object with question_id; remove the line to resume")
-        rows.append(row)
-    return rows, dropped
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN; null reads back as unscored
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (np.integer, np.floating)):
-        return _json_safe(value.item())
-    return str(value)
-
-
-def qa_row(
-    inst: Instance,
-    system: MemorySystem,
-    answer: AnswerSetup,
-    *,
-    k: int = 30,
-    texts: _TextCounter | None = None,
-) -> dict[str, Any]:
-    """Ingest every turn of one instance, retrieve the top ``k``, answer and judge.
-
-    ``now`` for retrieval is the later of the question date and the newest
-    session; the reader gets the question date as the file writes it. The row also carries
-    ``evidence_any@k``: whether a turn the file marks ``has_answer`` (user or
-    assistant, answer sessions only) is in the provenance of the top ``k``
-    (NaN when there is none, e.g. abstention questions).
-    """
-    uid = inst.question_id
-    start = time.perf_counter()
-    n_items = 0
-    for turns in memory_turns(inst, granularity="turn", user_only=False):
+    if empty_gold not in ("skip", "official"):
+        raise UserError(f"empty_gold {empty_gold!r} unknown; valid: skip, official")
+    user = opaque_id("u", inst.question_id)
+    renamed = {s.session_id: opaque_session_id(s.session_id) for s in inst.sessions}
+    if len(set(renamed.values())) != len(renamed):
+        raise UserError(f"instance {inst.question_id}: two session ids share an opaque id; report this")
+    gold_sessions = frozenset() if inst.is_abstention else gold_session_ids(inst)
+    sessions: list[Session] = []
+    n_items = n_gold_items = 0
+    for s, turns in zip(
+        inst.sessions,
+        memory_turns(inst, granularity=granularity, user_only=user_only, rename=renamed.__getitem__, user_id=user),
+    ):
         if not turns:
             continue
-        system.ingest(turns, user_id=uid, now=turns[0].created_at)
         n_items += len(turns)
-        if texts is not None:
-            for t in turns:
-                texts.add(render_turn(t))
-    ingest_ms = (time.perf_counter() - start) * 1000.0
-    start = time.perf_counter()
-    retrieved = system.retrieve(inst.question, user_id=uid, now=inst.latest, k=k)
-    retrieve_ms = (time.perf_counter() - start) * 1000.0
-    evidence = {
-        turn_key(s.session_id, t.index) for s in inst.sessions if s.is_answer for t in s.turns if t.has_answer
-    }
-    hit = any(evidence.intersection(r.source_turn_ids) for r in retrieved[:k])
-    row: dict[str, Any] = {
-        "question_id": inst.question_id,
-        "question_type": inst.question_type,
-        "abstention": inst.is_abstention,
-        "question": inst.question,
-        "gold": inst.answer,
-        "question_date": inst.question_date_text,
-        "sessions": len(inst.sessions),
-        "items": n_items,
-        "k": k,
-        "retrieved_ids": [r.memory_id for r in retrieved],
-        "retrieved_sources": [list(r.source_turn_ids) for r in retrieved],
-        "ingest_ms": ingest_ms,
-        "retrieve_ms": retrieve_ms,
-        f"evidence_any@{k}": (float(hit) if evidence and not inst.is_abstention else math.nan),
-    }
-    start = time.perf_counter()
-    # The reader gets the date as the file writes it, the same form as the memories' dates,
-    # as the official generation prompt does.
-    result = answer.answer_and_judge(
-        inst.question, inst.question_date_text, retrieved, inst.answer, inst.question_type, inst.question_id
+        if s.session_id in gold_sessions:
+            n_gold_items += len(turns)
+        sessions.append(Session(session_id=renamed[s.session_id], user_id=user, time=s.date, turns=tuple(turns)))
+    if inst.is_abstention:
+        evidence: tuple[str, ...] = ()
+    elif granularity == "session":
+        evidence = tuple(sorted(renamed[sid] for sid in gold_sessions))
+    else:
+        evidence = tuple(sorted(opaque_turn_key(key) for key in gold_turn_keys(inst)))
+    question = Question(
+        question_id=opaque_id("q", inst.question_id),
+        user_id=user,
+        time=inst.latest,
+        text=inst.question,
+        gold=inst.answer,
+        kind=inst.question_type,
+        evidence=evidence,
+        topic=inst.question_id,
+        excluded="abstention" if inst.is_abstention else None,
+        extra={
+            "question_id": inst.question_id,
+            "question_date": inst.question_date_text,
+            "granularity": granularity,
+            "gold_sessions": tuple(sorted(renamed[sid] for sid in gold_sessions)),
+            "n_items": n_items,
+            "n_gold_items": n_gold_items,
+            "empty_gold": empty_gold,
+            "question_type": inst.question_type,
+            "abstention": inst.is_abstention,
+        },
     )
-    row["answer_s"] = time.perf_counter() - start
-    for key, value in result.items():
-        if key in row:
-            key = f"answer.{key}"
-        row[key] = value
-    return row
+    # The episode id is the file's question id: rows show it, no system sees it.
+    return Episode(inst.question_id, (*sessions, question))
 
 
-_METER_KEYS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd")
-
-
-def _meter_totals(answer: AnswerSetup) -> dict[str, float] | None:
-    cost = getattr(answer, "cost", None)
-    if not callable(cost):
-        return None
-    summary = cost()
-    return {key: float(summary.get(key, 0.0)) for key in _METER_KEYS}
-
-
-def run_qa(
-    instances: Iterable[Instance],
-    make_system: Callable[[], MemorySystem],
-    answer: AnswerSetup,
+def iter_episodes(
+    path: str | Path,
+    selection: Selection,
     *,
-    run_dir: str | Path,
-    k: int = 30,
-    progress: bool | None = None,
-    total: int | None = None,
-) -> QaRun:
-    """Run the QA protocol, appending each finished instance to ``run_dir/qa_rows.jsonl``.
+    granularity: str = "turn",
+    user_only: bool = True,
+    include_abstention: bool = False,
+    empty_gold: str = "skip",
+    warnings: LoadWarnings | None = None,
+) -> Iterator[Episode]:
+    """The selected instances as episodes, read one at a time (flat memory on the M file).
 
-    Instances already in that file are skipped, so a run interrupted by a
-    crash, Ctrl-C or an endpoint that went away resumes where it stopped.
-    Each row is flushed and synced before the next instance starts.
-
-    Args:
-        instances: instances to run (streamed).
-        make_system: builds a fresh, empty system; called once per instance.
-        answer: the reader and judges.
-        run_dir: the run folder (created when missing).
-        k: memories retrieved per question.
-        progress: show a progress bar (None: only on a terminal).
-        total: number of instances, for the progress bar.
+    Abstention instances are left out unless ``include_abstention``.
     """
-    from tqdm.auto import tqdm
-
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise UserError(f"-k must be a positive integer, got {k!r}")
-    folder = Path(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / QA_ROWS
-    previous, dropped = read_qa_rows(path)
-    done = {r["question_id"] for r in previous}
-    rows: list[Mapping[str, Any]] = list(previous)
-    texts = _TextCounter()
-    start = time.perf_counter()
-    with path.open("a", encoding="utf-8") as out, tqdm(
-        total=total, initial=0, unit="inst", desc="longmemeval qa", leave=False,
-        disable=None if progress is None else not progress,
-    ) as bar:
-        for inst in instances:
-            bar.update(1)
-            if inst.question_id in done:
-                continue
-            before = _meter_totals(answer)
-            row = qa_row(inst, make_system(), answer, k=k, texts=texts)
-            after = _meter_totals(answer)
-            if before is not None and after is not None:
-                # Reader and judge spending of this instance, kept in its row so totals survive a resume.
-                row.update({f"llm_{key}": after[key] - before[key] for key in _METER_KEYS})
-            row = _json_safe(row)
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-            done.add(inst.question_id)
-            rows.append(row)
-    return QaRun(
-        rows=tuple(rows),
-        resumed=len(previous),
-        dropped_partial_line=dropped,
-        texts_ingested=texts.total,
-        unique_texts=texts.unique,
-        wall_s=time.perf_counter() - start,
-    )
+    for inst in selection.instances(path, warnings=warnings):
+        if inst.is_abstention and not include_abstention:
+            continue
+        yield instance_episode(inst, granularity=granularity, user_only=user_only, empty_gold=empty_gold)
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return None
+# ---------------------------------------------------------------------------
+# Scorers (``sim.scorers`` registry: ``lme_turn``, ``lme_session``)
 
 
-def summarise_qa(rows: Sequence[Mapping[str, Any]], *, score_key: str = "answer_llm_longmemeval") -> dict[str, Any]:
-    """Accuracy tables as the official ``print_qa_metrics``, plus tokens and cost.
+def _nan(columns: Iterable[str]) -> dict[str, float]:
+    return dict.fromkeys(columns, math.nan)
 
-    - overall accuracy: mean over all judged instances;
-    - task-averaged accuracy: mean of the per-type means (of the types present);
-    - per-type accuracy (abstention instances count in their type too);
-    - abstention accuracy: mean over the ``_abs`` instances.
 
-    A row whose judge gave no verdict (null/NaN) is unscored: counted, not zero.
-    Totals add every numeric field whose name ends in ``tokens`` or
-    ``calls`` or contains ``cost`` (``llm_*`` fields: reader and judges; plain
-    ``prompt_tokens``/``completion_tokens``: the reader). A total is NaN when
-    some row lacks a number for it (e.g. a model without a price).
+@dataclass(frozen=True, slots=True)
+class TurnScorer:
+    """Official turn-level ``turn_recall_any@k``, ``turn_recall_all@k``, ``turn_ndcg_any@k``.
+
+    Scores the provenance of the ranking against the question's evidence (the
+    gold user-turn keys); NaN for an excluded question and for a run at
+    session granularity (it has no turn ranking).
     """
-    def acc(part: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        vals = [v for v in (_num(r.get(score_key)) for r in part) if v is not None]
-        return {"n": len(part), "judged": len(vals), "accuracy": (sum(vals) / len(vals)) if vals else None}
 
-    per_type = {t: acc([r for r in rows if r.get("question_type") == t]) for t in QUESTION_TYPES}
-    per_type = {t: v for t, v in per_type.items() if v["n"]}
-    type_means = [v["accuracy"] for v in per_type.values() if v["accuracy"] is not None]
-    totals: dict[str, float] = {}
-    for r in rows:
-        for key, value in r.items():
-            if key.endswith(("tokens", "calls")) or "cost" in key:
-                if isinstance(value, bool):
-                    continue
-                v = _num(value)
-                totals[key] = totals.get(key, 0.0) + (math.nan if v is None else v)
-    ev = [v for v in (_num(r.get(f"evidence_any@{r.get('k')}")) for r in rows) if v is not None]
-    return {
-        "score_key": score_key,
-        "overall": acc(rows),
-        "task_averaged_accuracy": (sum(type_means) / len(type_means)) if type_means else None,
-        "types_averaged": [t for t, v in per_type.items() if v["accuracy"] is not None],
-        "per_type": per_type,
-        "abstention": acc([r for r in rows if str(r.get("question_id", "")).endswith("_abs")]),
-        "evidence_any_at_k": (sum(ev) / len(ev)) if ev else None,
-        "totals": totals,
-    }
+    name: str = "lme_turn"
+
+    def columns(self, ks: Sequence[int]) -> list[str]:
+        """One column per metric and cut-off."""
+        return [f"turn_{m}@{k}" for k in ks for m in _METRICS]
+
+    def score(self, question: Question, retrieved: Sequence[Retrieved], *, ks: Sequence[int]) -> dict[str, Any]:
+        """The official figures of one ranking."""
+        extra = question.extra
+        if question.excluded is not None or extra.get("granularity", "turn") != "turn":
+            return _nan(self.columns(ks))
+        scores = score_ranking(
+            [m.source_turn_ids for m in retrieved], question.evidence, ks=ks, empty_gold=extra.get("empty_gold", "skip")
+        )
+        return {f"turn_{name}": v for name, v in scores.items()}
 
 
-def format_qa_table(metrics: Mapping[str, Any]) -> str:
-    """The QA table: per type, overall, task-averaged, abstention, tokens and cost."""
-    def pct(v: float | None) -> str:
-        return f"{'-':>8}" if v is None else f"{100 * v:>7.1f}%"
+@dataclass(frozen=True, slots=True)
+class SessionScorer:
+    """Official session-level ``session_recall_any@k``, ``session_recall_all@k``, ``session_ndcg_any@k``.
 
-    w = 26
-    lines = [f"{'question type':<{w}} {'n':>5} {'judged':>6} {'accuracy':>8}", "-" * (w + 22)]
-    for t, v in metrics["per_type"].items():
-        lines.append(f"{t:<{w}} {v['n']:>5} {v['judged']:>6} {pct(v['accuracy'])}")
-    lines.append("-" * (w + 22))
-    o, a = metrics["overall"], metrics["abstention"]
-    lines.append(f"{'overall':<{w}} {o['n']:>5} {o['judged']:>6} {pct(o['accuracy'])}")
-    lines.append(f"{'task-averaged':<{w}} {'':>5} {'':>6} {pct(metrics['task_averaged_accuracy'])}")
-    lines.append(f"{'abstention':<{w}} {a['n']:>5} {a['judged']:>6} {pct(a['accuracy'])}")
-    if metrics.get("evidence_any_at_k") is not None:
-        lines.append(f"{'evidence in top k':<{w}} {'':>5} {'':>6} {pct(metrics['evidence_any_at_k'])}")
-    if metrics["totals"]:
-        def show(key: str, value: float) -> str:
-            if math.isnan(value):
-                return f"{key} unknown"
-            return f"{key} {value:.4f}" if "cost" in key else f"{key} {int(value):,}"
+    At session granularity the ranking is of sessions (``score_ranking``); at
+    turn granularity the session figures of the turn ranking
+    (``score_turn2session``), which grow a cut-off until it covers k distinct
+    sessions. When the fetched list is shorter than the system's store and
+    covers fewer than k sessions, the official figure depends on memories
+    that were not fetched: that cut-off is NaN (unscored), never a guess.
+    Fetch deeper (``retrieve_k``) to score it.
+    """
 
-        lines.append("totals: " + ", ".join(show(k, v) for k, v in sorted(metrics["totals"].items())))
-    return "\n".join(lines)
+    name: str = "lme_session"
+
+    def columns(self, ks: Sequence[int]) -> list[str]:
+        """One column per metric and cut-off."""
+        return [f"session_{m}@{k}" for k in ks for m in _METRICS]
+
+    def score(self, question: Question, retrieved: Sequence[Retrieved], *, ks: Sequence[int]) -> dict[str, Any]:
+        """The official session-level figures of one ranking."""
+        if question.excluded is not None:
+            return _nan(self.columns(ks))
+        extra = question.extra
+        gold = extra.get("gold_sessions", ())
+        empty_gold = extra.get("empty_gold", "skip")
+        if extra.get("granularity", "turn") == "session":
+            scores = score_ranking([m.source_turn_ids for m in retrieved], gold, ks=ks, empty_gold=empty_gold)
+            return {f"session_{name}": v for name, v in scores.items()}
+        # A memory's sessions, in provenance order, without repeats.
+        ranked = [tuple(dict.fromkeys(session_of(t) for t in m.source_turn_ids)) for m in retrieved]
+        scores = score_turn2session(
+            ranked, gold, n_relevant=int(extra.get("n_gold_items", 0)), ks=ks, empty_gold=empty_gold
+        )
+        # Fewer memories than max(ks) came back only when the store ran out: the ranking is whole.
+        truncated = len(retrieved) < int(extra.get("n_items", 0)) and len(retrieved) >= max(ks, default=0)
+        if gold and truncated:
+            covered = len({sid for sids in ranked for sid in sids})
+            for k in ks:
+                if k > covered:
+                    for m in _METRICS:
+                        scores[f"{m}@{k}"] = math.nan
+        return {f"session_{name}": v for name, v in scores.items()}
