@@ -1,14 +1,26 @@
 """Reports of run folders: one self-contained HTML page and a Markdown summary.
 
-``write_report(run_dir)`` reads ``spec.json``, ``probes.parquet`` and, for
-longitudinal runs, ``timeline.parquet``, and writes ``report.html`` (every
-figure inline as an SVG data URI; no scripts or styles from the network) and
-``report.md`` (the tables, for papers and pull requests) into the folder.
+``write_report(run_dir)`` reads a run folder as the pipeline writes it
+(``spec.json``, ``probes.parquet``, ``timeline.parquet``, ``metrics.json``,
+``perf.json``) and writes ``report.html`` (every figure inline as an SVG
+data URI; no scripts or styles from the network) and ``report.md`` (the
+tables, for papers and pull requests) into the folder. Both run kinds get a
+report: a longitudinal run adds the learning-through-use table, learning
+curves and timelines; a static run (no question stream over time) gets its
+tables per question kind.
+
+The headline metric is the run's own (``RunSpec.metric``). The overall and
+per-kind scores and their intervals, storage and safety counts come from
+``metrics.json``, the one summariser's output (``analysis.summary``); a
+folder without ``metrics.json`` is summarised in memory. The halves table
+(first and second half, change, DiD against the static control, paired
+test) is ``analysis.stats.learning_summary`` on the rows, drawn from the
+run's ``stats`` stream, so it is reproducible. Latencies come from
+``perf.json`` (wall-clock, not part of the deterministic metrics).
+
 ``compare_runs(run_dirs, out_dir)`` does the same across runs: summary per
 run, mean and t-interval across seeds, and a Friedman ranking with a
 critical-difference diagram when there are enough systems and runs.
-
-Intervals come from the run's own seed, so a report is reproducible.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ import base64
 import html
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,17 +40,29 @@ import polars as pl
 from analysis import curves as cv
 from analysis import plots
 from analysis.stats import (
-    bootstrap_ci,
-    cluster_labels,
     critical_difference_plot,
     format_markdown,
+    format_table,
     friedman_ranking,
     learning_summary,
     summarise_seeds,
 )
 from sim.errors import UserError
+from sim.spec import RunSpec, read_spec
 
-__all__ = ["RunData", "load_run", "scored_probes", "stats_rng", "write_report", "compare_runs", "DEFAULT_WINDOW", "DEFAULT_WINDOW_DAYS", "DEFAULT_FADING"]
+__all__ = [
+    "RunData",
+    "load_run",
+    "halves_table",
+    "scored_probes",
+    "stats_rng",
+    "summary_text",
+    "write_report",
+    "compare_runs",
+    "DEFAULT_WINDOW",
+    "DEFAULT_WINDOW_DAYS",
+    "DEFAULT_FADING",
+]
 
 DEFAULT_WINDOW = 50
 """Questions in the windowed accuracy curve."""
@@ -49,6 +73,8 @@ DEFAULT_FADING = 0.98
 
 _WORST = 10
 _SHOWN_MEMORIES = 5
+_REQUIRED = ("system", "episode", "user_id", "question_id", "q_index", "kind", "excluded", "error")
+"""Probe columns a report reads besides the metric (``sim.recorder.PROBE_SCHEMA``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,102 +83,152 @@ class RunData:
 
     path: Path
     """The run folder."""
-    spec: dict[str, Any]
+    spec: RunSpec
     """``spec.json``."""
     probes: pl.DataFrame
     """``probes.parquet``: one row per question per system."""
-    timeline: pl.DataFrame | None
-    """``timeline.parquet`` when present (longitudinal runs)."""
+    timeline: pl.DataFrame
+    """``timeline.parquet`` (empty when the folder has none)."""
     metrics: dict[str, Any]
-    """``metrics.json`` when present, else empty."""
-    longitudinal: bool
-    """True for runs with a question stream (curves apply)."""
-    metric: str
-    """The headline metric column."""
-    category: str | None
-    """The column naming each question's category, if any."""
-    user: str | None
-    """The column naming each question's user or conversation, if any."""
-    control: str | None
-    """The control system's label when it is in the run."""
+    """``metrics.json`` (computed by ``analysis.summary.summarise`` when the folder has none)."""
+    perf: dict[str, Any]
+    """``perf.json``: wall-clock figures (empty when absent)."""
+
+    @property
+    def metric(self) -> str:
+        """The headline column (``spec.metric``)."""
+        return self.spec.metric
+
+    @property
+    def longitudinal(self) -> bool:
+        """True for runs with a question stream over time (learning table and curves apply)."""
+        return self.spec.kind == "longitudinal"
 
     @property
     def systems(self) -> list[str]:
-        """System labels in order of first appearance."""
-        return list(dict.fromkeys(self.probes["system"].to_list())) if self.probes.height else []
+        """Labels of the systems that have rows, in the spec's order."""
+        present = set(self.probes["system"].to_list()) if self.probes.height else set()
+        listed = [s.display for s in self.spec.systems]
+        return [s for s in listed if s in present] + sorted(present - set(listed))
 
     @property
-    def seed(self) -> int:
-        """The run's seed (0 when the spec names none)."""
-        seed = self.spec.get("seed", 0)
-        return int(seed) if isinstance(seed, (int, float)) else 0
+    def control(self) -> str | None:
+        """The static control's label in a longitudinal run that has it; static runs have none."""
+        return self.spec.control if self.longitudinal and self.spec.control in self.systems else None
+
+    def entry(self, system: str) -> dict[str, Any]:
+        """``metrics.json``'s figures of one system (empty when it has none)."""
+        return dict(self.metrics.get("systems", {}).get(system) or {})
 
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: unreadable ({exc.strerror})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
 
 
-def _numeric(df: pl.DataFrame, col: str) -> bool:
-    return col in df.columns and df.schema[col].is_numeric()
+def _parquet(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except Exception as exc:  # polars raises several types for corrupt files
+        raise UserError(f"{path}: unreadable ({type(exc).__name__})") from None
 
 
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run folder (longitudinal or static).
 
     Raises:
-        UserError: the folder, ``spec.json`` or ``probes.parquet`` is missing
-            or unreadable, or no score column can be found.
+        UserError: the folder is not a run folder (no ``spec.json``), the run
+            did not finish (no ``probes.parquet``), a file is unreadable, the
+            rows lack the spec's metric or a column a report reads, or
+            ``metrics.json`` was made for another metric.
     """
     path = Path(run_dir)
     if not path.is_dir():
         raise UserError(f"{path}: no such run folder")
-    for name in ("spec.json", "probes.parquet"):
-        if not (path / name).is_file():
-            raise UserError(f"{path}: missing {name} (a run folder has spec.json and probes.parquet)")
-    spec = _read_json(path / "spec.json")
-    try:
-        probes = pl.read_parquet(path / "probes.parquet")
-    except Exception as exc:  # polars raises several types for corrupt files
-        raise UserError(f"{path / 'probes.parquet'}: unreadable ({type(exc).__name__})") from None
-    if "system" not in probes.columns:
-        # Static runs of one system may omit the label; take it from the spec.
-        label = spec.get("system", {}).get("label") if isinstance(spec.get("system"), dict) else None
-        probes = probes.with_columns(pl.lit(str(label or "system")).alias("system"))
-    timeline = None
-    if (path / "timeline.parquet").is_file():
-        timeline = pl.read_parquet(path / "timeline.parquet")
-    metrics = _read_json(path / "metrics.json") if (path / "metrics.json").is_file() else {}
-    k = spec.get("k", 10)
-    candidates = [spec.get("metric"), "evidence", f"recall_all@{k}"]
-    metric = next((c for c in candidates if isinstance(c, str) and _numeric(probes, c)), None)
-    if metric is None:
-        scores = [c for c in probes.columns if "@" in c and _numeric(probes, c)]
-        if not scores:
-            raise UserError(f"{path / 'probes.parquet'}: no score column (expected 'evidence' or 'recall_all@k')")
-        metric = scores[0]
-    longitudinal = spec.get("kind", "longitudinal") == "longitudinal" and "q_index" in probes.columns and "benchmark" not in spec
-    category = next((c for c in ("kind", "category_label", "category") if c in probes.columns and probes.schema[c] == pl.Utf8), None)
-    user = next((c for c in ("user_id", "conversation") if c in probes.columns), None)
-    control = spec.get("control")
-    systems = set(probes["system"].to_list())
-    return RunData(
-        path=path,
-        spec=spec,
-        probes=probes,
-        timeline=timeline,
-        metrics=metrics,
-        longitudinal=longitudinal,
-        metric=metric,
-        category=category,
-        user=user,
-        control=control if control in systems else None,
-    )
+    if not (path / "spec.json").is_file():
+        raise UserError(f"{path}: missing spec.json (not a run folder)")
+    spec = read_spec(path)
+    if not (path / "probes.parquet").is_file():
+        raise UserError(
+            f"{path}: missing probes.parquet (the run did not finish; rerun its command with the same --out to resume)"
+        )
+    probes = _parquet(path / "probes.parquet")
+    missing = [c for c in _REQUIRED if c not in probes.columns]
+    if missing:
+        raise UserError(f"{path / 'probes.parquet'}: missing column(s) {', '.join(missing)}")
+    if spec.metric not in probes.columns:
+        scores = [c for c, t in probes.schema.items() if t.is_numeric() and ("@" in c or c.startswith("answer_"))]
+        raise UserError(
+            f"{path / 'probes.parquet'}: no column {spec.metric!r} (the metric of spec.json); "
+            f"score columns: {', '.join(scores) or 'none'}"
+        )
+    timeline_path = path / "timeline.parquet"
+    if timeline_path.is_file():
+        timeline = _parquet(timeline_path)
+    else:
+        from sim.recorder import TIMELINE_SCHEMA
+
+        timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
+    perf = _read_json(path / "perf.json") if (path / "perf.json").is_file() else {}
+    if (path / "metrics.json").is_file():
+        metrics = _read_json(path / "metrics.json")
+        if metrics.get("metric") != spec.metric:
+            raise UserError(
+                f"{path / 'metrics.json'}: metric {metrics.get('metric')!r} is not the metric of spec.json "
+                f"({spec.metric!r}); remove metrics.json to have it recomputed from the rows"
+            )
+    else:
+        # metrics.json is recomputable from the rows: summarise in memory, write nothing but the report.
+        from analysis.summary import summarise
+
+        if not (path / "run.json").is_file():
+            raise UserError(f"{path}: missing metrics.json and run.json (not a finished run folder)")
+        summary = summarise(spec, probes, timeline, _read_json(path / "run.json"))
+        metrics = summary.metrics
+        perf = perf or summary.timings
+    return RunData(path=path, spec=spec, probes=probes, timeline=timeline, metrics=metrics, perf=perf)
+
+
+def stats_rng(run: RunData) -> np.random.Generator:
+    """A fresh copy of the generator the summariser draws from (the run's ``stats`` stream)."""
+    from sim.runner import random_streams
+
+    return random_streams(run.spec.seed)["stats"]
+
+
+def scored_probes(run: RunData) -> pl.DataFrame:
+    """Probe rows without a system error: a failed retrieval is not a scored question."""
+    return run.probes.filter(pl.col("error").is_null())
+
+
+def halves_table(run: RunData, *, metric: str | None = None, n_boot: int | None = None) -> pl.DataFrame | None:
+    """First and second half, change and DiD against the static control per system (``learning_summary``).
+
+    Args:
+        run: a longitudinal run (static runs have no question stream over time: None).
+        metric: the column (default the run's metric).
+        n_boot: bootstrap resamples (default the spec's).
+
+    Returns:
+        The table, or None for a static run or a run without scored rows.
+    """
+    df = scored_probes(run)
+    metric = metric or run.metric
+    if not run.longitudinal or _scored_n(df, metric) == 0:
+        return None
+    return learning_summary(df, metric=metric, control=run.control, rng=stats_rng(run), n_boot=n_boot or run.spec.n_boot)
+
+
+def _scored_rows(run: RunData) -> pl.DataFrame:
+    """Rows that count in scores: no error and not excluded (as in ``metrics.json``)."""
+    return scored_probes(run).filter(pl.col("excluded").is_null())
 
 
 # ---------------------------------------------------------------------------
@@ -160,22 +236,34 @@ def load_run(run_dir: str | Path) -> RunData:
 # ---------------------------------------------------------------------------
 
 
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def _pct(v: Any) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+    return "—" if _missing(v) else f"{100 * v:.1f}"
+
+
+def _pp(v: Any) -> str:
+    return "—" if _missing(v) else f"{100 * v:+.1f}"
 
 
 def _num(v: Any, digits: int = 1) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    return f"{v:,.{digits}f}"
+    return "—" if _missing(v) else f"{v:,.{digits}f}"
 
 
 def _ci(v: Any, lo: Any, hi: Any) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if _missing(v):
         return "—"
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+    if _missing(lo) or _missing(hi):
         return _pct(v)
     return f"{_pct(v)} [{_pct(lo)}, {_pct(hi)}]"
+
+
+def _score_ci(table: Mapping[str, Any], col: str) -> str:
+    """A score of a ``metrics.json`` table (overall or one kind) with its interval."""
+    score = table.get("scores", {}).get(col) or {}
+    return _ci(score.get("mean"), score.get("lo"), score.get("hi"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,96 +303,158 @@ def _summary_table(summary: pl.DataFrame) -> _Table:
     return _Table(headers, tuple(rows), notes)
 
 
-def _overview_table(run: RunData, rng: np.random.Generator) -> _Table:
-    """Mean of each score per system with bootstrap intervals, plus latency and storage."""
-    df = run.probes
-    k = run.spec.get("k")
-    score_cols = [run.metric]
-    for base in ("recall_any", "recall_all", "ndcg"):
-        c = f"{base}@{k}"
-        if c not in score_cols and _numeric(df, c):
-            score_cols.append(c)
-    if _numeric(df, "stale_above_current"):
-        score_cols.append("stale_above_current")
-    score_cols += [c for c in cv.answer_metrics(df) if c not in score_cols]
-    # A column nobody scored (no changed facts, no reader) would only show dashes.
-    score_cols = [c for c in score_cols if df[c].cast(pl.Float64).drop_nulls().drop_nans().len() > 0]
-    headers = ["system", "questions", *[f"{c} (%)" for c in score_cols], "retrieve median (ms)", "retrieve p95 (ms)"]
-    storage = cv.storage_timeline(run.timeline) if run.timeline is not None else None
-    if storage is not None and "items" in storage.columns:
-        headers += ["final items", "final storage (MiB)"]
-    if storage is not None and "tokens" in storage.columns:
+def _score_columns(run: RunData) -> list[str]:
+    """Columns of the overall table: the metric, its cut-off's siblings, other scores, answer judges.
+
+    Columns nobody scored (no changed facts, no reader) are left out: they would only show dashes.
+    """
+    from analysis.summary import score_columns
+
+    tables = [run.entry(s).get("overall", {}) for s in run.systems]
+    # The scorers' own order (metrics.json sorts its keys).
+    ordered = score_columns(run.spec, run.probes)
+    scored = [c for c in ordered if any((t.get("scores", {}).get(c) or {}).get("mean") is not None for t in tables)]
+    cut = run.metric.partition("@")[2] or str(run.spec.k)
+    picked = [run.metric]
+    picked += [c for c in scored if "@" in c and c.partition("@")[2] == cut and not c.startswith("answer_")]
+    picked += [c for c in scored if "@" not in c and not c.startswith("answer_")]
+    picked += [c for c in scored if c.startswith("answer_")]
+    return list(dict.fromkeys(picked))
+
+
+def _scored_n(rows: pl.DataFrame, col: str) -> int:
+    return rows[col].cast(pl.Float64).drop_nulls().drop_nans().len() if col in rows.columns else 0
+
+
+def _llm_totals(run: RunData, system: str) -> tuple[int, int] | None:
+    """The system's own LLM calls and tokens over the run (None when it made none)."""
+    tl = run.timeline.filter(pl.col("system") == system) if run.timeline.height else run.timeline
+    if tl.height == 0:
+        return None
+    if run.spec.fresh_per_episode:
+        # Fresh systems per episode: counters restart, so each episode's last row adds up.
+        last = tl.group_by("episode", maintain_order=True).last()
+    else:
+        last = tl.tail(1)
+    calls = int(last["llm_calls"].fill_null(0).sum())
+    tokens = int(last["tokens"].fill_null(0).sum())
+    return (calls, tokens) if calls or tokens else None
+
+
+def _overview_table(run: RunData, halves: pl.DataFrame | None) -> _Table:
+    """Each score per system with its interval (``metrics.json``), plus latency, storage and cost."""
+    from analysis.power import mde_from_interval
+
+    mde = {}
+    if halves is not None:
+        mde = {r["system"]: mde_from_interval(r["did_lo"], r["did_hi"]) for r in halves.iter_rows(named=True)}
+    rows_all = _scored_rows(run)
+    cols = _score_columns(run)
+    llm = {s: _llm_totals(run, s) for s in run.systems}
+    headers = ["system", "questions", "scored", *[f"{c} (%)" for c in cols]]
+    if run.longitudinal:
+        headers.append("DiD MDE (pp)")
+    headers += ["retrieve median (ms)", "retrieve p95 (ms)", "final items", "final storage (MiB)"]
+    if any(llm.values()):
         headers += ["system LLM calls", "system LLM tokens"]
     rows = []
     for system in run.systems:
-        part = df.filter(pl.col("system") == system)
-        clusters = cluster_labels(part, user_col=run.user) if run.user else None
-        cells = [system, str(part.height)]
-        for c in score_cols:
-            x = part[c].cast(pl.Float64).to_numpy()
-            scored = x[~np.isnan(x)]
-            mean = float(scored.mean()) if scored.size else math.nan
-            lo, hi = bootstrap_ci(x, rng=rng, clusters=clusters)
-            cells.append(f"{_ci(mean, lo, hi)} (n={scored.size})")
-        if "retrieve_ms" in part.columns:
-            ms = part["retrieve_ms"].cast(pl.Float64).drop_nulls().drop_nans().to_numpy()
-            cells += [_num(float(np.median(ms))) if ms.size else "—", _num(float(np.percentile(ms, 95))) if ms.size else "—"]
-        else:
-            cells += ["—", "—"]
-        if storage is not None and "items" in storage.columns:
-            last = storage.filter(pl.col("system") == system).tail(1)
-            cells += (
-                [_num(last["items"][0], 0), _num(last["bytes"][0] / 2**20, 2) if "bytes" in last.columns else "—"]
-                if last.height
-                else ["—", "—"]
-            )
-        if storage is not None and "tokens" in storage.columns:
-            last = storage.filter(pl.col("system") == system).tail(1)
-            cells += [_num(last["llm_calls"][0], 0) if "llm_calls" in last.columns and last.height else "—",
-                      _num(last["tokens"][0], 0) if last.height else "—"]
+        entry = run.entry(system)
+        overall = entry.get("overall", {})
+        part = rows_all.filter(pl.col("system") == system)
+        cells = [system, str(overall.get("questions", "—")), str(overall.get("scored", "—"))]
+        cells += [f"{_score_ci(overall, c)} (n={_scored_n(part, c)})" for c in cols]
+        if run.longitudinal:
+            cells.append(_pct(mde.get(system)))
+        latency = (run.perf.get("systems", {}).get(system) or {}).get("retrieve_ms") or {}
+        cells += [_num(latency.get("p50"), 2), _num(latency.get("p95"), 2)]
+        final_bytes = entry.get("final_bytes")
+        cells += [_num(entry.get("final_items"), 0), "—" if final_bytes is None else _num(final_bytes / 2**20, 2)]
+        if any(llm.values()):
+            totals = llm[system]
+            cells += ["—", "—"] if totals is None else [_num(totals[0], 0), _num(totals[1], 0)]
         rows.append(tuple(cells))
-    notes = (
-        "[lo, hi]: 95% percentile bootstrap interval over questions"
-        + (f" (whole {run.user} clusters resampled when there are 30 or more; else question threads)" if run.user else ""),
-        "n: questions scored for that column (NaN = unscored, excluded)",
+    episodes = max((run.entry(s).get("overall", {}).get("episodes", 0) for s in run.systems), default=0)
+    unit = "users" if run.longitudinal else "episodes"
+    notes = [
+        f"[lo, hi]: 95% percentile bootstrap interval, whole {unit} resampled ({episodes}); from metrics.json",
+        "n: questions scored for that column (NaN = unscored, excluded); scored: questions not excluded",
+        "latencies are wall-clock (perf.json)",
+    ]
+    if run.longitudinal:
+        notes.append("DiD MDE: smallest DiD against the control this run could detect at 80% power")
+    excluded = {s: run.entry(s).get("overall", {}).get("excluded") for s in run.systems}
+    for system, reasons in excluded.items():
+        if reasons:
+            notes.append(f"{system}: excluded from scores: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
+    failures = run.metrics.get("failures") or []
+    if failures:
+        notes.append(f"{len(failures)} system failure(s) recorded (run.json)")
+    return _Table(tuple(headers), tuple(rows), tuple(notes))
+
+
+def _kinds(run: RunData) -> list[str]:
+    kinds: dict[str, None] = {}
+    for system in run.systems:
+        kinds.update(dict.fromkeys(run.entry(system).get("per_kind", {})))
+    return sorted(kinds, key=lambda k: (k == "", k))
+
+
+def _halves(rows: pl.DataFrame, metric: str) -> tuple[str, str]:
+    """First and second half of a metric on some rows, split at their median ``q_index``."""
+    sc = rows.filter(pl.col(metric).is_not_null() & pl.col(metric).cast(pl.Float64).is_not_nan())
+    if sc.height == 0:
+        return "—", "—"
+    split = float(np.median(sc["q_index"].to_numpy()))
+    a = sc.filter(pl.col("q_index") < split)[metric].cast(pl.Float64)
+    b = sc.filter(pl.col("q_index") >= split)[metric].cast(pl.Float64)
+    return (
+        f"{_pct(a.mean()) if a.len() else '—'} (n={a.len()})",
+        f"{_pct(b.mean()) if b.len() else '—'} (n={b.len()})",
     )
-    return _Table(tuple(headers), tuple(rows), notes)
 
 
-def _category_table(run: RunData, rng: np.random.Generator) -> _Table | None:
-    if run.category is None:
+def _category_table(run: RunData) -> _Table | None:
+    """Per question kind and system: the metric and answer judges with intervals (``metrics.json``)."""
+    kinds = _kinds(run)
+    if not kinds:
         return None
-    df = run.probes
-    cats = sorted({str(c) for c in df[run.category].drop_nulls().to_list()})
-    cols = [run.metric, *cv.answer_metrics(df)]
-    headers = [run.category, "system", "n", *[f"{c} (%)" for c in cols]]
+    cols = [run.metric, *[c for c in _score_columns(run) if c.startswith("answer_") and c != run.metric]]
+    headers = ["kind", "system", "questions", "scored", *[f"{c} (%)" for c in cols]]
     if run.longitudinal:
         headers += [f"{run.metric} 1st half (%)", f"{run.metric} 2nd half (%)"]
+    headers.append("excluded")
+    rows_all = _scored_rows(run)
     rows = []
-    for cat in cats:
-        part = df.filter(pl.col(run.category).cast(pl.Utf8) == cat)
+    for kind in kinds:
         for system in run.systems:
-            s = part.filter(pl.col("system") == system)
-            if s.height == 0:
+            table = run.entry(system).get("per_kind", {}).get(kind)
+            if not table:
                 continue
-            cells = [cat, system, str(s.height)]
-            for c in cols:
-                x = s[c].cast(pl.Float64).to_numpy()
-                scored = x[~np.isnan(x)]
-                lo, hi = bootstrap_ci(x, rng=rng, n_boot=1000)
-                cells.append(_ci(float(scored.mean()) if scored.size else math.nan, lo, hi))
+            cells = [kind or "(none)", system, str(table.get("questions", "—")), str(table.get("scored", "—"))]
+            cells += [_score_ci(table, c) for c in cols]
             if run.longitudinal:
-                sc = s.filter(pl.col(run.metric).is_not_null() & pl.col(run.metric).is_not_nan())
-                if sc.height:
-                    split = float(np.median(sc["q_index"].to_numpy()))
-                    a = sc.filter(pl.col("q_index") < split)[run.metric]
-                    b = sc.filter(pl.col("q_index") >= split)[run.metric]
-                    cells += [f"{_pct(a.mean()) if a.len() else '—'} (n={a.len()})", f"{_pct(b.mean())} (n={b.len()})"]
-                else:
-                    cells += ["—", "—"]
+                part = rows_all.filter((pl.col("system") == system) & (pl.col("kind") == kind))
+                cells += list(_halves(part, run.metric))
+            excluded = table.get("excluded") or {}
+            cells.append(", ".join(f"{r} {n}" for r, n in excluded.items()) or "—")
             rows.append(tuple(cells))
-    notes = ("[lo, hi]: 95% percentile bootstrap interval over the category's questions",)
-    return _Table(tuple(headers), tuple(rows), notes)
+    notes = ["[lo, hi]: 95% percentile bootstrap interval over the kind's questions, whole episodes resampled"]
+    if run.longitudinal:
+        notes.append("halves split at the median question index of the kind's scored questions")
+    return _Table(tuple(headers), tuple(rows), tuple(notes))
+
+
+def _category_bars(run: RunData) -> pl.DataFrame:
+    rows = []
+    for kind in _kinds(run):
+        for system in run.systems:
+            score = (run.entry(system).get("per_kind", {}).get(kind) or {}).get("scores", {}).get(run.metric) or {}
+            if score.get("mean") is not None:
+                rows.append({"category": kind or "(none)", "system": system, "mean": score["mean"],
+                             "lo": score.get("lo"), "hi": score.get("hi")})
+    return pl.DataFrame(rows, schema={"category": pl.Utf8, "system": pl.Utf8, "mean": pl.Float64,
+                                      "lo": pl.Float64, "hi": pl.Float64})
 
 
 def _as_list(v: Any) -> list[str]:
@@ -318,45 +468,41 @@ def _as_list(v: Any) -> list[str]:
 
 
 def _worst(run: RunData) -> dict[str, list[dict[str, Any]]]:
-    """Lowest-scoring questions per system: lowest metric, then never-found evidence first."""
-    df = run.probes
-    gold_col = "gold" if "gold" in df.columns else ("answer" if run.spec.get("benchmark") else None)
-    answer_col = "answer" if gold_col == "gold" and "answer" in df.columns else None
+    """Lowest-scoring questions per system: lowest metric, then lowest judge, then evidence found deepest."""
+    df = _scored_rows(run)
     judges = cv.answer_metrics(df)
-    rank_col = next((c for c in ("first_rank", "first_evidence_rank") if c in df.columns), None)
+    answer_col = "answer" if "answer" in df.columns else None
     out: dict[str, list[dict[str, Any]]] = {}
     for system in run.systems:
         part = df.filter(pl.col("system") == system).filter(
-            pl.col(run.metric).is_not_null() & pl.col(run.metric).is_not_nan()
+            pl.col(run.metric).is_not_null() & pl.col(run.metric).cast(pl.Float64).is_not_nan()
         )
         keys = [pl.col(run.metric)]
         desc = [False]
         if judges:
-            keys.append(pl.col(judges[0]).fill_nan(None))
+            keys.append(pl.col(judges[0]).cast(pl.Float64).fill_nan(None))
             desc.append(False)
-        if rank_col:
-            keys.append(pl.col(rank_col).fill_null(10**9))
+        if "first_rank" in df.columns:
+            keys.append(pl.col("first_rank").fill_null(10**9))
             desc.append(True)
         keys.append(pl.col("question_id"))
         desc.append(False)
         part = part.sort(keys, descending=desc, nulls_last=True).head(_WORST)
-        items = []
-        for r in part.iter_rows(named=True):
-            items.append(
-                {
-                    "question_id": r.get("question_id"),
-                    "category": r.get(run.category) if run.category else None,
-                    "score": r.get(run.metric),
-                    "question": r.get("question") or "",
-                    "gold": r.get(gold_col) if gold_col else "",
-                    "answer": r.get(answer_col) if answer_col else None,
-                    "judges": {j: r.get(j) for j in judges},
-                    "first_rank": r.get(rank_col) if rank_col else None,
-                    "memories": _as_list(r.get("retrieved_text"))[:_SHOWN_MEMORIES],
-                    "error": r.get("error"),
-                }
-            )
-        out[system] = items
+        out[system] = [
+            {
+                "question_id": r.get("question_id"),
+                "category": r.get("kind"),
+                "score": r.get(run.metric),
+                "question": r.get("question") or "",
+                "gold": r.get("gold") or "",
+                "answer": r.get(answer_col) if answer_col else None,
+                "judges": {j: r.get(j) for j in judges},
+                "first_rank": r.get("first_rank"),
+                "memories": _as_list(r.get("retrieved_text"))[:_SHOWN_MEMORIES],
+                "error": r.get("error"),
+            }
+            for r in part.iter_rows(named=True)
+        ]
     return out
 
 
@@ -455,19 +601,21 @@ def _worst_md(worst: dict[str, list[dict[str, Any]]], metric: str, limit: int = 
 
 def _spec_summary(run: RunData) -> str:
     spec = run.spec
-    bits = []
     if run.longitudinal:
-        scen = spec.get("scenario") or {}
-        bits.append(f"scenario {scen.get('name', '?')}")
-        bits.append(f"seed {spec.get('seed', '?')}")
+        bits = [f"longitudinal run of scenario {spec.scenario.name}", f"seed {spec.seed}"]
     else:
-        bits.append(f"static {spec.get('benchmark') or spec.get('kind', '?')}")
+        bits = [f"static run of {spec.scenario.name} (fresh systems per episode, questions after ingest)",
+                f"seed {spec.seed}"]
+    bits.append(f"k {spec.k}")
     bits.append(f"metric {run.metric}")
     bits.append(f"systems {', '.join(run.systems)}")
     if run.control:
         bits.append(f"control {run.control}")
-    users = run.probes[run.user].n_unique() if run.user else 1
-    bits.append(f"{users} user(s)")
+    if run.probes.height:
+        if run.longitudinal:
+            bits.append(f"{run.probes['user_id'].n_unique()} user(s)")
+        else:
+            bits.append(f"{run.probes['episode'].n_unique()} episode(s)")
     return "; ".join(bits)
 
 
@@ -482,34 +630,25 @@ class _Built:
     figures: tuple[tuple[str, str, str, str], ...]  # (section, svg, alt, caption)
 
 
-def stats_rng(run: RunData) -> np.random.Generator:
-    """The generator the runner used for its summary, so report and metrics.json agree.
-
-    The runner splits ``default_rng(seed)`` into scenario, system and
-    statistics streams (``spawn(3)``) and draws the summary from the third.
-    """
-    root = np.random.default_rng(run.seed)
-    return root.spawn(3)[2] if run.longitudinal else root
-
-
-def scored_probes(run: RunData) -> pl.DataFrame:
-    """Probe rows without a system error: a failed retrieval is not a scored question."""
-    df = run.probes
-    if "error" in df.columns and df.schema["error"] == pl.Utf8:
-        return df.filter(pl.col("error").is_null())
-    return df
+def _learning_tables(run: RunData, n_boot: int | None) -> list[tuple[str, pl.DataFrame]]:
+    """The halves table of the headline metric, then one per answer judge."""
+    out: list[tuple[str, pl.DataFrame]] = []
+    for metric in [run.metric, *[m for m in cv.answer_metrics(run.probes) if m != run.metric]]:
+        table = halves_table(run, metric=metric, n_boot=n_boot)
+        if table is not None:
+            out.append((metric, table))
+    return out
 
 
-def _build(run: RunData, *, window: int, window_days: float, fading: float, n_boot: int) -> _Built:
-    rng = stats_rng(run)
+def _build(run: RunData, *, window: int, window_days: float, fading: float, n_boot: int | None) -> _Built:
     summaries: list[tuple[str, pl.DataFrame]] = []
     figures: list[tuple[str, str, str, str]] = []
     df = scored_probes(run)
-    if run.longitudinal:
-        for metric in [run.metric, *cv.answer_metrics(df)]:
-            if df[metric].cast(pl.Float64).drop_nulls().drop_nans().len() == 0:
+    if run.longitudinal and df.height:
+        summaries = _learning_tables(run, n_boot)
+        for metric in [run.metric, *[m for m in cv.answer_metrics(df) if m != run.metric]]:
+            if _scored_n(df, metric) == 0:
                 continue
-            summaries.append((metric, learning_summary(df, metric=metric, control=run.control, rng=rng, n_boot=n_boot)))
             acc = cv.accuracy_curves(df, metric=metric, window=window, window_days=window_days, fading=fading)
             for x, where in (("q_index", "question index"), ("t_days", "simulated days")):
                 if x == "t_days" and acc["t_days"].drop_nans().len() == 0:
@@ -522,7 +661,7 @@ def _build(run: RunData, *, window: int, window_days: float, fading: float, n_bo
                         f"{metric} per system over {where}: windowed, cumulative prequential and fading-factor means.",
                     )
                 )
-        if run.timeline is not None and run.timeline.height:
+        if run.timeline.height:
             storage = cv.storage_timeline(run.timeline)
             figures.append(
                 ("timelines", plots.storage_figure(storage), "storage and cost timeline",
@@ -532,7 +671,7 @@ def _build(run: RunData, *, window: int, window_days: float, fading: float, n_bo
         if lat.height:
             figures.append(
                 ("timelines", plots.latency_figure(lat), "latency timeline",
-                 f"Rolling median and 95th percentile latency over the last {window} questions.")
+                 f"Rolling median and 95th percentile latency over the last {window} questions (wall-clock).")
             )
         cost = cv.cost_curves(df)
         if cost.height and any(c.startswith("cum_") for c in cost.columns):
@@ -540,43 +679,44 @@ def _build(run: RunData, *, window: int, window_days: float, fading: float, n_bo
                 ("timelines", plots.cost_figure(cost), "reader cost timeline",
                  "Cumulative reader prompt and completion tokens and reader LLM time.")
             )
-    overview = _overview_table(run, rng)
-    categories = _category_table(run, rng)
-    if categories is not None and run.category:
-        cat_rows = []
-        for cat in sorted({str(c) for c in df[run.category].drop_nulls().to_list()}):
-            for system in run.systems:
-                s = df.filter((pl.col(run.category).cast(pl.Utf8) == cat) & (pl.col("system") == system))
-                x = s[run.metric].cast(pl.Float64).to_numpy()
-                scored = x[~np.isnan(x)]
-                if scored.size:
-                    lo, hi = bootstrap_ci(x, rng=rng, n_boot=1000)
-                    cat_rows.append({"category": cat, "system": system, "mean": float(scored.mean()), "lo": lo, "hi": hi})
-        if cat_rows:
-            figures.append(
-                ("categories", plots.bar_figure(pl.DataFrame(cat_rows), group="category", value="mean", lo="lo", hi="hi",
-                                                ylabel=f"{run.metric} (%)"),
-                 f"{run.metric} per category", f"{run.metric} per {run.category} and system with 95% bootstrap intervals.")
-            )
-    return _Built(tuple(summaries), overview, categories, _worst(run), tuple(figures))
+    categories = _category_table(run)
+    bars = _category_bars(run)
+    if categories is not None and bars.height:
+        figures.append(
+            ("categories", plots.bar_figure(bars, group="category", value="mean", lo="lo", hi="hi", ylabel=f"{run.metric} (%)"),
+             f"{run.metric} per kind", f"{run.metric} per question kind and system with 95% bootstrap intervals.")
+        )
+    headline = summaries[0][1] if summaries and summaries[0][0] == run.metric else None
+    return _Built(tuple(summaries), _overview_table(run, headline), categories, _worst(run), tuple(figures))
+
+
+def summary_text(run: RunData, *, n_boot: int | None = None) -> str:
+    """The run's headline tables as plain text: the halves table (longitudinal) or the per-kind tables (static)."""
+    halves = halves_table(run, n_boot=n_boot)
+    if halves is not None:
+        return format_table(halves)
+    from analysis.summary import format_tables
+
+    return "\n\n".join(f"{system}\n{format_tables(run.metrics, system)}" for system in run.systems)
 
 
 def write_report(
-    run_dir: str | Path,
+    run_dir: str | Path | RunData,
     *,
     window: int = DEFAULT_WINDOW,
     window_days: float = DEFAULT_WINDOW_DAYS,
     fading: float = DEFAULT_FADING,
-    n_boot: int = 2000,
+    n_boot: int | None = None,
 ) -> Path:
     """Write ``report.html`` and ``report.md`` into a run folder.
 
     Args:
-        run_dir: a run folder (``memsim run``, ``memsim demo`` or ``memsim static``).
+        run_dir: a run folder (``memsim run``, ``demo``, ``static``, ``rerun``), or one already loaded.
         window: questions in the windowed accuracy curve.
         window_days: simulated days in the time-windowed curve.
         fading: fading factor of the fading-factor curve.
-        n_boot: bootstrap resamples per interval.
+        n_boot: bootstrap resamples of the halves tables (default: the spec's); the overall and
+            per-kind intervals are the ones in ``metrics.json``.
 
     Returns:
         Path of ``report.html``.
@@ -584,11 +724,15 @@ def write_report(
     Raises:
         UserError: the folder is not a readable run.
     """
-    run = load_run(run_dir)
+    run = run_dir if isinstance(run_dir, RunData) else load_run(run_dir)
     built = _build(run, window=window, window_days=window_days, fading=fading, n_boot=n_boot)
     title = f"memsim report: {run.path.name}"
     sections: list[tuple[str, str, str]] = []
-    spec_html = f"<p>{html.escape(_spec_summary(run))}</p><details><summary>spec.json</summary><pre class='spec'>{html.escape(json.dumps(run.spec, indent=2, default=str))}</pre></details>"
+    spec_json = html.escape(json.dumps(run.spec.to_json(), indent=2, sort_keys=True))
+    spec_html = (
+        f"<p>{html.escape(_spec_summary(run))}</p>"
+        f"<details><summary>spec.json</summary><pre class='spec'>{spec_json}</pre></details>"
+    )
     sections.append(("spec", "Spec", spec_html))
     summary_html = ""
     for metric, frame in built.summaries:
@@ -601,7 +745,7 @@ def write_report(
             sections.append((sid, title_s, "".join(_img(svg, alt, cap) for _, svg, alt, cap in figs)))
     if built.categories is not None:
         figs = "".join(_img(svg, alt, cap) for s, svg, alt, cap in built.figures if s == "categories")
-        sections.append(("categories", "Per category", built.categories.html() + figs))
+        sections.append(("categories", "Per question kind", built.categories.html() + figs))
     sections.append(("worst", "Worst questions per system", _worst_html(built.worst, run.metric)))
     out = run.path / "report.html"
     out.write_text(_page(title, sections), encoding="utf-8")
@@ -611,7 +755,7 @@ def write_report(
         md += [f"## Learning through use: {metric}", "", format_markdown(frame), ""]
     md += ["## Overall", "", built.overview.markdown(), ""]
     if built.categories is not None:
-        md += ["## Per category", "", built.categories.markdown(), ""]
+        md += ["## Per question kind", "", built.categories.markdown(), ""]
     md += ["## Worst questions", "", _worst_md(built.worst, run.metric)]
     (run.path / "report.md").write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
     return out
@@ -627,31 +771,54 @@ def _run_label(run: RunData, others: Sequence[RunData]) -> str:
     return run.path.name if names.count(run.path.name) == 1 else str(run.path)
 
 
+def _per_run_rows(run: RunData, label: str) -> list[dict[str, Any]]:
+    """One row per system of a run: the metric overall (``metrics.json``) and, for longitudinal runs, halves and DiD."""
+    rows = _scored_rows(run)
+    halves = halves_table(run)
+    learning = {r["system"]: r for r in halves.iter_rows(named=True)} if halves is not None else {}
+    out = []
+    for system in run.systems:
+        score = run.entry(system).get("overall", {}).get("scores", {}).get(run.metric) or {}
+        lr = learning.get(system, {})
+        out.append({
+            "run": label, "system": system, "metric": run.metric,
+            "n": _scored_n(rows.filter(pl.col("system") == system), run.metric),
+            "overall": score.get("mean"), "first": lr.get("first"), "second": lr.get("second"),
+            "diff": lr.get("diff"), "did": lr.get("did"),
+        })
+    return out
+
+
 def compare_runs(
     run_dirs: Sequence[str | Path],
     out_dir: str | Path,
     *,
     window: int = DEFAULT_WINDOW,
     fading: float = DEFAULT_FADING,
-    n_boot: int = 2000,
 ) -> Path:
     """Compare several run folders; write ``compare.html`` and ``compare.md`` into ``out_dir``.
 
-    Shows, per run and system, the headline metric and (longitudinal runs)
-    the halves and difference in differences; across runs (seeds), the mean
-    and 95% t-interval of each figure per system; and, with at least three
-    systems in at least two runs, a Friedman ranking with Nemenyi post-hoc
-    tests and a critical-difference diagram (runs as datasets).
+    Shows, per run and system, the headline metric (``metrics.json``) and,
+    for longitudinal runs, the halves and difference in differences against
+    the static control (``halves_table``); across runs (seeds), the mean and 95% t-interval of each figure per
+    system; and, with at least three systems in at least two runs, a
+    Friedman ranking with Nemenyi post-hoc tests and a critical-difference
+    diagram (runs as datasets).
 
     Returns:
         Path of ``compare.html``.
 
     Raises:
-        UserError: no runs, or a folder is not a readable run.
+        UserError: no runs, a folder is not a readable run, or the runs score different metrics.
     """
     if not run_dirs:
         raise UserError("compare: give at least one run folder")
     runs = [load_run(d) for d in run_dirs]
+    metrics = dict.fromkeys(r.metric for r in runs)
+    if len(metrics) > 1:
+        named = ", ".join(f"{r.path}: {r.metric}" for r in runs)
+        raise UserError(f"compare: the runs have different metrics (spec.json metric: {named}); compare runs of one metric")
+    metric = runs[0].metric
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -659,21 +826,10 @@ def compare_runs(
     curve_parts = []
     for run in runs:
         label = _run_label(run, runs)
-        rng = stats_rng(run)
-        if run.longitudinal:
-            summary = learning_summary(scored_probes(run), metric=run.metric, control=run.control, rng=rng, n_boot=n_boot)
-            for r in summary.iter_rows(named=True):
-                x = run.probes.filter(pl.col("system") == r["system"])[run.metric].cast(pl.Float64)
-                rows.append({"run": label, "system": r["system"], "metric": run.metric, "n": r["n"],
-                             "overall": x.drop_nans().mean(), "first": r["first"], "second": r["second"],
-                             "diff": r["diff"], "did": r["did"]})
-            acc = cv.accuracy_curves(run.probes, metric=run.metric, window=window, fading=fading)
+        rows.extend(_per_run_rows(run, label))
+        if run.longitudinal and run.probes.height:
+            acc = cv.accuracy_curves(scored_probes(run), metric=metric, window=window, fading=fading)
             curve_parts.append(acc.with_columns((pl.lit(label + " / ") + pl.col("system")).alias("system")))
-        else:
-            for system in run.systems:
-                x = run.probes.filter(pl.col("system") == system)[run.metric].cast(pl.Float64).drop_nans()
-                rows.append({"run": label, "system": system, "metric": run.metric, "n": x.len(),
-                             "overall": x.mean(), "first": None, "second": None, "diff": None, "did": None})
     table = pl.DataFrame(rows, schema={"run": pl.Utf8, "system": pl.Utf8, "metric": pl.Utf8, "n": pl.Int64,
                                        "overall": pl.Float64, "first": pl.Float64, "second": pl.Float64,
                                        "diff": pl.Float64, "did": pl.Float64})
@@ -684,6 +840,8 @@ def compare_runs(
              _pp(r["diff"]), _pp(r["did"]))
             for r in table.iter_rows(named=True)
         ),
+("overall: each run's metrics.json; halves and DiD: analysis.stats.learning_summary on its rows; "
+         "n = questions scored on the metric",),
     )
     seed_rows = []
     for system in dict.fromkeys(table["system"].to_list()):
@@ -717,6 +875,7 @@ def compare_runs(
                     f"{fr.test}: chi2 = {fr.statistic:.2f}, p = {fr.p_value:.3g}, N = {fr.n_datasets} runs, "
                     f"k = {fr.k} systems, effect size Kendall's W = {fr.kendall_w:.2f}; "
                     f"Nemenyi critical difference at alpha {fr.alpha:g} = {fr.cd:.2f}",
+                    f"ranked on {metric}",
                 ),
             )
             pairs = _Table(
@@ -732,8 +891,8 @@ def compare_runs(
             ranking_md = ranks.markdown() + "\n\n" + pairs.markdown()
     if curve_parts:
         acc = pl.concat(curve_parts)
-        figures.append(("curves", plots.accuracy_figure(acc, x="q_index", window=window, fading=fading,
-                                                        metric=runs[0].metric), "accuracy over question index, all runs"))
+        figures.append(("curves", plots.accuracy_figure(acc, x="q_index", window=window, fading=fading, metric=metric),
+                        "accuracy over question index, all runs"))
     sections = [
         ("runs", "Runs", "<ul>" + "".join(f"<li>{html.escape(str(r.path))}: {html.escape(_spec_summary(r))}</li>" for r in runs) + "</ul>"),
         ("summary", "Summary per run", per_run.html()),
@@ -751,7 +910,3 @@ def compare_runs(
         md += ["", "## Ranking", "", ranking_md]
     (out / "compare.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     return path
-
-
-def _pp(v: Any) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:+.1f}"

@@ -200,7 +200,8 @@ def sensitivity_grid(
 
             def report(seed: int, outcome: Any, where: str = where) -> None:
                 if progress is not None:
-                    progress(f"{where} seed {seed}: {outcome.result.probes.height // 2} questions")
+                    questions = outcome.result.probes.filter(pl.col("system") == control).height
+                    progress(f"{where} seed {seed}: {questions} questions")
 
             runs = run_seeds(point_config, systems=[SystemSpec(control), spec_sys], seeds=seeds,
                              embedder_factory=embedder_factory, progress=report, **overrides)

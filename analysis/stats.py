@@ -49,7 +49,6 @@ __all__ = [
     "friedman_ranking",
     "critical_difference_plot",
     "learning_summary",
-    "learning_table",
     "cluster_labels",
     "format_table",
     "format_markdown",
@@ -842,16 +841,6 @@ def learning_summary(
                 row.update(test=pt.statistic, p_value=pt.p_value, p_n=pt.n, effect=pt.diff)
         rows.append(row)
     return pl.DataFrame(rows, schema=_SUMMARY_SCHEMA)
-
-
-def learning_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
-    """A ``learning_summary`` frame rebuilt from stored rows (e.g. the systems of ``metrics.json``).
-
-    Each row needs ``system``; the other columns of ``learning_summary`` are
-    taken when present and null otherwise, so the table formatters print a
-    stored summary exactly as a computed one.
-    """
-    return pl.DataFrame([{c: r.get(c) for c in _SUMMARY_SCHEMA} for r in rows], schema=_SUMMARY_SCHEMA)
 
 
 def _pct(v: Any) -> str:

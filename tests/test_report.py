@@ -1,4 +1,4 @@
-"""Reports and comparisons built from small hand-made run folders."""
+"""Reports and comparisons of run folders written by the pipeline's recorder and summariser."""
 
 from __future__ import annotations
 
@@ -17,46 +17,78 @@ import polars as pl
 import pytest
 
 from analysis import compare_cli, report_cli
-from analysis.report import compare_runs, load_run, write_report
+from analysis.pipeline import execute, make_spec
+from analysis.report import (
+    DEFAULT_FADING,
+    DEFAULT_WINDOW,
+    DEFAULT_WINDOW_DAYS,
+    compare_runs,
+    halves_table,
+    load_run,
+    summary_text,
+    write_report,
+)
 from analysis.stats import MCNEMAR_TEST
+from analysis.summary import summarise, write_summary
+from memory.embed import HashEmbedder
+from memory.registry import Resources, SystemSpec
 from sim.errors import UserError
+from sim.recorder import Recorder
+from sim.spec import RunSpec, ScenarioEntry, system_entries
 
 CHROMIUM = "/usr/bin/chromium"
 SYSTEMS = (("naive", 0.5, 0.5), ("gated", 0.3, 0.8), ("decay", 0.4, 0.6))
+METRIC = "recall_all@10"
+"""The headline column of the hand-made runs (k = 10)."""
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def _write_folder(path: Path, spec: RunSpec, probes: list[dict], timeline: list[dict], info: dict) -> Path:
+    """Write rows through the recorder, then metrics.json and perf.json through the summariser (as ``execute`` does)."""
+    rec = Recorder(path)
+    rec.open(spec)
+    for row in probes:
+        rec.probe(row)
+    for row in timeline:
+        rec.timeline(row)
+    rec.commit("all")
+    rows, tl, run_info = rec.finish(info)
+    write_summary(path, summarise(spec, rows, tl, run_info), wall_seconds=1.0)
+    return path
 
 
 def make_run(path: Path, *, seed: int = 0, reader: bool = True, n_questions: int = 90) -> Path:
-    """A longitudinal run folder in the engine's format, with known per-half success rates."""
-    path.mkdir(parents=True, exist_ok=True)
+    """A longitudinal run folder with known per-half success rates per system."""
     rng = np.random.default_rng(seed)
-    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
     rows = []
     for q in range(n_questions):
         days = q * 2.0
+        user = f"u{q % 3}"
         for system, p1, p2 in SYSTEMS:
             hit = float(rng.random() < (p1 if q < n_questions / 2 else p2))
             row = {
                 "system": system,
-                "user_id": f"u{q % 3}",
+                "episode": user,
+                "user_id": user,
                 "question_id": f"q{q}",
                 "q_index": q,
-                "time": t0 + timedelta(days=days),
+                "time": T0 + timedelta(days=days),
                 "t_days": days,
                 "kind": ("single-hop", "multi-hop", "temporal")[q % 3],
                 "topic": "work",
                 "reask": False,
-                **{f"recall_any@{k}": hit for k in (1, 5, 10)},
-                **{f"recall_all@{k}": hit for k in (1, 5, 10)},
-                **{f"ndcg@{k}": hit for k in (1, 5, 10)},
-                "evidence": hit,
+                "thread_id": f"q{q}",
+                "question": f"Where does the user work now? ({q})",
+                "gold": f"Acme {q}",
+                "evidence_ids": [f"{user}:t{q}"],
                 "first_rank": 1 if hit else None,
-                "stale_above_current": float("nan"),
                 "retrieve_ms": float(rng.gamma(2.0, 3.0)),
                 "retrieved_ids": ["m1", "m2"],
                 "retrieved_text": [f"memory <b>{q}</b> & co", "another memory"],
-                "question": f"Where does the user work now? ({q})",
-                "gold": f"Acme {q}",
-                "error": None,
+                "isolation_failures": 0,
+                "deleted_leaks": 0,
+                **{f"{m}@{k}": hit for m in ("recall_all", "recall_any", "ndcg") for k in (1, 5, 10)},
+                "stale_above_current": float("nan"),
             }
             if reader:
                 row.update(
@@ -68,12 +100,12 @@ def make_run(path: Path, *, seed: int = 0, reader: bool = True, n_questions: int
                     answer_f1=float(rng.random() * hit),
                 )
             rows.append(row)
-    pl.DataFrame(rows).write_parquet(path / "probes.parquet")
     timeline = [
         {
             "system": system,
+            "episode": f"u{i % 3}",
             "user_id": f"u{i % 3}",
-            "time": t0 + timedelta(days=i * 6.0),
+            "time": T0 + timedelta(days=i * 6.0),
             "t_days": i * 6.0,
             "event": "session",
             "items": 10 * i,
@@ -88,50 +120,61 @@ def make_run(path: Path, *, seed: int = 0, reader: bool = True, n_questions: int
         for i in range(30)
         for system, _, _ in SYSTEMS
     ]
-    pl.DataFrame(timeline).write_parquet(path / "timeline.parquet")
-    spec = {
-        "kind": "longitudinal",
-        "seed": seed,
-        "k": 10,
-        "metric": "recall_all@10",
-        "control": "naive",
-        "scenario": {"name": "persona", "args": {"users": 3}},
-        "systems": [{"name": s, "args": {}, "label": s} for s, _, _ in SYSTEMS],
-        "reader": {"name": "fake"} if reader else None,
-        "judges": ["f1"] if reader else [],
-        "memsim_version": "test",
-    }
-    (path / "spec.json").write_text(json.dumps(spec))
-    return path
+    spec = RunSpec(
+        scenario=ScenarioEntry(name="persona", args={"users": 3}),
+        systems=system_entries([SystemSpec(s) for s, _, _ in SYSTEMS]),
+        seed=seed,
+        ks=(1, 5, 10),
+        n_boot=300,
+        memsim_version="test",
+    )
+    info = {"totals": {"users": 3, "questions": n_questions}, "span_days": 2.0 * n_questions, "total": 1, "unit": "day"}
+    return _write_folder(path, spec, rows, timeline, info)
 
 
 def make_static_run(path: Path) -> Path:
-    """A static LoCoMo-style run folder: per-question scores by category, no timeline."""
-    path.mkdir(parents=True, exist_ok=True)
+    """A static LoCoMo-style run folder: two conversations, questions by kind, adversarial ones excluded."""
     rng = np.random.default_rng(5)
     rows = []
     for i in range(40):
         hit = float(rng.random() < 0.6)
+        conv = f"conv-{i % 2}"
+        kind = ("multi-hop", "temporal", "open-domain", "single-hop", "adversarial")[i % 5]
+        excluded = "adversarial" if kind == "adversarial" else None
         rows.append(
             {
                 "system": "dense",
-                "conversation": f"conv-{i % 2}",
-                "question_id": f"conv-{i % 2}:q{i}",
-                "category": str(1 + i % 4),
-                "category_label": ("multi-hop", "temporal", "open-domain", "single-hop")[i % 4],
+                "episode": conv,
+                "user_id": conv,
+                "question_id": f"{conv}:q{i}",
+                "q_index": i,
+                "time": T0,
+                "t_days": 0.0,
+                "kind": kind,
                 "question": f"question {i}",
-                "answer": f"gold {i}",
-                "evidence": [f"D1:{i}"],
+                "gold": f"gold {i}",
+                "evidence_ids": [f"D1:{i}"],
+                "excluded": excluded,
                 "retrieved_ids": ["a"],
                 "retrieved_text": ["some memory"],
-                "first_evidence_rank": 1 if hit else None,
+                "first_rank": 1 if hit else None,
                 "retrieve_ms": 2.0,
-                **{f"{m}@{k}": hit for m in ("recall_any", "recall_all", "ndcg") for k in (1, 10)},
+                "isolation_failures": 0,
+                "deleted_leaks": 0,
+                **{f"{m}@{k}": (float("nan") if excluded else hit) for m in ("recall_all", "recall_any", "ndcg") for k in (1, 10)},
             }
         )
-    pl.DataFrame(rows).write_parquet(path / "probes.parquet")
-    (path / "spec.json").write_text(json.dumps({"kind": "static-locomo", "benchmark": "locomo", "k": 10}))
-    return path
+    spec = RunSpec(
+        kind="static",
+        scenario=ScenarioEntry(name="locomo", args={"data": "locomo10.json"}),
+        systems=system_entries([SystemSpec("dense")]),
+        ks=(1, 10),
+        retrieve_k=10,
+        n_boot=200,
+        memsim_version="test",
+    )
+    info = {"totals": {"episodes": 2, "questions": 40}, "span_days": 0.0, "total": 2, "unit": "episode"}
+    return _write_folder(path, spec, rows, [], info)
 
 
 def _images(page: str) -> list[str]:
@@ -154,7 +197,7 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
         "storage and cost timeline",
         "latency timeline",
         "reader cost timeline",
-        "recall_all@10 per category",
+        "recall_all@10 per kind",
     ]
     for data in _images(page):
         root = ET.fromstring(base64.b64decode(data))
@@ -166,11 +209,24 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     assert MCNEMAR_TEST in page and "DiD vs naive (pp)" in page
     probes = pl.read_parquet(run / "probes.parquet")
     gated = probes.filter((pl.col("system") == "gated") & (pl.col("q_index") >= 45))
-    assert f"{100 * gated['evidence'].mean():.1f} [" in page
+    assert f"{100 * gated[METRIC].mean():.1f} [" in page
+    # Every interval is metrics.json's: the overall one of each system, the per-kind ones.
+    metrics = json.loads((run / "metrics.json").read_text())
+    for system, _, _ in SYSTEMS:
+        head = metrics["systems"][system]["overall"]["scores"][METRIC]
+        assert f"{100 * head['mean']:.1f} [{100 * head['lo']:.1f}, {100 * head['hi']:.1f}]" in page
+        kind = metrics["systems"][system]["per_kind"]["temporal"]["scores"][METRIC]
+        assert f"{100 * kind['mean']:.1f} [{100 * kind['lo']:.1f}, {100 * kind['hi']:.1f}]" in page
+    # The halves table: DiD against the static control with its interval.
+    halves = halves_table(load_run(run))
+    assert halves is not None
+    for r in halves.filter(pl.col("system") != "naive").iter_rows(named=True):
+        assert f"{100 * r['did']:+.1f} [{100 * r['did_lo']:+.1f}, {100 * r['did_hi']:+.1f}]" in page
     # Worst questions show question, gold, answer and retrieved memories (escaped).
     assert "memory &lt;b&gt;" in page and "Acme " in page and "answer " in page
     md = (run / "report.md").read_text()
-    assert "| system | n | 1st half (%)" in md and "## Per category" in md and "## Worst questions" in md
+    assert "| system | n | 1st half (%)" in md and "## Per question kind" in md and "## Worst questions" in md
+    assert "## Learning through use: recall_all@10" in md and "## Learning through use: answer_f1" in md
 
 
 @pytest.mark.slow
@@ -185,12 +241,19 @@ def test_report_is_deterministic(tmp_path: Path) -> None:
 def test_static_run_gets_tables_without_curves(tmp_path: Path) -> None:
     run = make_static_run(tmp_path / "static")
     data = load_run(run)
-    assert not data.longitudinal and data.metric == "recall_all@10" and data.category == "category_label"
-    page = write_report(run, n_boot=200).read_text()
+    assert not data.longitudinal and data.metric == METRIC and halves_table(data) is None and data.control is None
+    page = write_report(run).read_text()
     assert "<section id='summary'>" in page and "<section id='categories'>" in page
     assert "<section id='curves'>" not in page and "<section id='timelines'>" not in page
-    assert "temporal" in page and "gold 3" in page
+    assert "Learning through use" not in page
+    assert "temporal" in page and "gold 3" in page and "adversarial 8" in page
     assert len(_images(page)) == 1
+    metrics = json.loads((run / "metrics.json").read_text())
+    for kind in ("temporal", "single-hop"):
+        score = metrics["systems"]["dense"]["per_kind"][kind]["scores"][METRIC]
+        assert f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]" in page
+    # Headline figures, no curves: the per-kind tables of the one summariser.
+    assert "overall" in summary_text(data) and "adversarial 8" in summary_text(data)
 
 
 def test_bad_run_folders_raise_user_error(tmp_path: Path) -> None:
@@ -199,35 +262,74 @@ def test_bad_run_folders_raise_user_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="missing spec.json"):
         write_report(tmp_path / "empty")
-    run = make_run(tmp_path / "run")
+    run = make_run(tmp_path / "run", reader=False)
+    probes = pl.read_parquet(run / "probes.parquet")
+    probes.drop(METRIC).write_parquet(run / "probes.parquet")
+    with pytest.raises(UserError, match=r"probes.parquet: no column 'recall_all@10' \(the metric of spec.json\)"):
+        write_report(run)
+    probes.drop("kind").write_parquet(run / "probes.parquet")
+    with pytest.raises(UserError, match="probes.parquet: missing column.s. kind"):
+        write_report(run)
+    probes.write_parquet(run / "probes.parquet")
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**metrics, "metric": "recall_all@5"}))
+    with pytest.raises(UserError, match="metrics.json: metric 'recall_all@5' is not the metric of spec.json"):
+        write_report(run)
+    (run / "metrics.json").unlink()  # recomputable from the rows: the report summarises in memory
+    assert write_report(run).is_file() and not (run / "metrics.json").exists()
+    (run / "probes.parquet").unlink()
+    with pytest.raises(UserError, match="missing probes.parquet .the run did not finish"):
+        write_report(run)
     (run / "spec.json").write_text("{not json")
-    with pytest.raises(UserError, match="spec.json: not valid JSON"):
+    with pytest.raises(UserError, match="spec.json"):
         write_report(run)
 
 
 def test_compare_runs_ranks_systems_across_seeds(tmp_path: Path) -> None:
     runs = [make_run(tmp_path / f"seed{s}", seed=s, reader=False) for s in range(3)]
-    page = compare_runs(runs, tmp_path / "cmp", n_boot=200).read_text()
+    page = compare_runs(runs, tmp_path / "cmp").read_text()
     for section in ("runs", "summary", "seeds", "ranking", "curves"):
         assert f"<section id='{section}'>" in page, section
     assert len(_images(page)) == 2
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert "Friedman chi-square" in md and "Kendall's W" in md and "(n=3)" in md
+    # Per run, the figures are each run's metrics.json.
+    halves = halves_table(load_run(runs[1]))
+    assert halves is not None
+    did = halves.filter(pl.col("system") == "gated")["did"][0]
+    overall = json.loads((runs[1] / "metrics.json").read_text())["systems"]["gated"]["overall"]["scores"][METRIC]["mean"]
+    assert f"| seed1 | gated | {METRIC} | 90 | {100 * overall:.1f} |" in md and f"{100 * did:+.1f}" in md
+    # Runs of different metrics are not ranked together.
+    static = make_static_run(tmp_path / "static")
+    assert compare_runs([static], tmp_path / "cmp-static").is_file()
+    spec = json.loads((static / "spec.json").read_text())
+    (static / "spec.json").write_text(json.dumps({**spec, "metric": "recall_all@1"}))
+    (static / "metrics.json").unlink()
+    with pytest.raises(UserError, match="different metrics"):
+        compare_runs([runs[0], static], tmp_path / "cmp2")
 
 
 def test_cli_modules_write_and_print(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = make_run(tmp_path / "run", reader=False)
     parser = argparse.ArgumentParser()
-    report_cli.add_arguments(parser)
-    assert report_cli.main(parser.parse_args([str(run), "--n-boot", "200"])) == 0
+    report_cli.report_arguments(parser)
+    assert report_cli.report_main(parser.parse_args([str(run), "--n-boot", "200"])) == 0
     out = capsys.readouterr().out
     assert "1st half (%)" in out and out.strip().endswith(f"report: {run / 'report.html'}")
     with pytest.raises(UserError, match="--fading"):
-        report_cli.main(parser.parse_args([str(run), "--fading", "1.5"]))
+        report_cli.report_main(parser.parse_args([str(run), "--fading", "1.5"]))
+    static = make_static_run(tmp_path / "static")
+    assert report_cli.report_main(parser.parse_args([str(static)])) == 0
+    out = capsys.readouterr().out
+    assert "recall_all" in out and "excluded from scores: adversarial 8" in out
     parser = argparse.ArgumentParser()
-    compare_cli.add_arguments(parser)
-    assert compare_cli.main(parser.parse_args([str(run), "--out", str(tmp_path / "c"), "--n-boot", "100"])) == 0
+    compare_cli.compare_arguments(parser)
+    assert compare_cli.compare_main(parser.parse_args([str(run), "--out", str(tmp_path / "c")])) == 0
     assert (tmp_path / "c" / "compare.html").is_file()
+    # The parsers repeat the report's defaults so that they need not import it.
+    assert (report_cli._WINDOW, report_cli._WINDOW_DAYS, report_cli._FADING) == (
+        DEFAULT_WINDOW, DEFAULT_WINDOW_DAYS, DEFAULT_FADING)
+    assert (compare_cli._WINDOW, compare_cli._FADING) == (DEFAULT_WINDOW, DEFAULT_FADING)
 
 
 def _render(page: Path) -> tuple[str, list[str]]:
@@ -261,3 +363,32 @@ def test_report_renders_in_headless_chromium_without_console_errors(tmp_path: Pa
     dom, console = _render(broken)
     assert any("figure failed to render" in line for line in console)
     assert 'data-figures-ok="7"' in dom
+
+
+def test_pipeline_writes_reports_of_both_run_kinds(tmp_path: Path) -> None:
+    """``execute(..., report=True)`` writes the report of a real longitudinal run, and ``memsim report`` of it works."""
+    spec = make_spec("longitudinal", "persona", {"users": 2, "months": 1.5}, (SystemSpec("naive"), SystemSpec("bm25")),
+                     seed=1, n_boot=100)
+    out = tmp_path / "persona"
+    execute(spec, out_dir=out, resources=Resources(rng=np.random.default_rng(1), embedder_factory=lambda: HashEmbedder(64)),
+            report=True)
+    page = (out / "report.html").read_text()
+    assert "<section id='curves'>" in page and "Learning through use: recall_all@10" in page
+    metrics = json.loads((out / "metrics.json").read_text())
+    head = metrics["systems"]["bm25"]["overall"]["scores"]["recall_all@10"]
+    assert f"{100 * head['mean']:.1f} [{100 * head['lo']:.1f}, {100 * head['hi']:.1f}]" in page
+
+
+def test_static_locomo_run_gets_a_report(tmp_path: Path, locomo_path: Path) -> None:
+    """A static LoCoMo run on the real file: per-kind tables with intervals, no learning curves."""
+    spec = make_spec("static", "locomo", {"data": str(locomo_path), "limit_conversations": 2}, (SystemSpec("naive"),),
+                     k=10, retrieve_k=10, source=str(locomo_path))
+    out = tmp_path / "locomo"
+    execute(spec, out_dir=out, resources=Resources(rng=np.random.default_rng(0), embedder_factory=lambda: HashEmbedder(64)),
+            report=True)
+    page = (out / "report.html").read_text()
+    assert "<section id='categories'>" in page and "<section id='curves'>" not in page
+    assert "adversarial" in page and "multi-hop" in page
+    metrics = json.loads((out / "metrics.json").read_text())
+    score = metrics["systems"]["naive"]["per_kind"]["single-hop"]["scores"]["recall_all@10"]
+    assert f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]" in page

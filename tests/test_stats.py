@@ -20,7 +20,6 @@ from analysis.stats import (
     friedman_ranking,
     halves,
     learning_summary,
-    learning_table,
     mcnemar_exact,
     paired_permutation,
     summarise_seeds,
@@ -367,11 +366,3 @@ def test_format_table_and_markdown_have_headers_units_and_test_names() -> None:
     assert len(table) == 4 and table[1].startswith("|---")
     assert all(ln.count("|") == table[0].count("|") for ln in table)
 
-
-def test_learning_table_rebuilds_a_stored_summary() -> None:
-    """A summary stored as plain rows (metrics.json) reads back as the same frame and prints the same."""
-    s = learning_summary(_learning_frame(2), metric=METRIC, control="naive", rng=np.random.default_rng(0), n_boot=200)
-    stored = [{k: v for k, v in r.items() if v is not None} for r in s.to_dicts()]
-    back = learning_table(stored)
-    assert back.equals(s)
-    assert format_table(back) == format_table(s)
