@@ -108,12 +108,14 @@ def text_bytes(text: str) -> int:
 
 @runtime_checkable
 class MemorySystem(Protocol):
-    """The six methods the engine and the static protocols call.
+    """The seven methods the engine and the static protocols call.
 
-    Methods return ``None`` except ``retrieve`` and ``stats``. Users never see
-    each other's memories; ``retrieve`` never returns a memory created after
-    ``now``; after ``forget`` nothing derived from the forgotten turns may be
-    retrieved again.
+    Methods return ``None`` except ``retrieve``, ``probe`` and ``stats``. Users
+    never see each other's memories; ``retrieve`` and ``probe`` never return a
+    memory created after ``now``; after ``forget`` nothing derived from the
+    forgotten turns may be retrieved again. Only the stream (``ingest``,
+    ``retrieve``, ``feedback``, ``maintain``, ``forget``) may change a system;
+    measurements read it through ``probe``.
     """
 
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
@@ -122,6 +124,19 @@ class MemorySystem(Protocol):
 
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """Return at most ``k`` memories for ``query``, best first."""
+        ...
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """Read-only retrieval, for measurements (deletion checks, audits, probes).
+
+        Returns the same ranking ``retrieve`` would return at that moment
+        (same ids, order and scores), but changes nothing: no hit counts, no
+        co-retrieval counts, no record of what was served, no cache that a
+        later ``retrieve`` would see differently, no random draws that shift
+        later behaviour. Any number of probes leaves ``stats()`` and every
+        later result of the stream exactly as they would have been without
+        them.
+        """
         ...
 
     def feedback(
