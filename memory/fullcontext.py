@@ -122,6 +122,10 @@ class FullContextMemory:
             for pos, (mid, text, created, _, tid) in enumerate(chosen)
         ]
 
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """What ``retrieve`` returns: retrieval changes nothing here, so a probe is a retrieval."""
+        return self.retrieve(query, user_id=user_id, now=now, k=k)
+
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:

@@ -292,6 +292,10 @@ class SurpriseMemory:
         hits = self._index.search(user_id, self._embedder.encode_one(query), k, now=now)
         return [self._index.retrieved(user_id, i, s) for i, s in hits]
 
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """What ``retrieve`` returns: the gate acts at write time only, so a probe is a retrieval."""
+        return self.retrieve(query, user_id=user_id, now=now, k=k)
+
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:

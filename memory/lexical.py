@@ -182,6 +182,15 @@ class BM25Memory:
         """The ``k`` best BM25 matches."""
         return [self._records.retrieved(user_id, i, s) for i, s in self.ranked(query, user_id=user_id, now=now, k=k)]
 
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """What ``retrieve`` returns: no learning, so a probe is a retrieval.
+
+        A probe may build the user's BM25 index where ``retrieve`` would have;
+        the index is a function of the documents alone, so later scores are
+        the same either way.
+        """
+        return self.retrieve(query, user_id=user_id, now=now, k=k)
+
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:
@@ -274,6 +283,10 @@ class HybridMemory:
         lexical = [i for i, _ in _top(ids[ok], scores[ok], n)]
         fused = rrf_fuse([lexical, dense], rrf_k=self.rrf_k)[:k]
         return [self._dense.retrieved(user_id, i, s) for i, s in fused]
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """What ``retrieve`` returns: no learning, so a probe is a retrieval (see ``BM25Memory.probe``)."""
+        return self.retrieve(query, user_id=user_id, now=now, k=k)
 
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime

@@ -154,6 +154,10 @@ class NaiveMemory:
             )
         return out
 
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """What ``retrieve`` returns: retrieval changes nothing here, so a probe is a retrieval."""
+        return self.retrieve(query, user_id=user_id, now=now, k=k)
+
     def feedback(
         self,
         question_id: str,
