@@ -123,23 +123,20 @@ class LearnerControl:
         sims = [(float(np.dot(qv, p.query)), i) for i, p in enumerate(pins)]
         return sorted((s for s in sims if s[0] >= self.similarity), reverse=True)
 
-    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """Pinned memories of the most similar confirmed question first, then naive's ranking."""
-        qv = self._inner.embedder.encode_one(query)
+    def _rank(self, query: str, qv: np.ndarray, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """What to serve for ``query`` (unit vector ``qv``) under the lessons so far; changes nothing."""
         like = self._like(user_id, qv)
         pin = self._pins[user_id][like[0][1]] if like else None
         if pin is not None and not pin.correct:
             # A question like this failed: keep the best half of what was served, explore past the rest.
-            base = self._inner.retrieve(query, user_id=user_id, now=now, k=self.explore * k)
+            base = self._inner.probe(query, user_id=user_id, now=now, k=self.explore * k)
             failed = set(pin.ids)
             keep = [r for r in base[: k] if r.memory_id in failed][: k // 2]
             kept = {r.memory_id for r in keep}
             out = keep + [r for r in base if r.memory_id not in failed and r.memory_id not in kept]
             out += [r for r in base if r.memory_id in failed and r.memory_id not in kept]
-            out = out[:k]
-            self._served[(user_id, tuple(r.memory_id for r in out))] = qv
-            return out
-        base = self._inner.retrieve(query, user_id=user_id, now=now, k=k)
+            return out[:k]
+        base = self._inner.probe(query, user_id=user_id, now=now, k=k)
         out: list[Retrieved] = []
         if pin is not None:
             held = {m.memory_id: m for m in self._inner.memories(user_id)}
@@ -149,11 +146,27 @@ class LearnerControl:
                     out.append(Retrieved(m.memory_id, m.text, 2.0 - rank / (len(pin.ids) + 1), m.created_at, m.source_turn_ids))
             seen = {r.memory_id for r in out}
             out.extend(r for r in base if r.memory_id not in seen)
-            out = out[:k]
-        else:
-            out = base
+            return out[:k]
+        return base
+
+    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """Pinned memories of the most similar confirmed question first, then naive's ranking.
+
+        What is served is remembered with the question's vector, so that
+        feedback on it can become a lesson.
+        """
+        qv = self._inner.embedder.encode_one(query)
+        out = self._rank(query, qv, user_id=user_id, now=now, k=k)
         self._served[(user_id, tuple(r.memory_id for r in out))] = qv
         return out
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """The ranking ``retrieve`` gives at this moment, without remembering it as served.
+
+        A probe's results never become a lesson: feedback naming them finds
+        no served question unless a ``retrieve`` served the same ids.
+        """
+        return self._rank(query, self._inner.embedder.encode_one(query), user_id=user_id, now=now, k=k)
 
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
@@ -272,6 +285,10 @@ class DecayControl:
         hidden = sum(1 for m in self._inner.memories(user_id) if gone(m.memory_id, m.created_at))
         got = self._inner.retrieve(query, user_id=user_id, now=now, k=k + hidden)
         return [r for r in got if not gone(r.memory_id, r.created_at)][:k]
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """What ``retrieve`` returns: it reads the decay clock without moving it, so a probe is a retrieval."""
+        return self.retrieve(query, user_id=user_id, now=now, k=k)
 
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime

@@ -15,6 +15,7 @@ starts with ``INSTRUMENT_PREFIX`` (``control-``) *and* it has the
 evidence, user_id=..., t_days=...)`` immediately before ``retrieve`` for that
 question; nothing else receives it. A normal system that happened to define
 ``oracle`` gets nothing, and neither does a ``control-`` system without it.
+``probe`` never uses the gold: the oracle acts on ``retrieve`` alone.
 
 The same injection on recorded rows
 -----------------------------------
@@ -186,6 +187,15 @@ class InjectedEffect:
         promoted = Retrieved(ORACLE_ID_PREFIX + turn.turn_id, render_turn(turn), top, turn.created_at, (turn.turn_id,))
         rest = [r for r in got if tuple(r.source_turn_ids) != (turn.turn_id,)]
         return [promoted, *rest][:k]
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """The inner system's probe: the oracle neither acts nor tosses its coin.
+
+        A pending oracle call stays for the next ``retrieve`` and ``fired``
+        does not move, so measuring the instrument never changes the effect
+        it injects.
+        """
+        return self.inner.probe(query, user_id=user_id, now=now, k=k)
 
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime

@@ -245,8 +245,8 @@ class NeuroplasticMemory:
         inh = u.inhibition[i] * relief if self.inhibition else 0.0
         return cos * u.weight[i] * (1.0 - inh)
 
-    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """Top ``k`` by ``cosine x weight x (1 - inhibition)``, plus linked neighbours' bonus."""
+    def _rank(self, query: str, *, user_id: str, now: datetime, k: int) -> list[tuple[int, float]]:
+        """Top ``k`` ``(id, score)`` at this moment; reads the mechanisms' state, changes none of it."""
         if not self._index.count(user_id) or k <= 0:
             return []
         u = self._users[user_id]
@@ -265,9 +265,24 @@ class NeuroplasticMemory:
                     scores[j] = self._score(u, j, cos, relief)
                 scores[j] += self.link_bonus
         top = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-        for i in top:
-            u.hits[i] += 1
-        return [self._index.retrieved(user_id, i, scores[i]) for i in top]
+        return [(i, scores[i]) for i in top]
+
+    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """Top ``k`` by ``cosine x weight x (1 - inhibition)``, plus linked neighbours' bonus.
+
+        Each memory returned counts a hit, which spares it the decay of
+        never-retrieved memories in consolidation.
+        """
+        top = self._rank(query, user_id=user_id, now=now, k=k)
+        if top:
+            hits = self._users[user_id].hits
+            for i, _ in top:
+                hits[i] += 1
+        return [self._index.retrieved(user_id, i, s) for i, s in top]
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """The ranking ``retrieve`` gives at this moment, without counting hits."""
+        return [self._index.retrieved(user_id, i, s) for i, s in self._rank(query, user_id=user_id, now=now, k=k)]
 
     # -- learning ------------------------------------------------------------------
 

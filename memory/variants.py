@@ -4,6 +4,8 @@ A variant builds its inner system from the registry (``inner`` + ``inner_args``)
 asks it for more candidates than requested, re-scores them and returns the
 top ``k``. Everything else (ingest, feedback, maintenance, forgetting, stats)
 goes to the inner system unchanged, so provenance and deletion stay its own.
+``probe`` asks the inner system's ``probe`` for the candidates, so a
+measurement changes nothing on either side.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ __all__ = ["RecencyMemory", "RerankMemory", "load_cross_encoder"]
 
 
 class _Wrapper:
-    """Forwards the protocol to the inner system; subclasses re-score ``retrieve``."""
+    """Forwards the protocol to the inner system; subclasses re-score its candidates (``_rescore``)."""
 
     def __init__(
         self, *, resources: Resources, inner: str, inner_args: Mapping[str, Any] | None, candidates: int
@@ -45,8 +47,19 @@ class _Wrapper:
         """Ingest into the inner system."""
         self.inner.ingest(turns, user_id=user_id, now=now)
 
-    def _candidates(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        return self.inner.retrieve(query, user_id=user_id, now=now, k=max(k, self.candidates))
+    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """The inner system's candidates (retrieved, with its side effects), re-scored, top ``k``."""
+        cands = self.inner.retrieve(query, user_id=user_id, now=now, k=max(k, self.candidates))
+        return self._rescore(query, cands, now=now, k=k)
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """The same ranking from the inner system's ``probe``: nothing changes, here or inside."""
+        cands = self.inner.probe(query, user_id=user_id, now=now, k=max(k, self.candidates))
+        return self._rescore(query, cands, now=now, k=k)
+
+    def _rescore(self, query: str, cands: list[Retrieved], *, now: datetime, k: int) -> list[Retrieved]:
+        """The top ``k`` of the inner candidates under this variant's score (pure)."""
+        raise NotImplementedError
 
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
@@ -104,10 +117,10 @@ class RecencyMemory(_Wrapper):
         self.weight = float(weight)
         self.half_life_days = float(half_life_days)
 
-    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+    def _rescore(self, query: str, cands: list[Retrieved], *, now: datetime, k: int) -> list[Retrieved]:
         """The inner candidates re-scored with the recency boost, top ``k``."""
         scored = []
-        for r in self._candidates(query, user_id=user_id, now=now, k=k):
+        for r in cands:
             age = max(0.0, (now - r.created_at).total_seconds() / 86400.0)
             scored.append((r.score + self.weight * math.pow(0.5, age / self.half_life_days), r))
         return _rank(scored, k)
@@ -170,9 +183,8 @@ class RerankMemory(_Wrapper):
         self.batch_size = int(batch_size)
         self.max_length = int(max_length)
 
-    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+    def _rescore(self, query: str, cands: list[Retrieved], *, now: datetime, k: int) -> list[Retrieved]:
         """The inner candidates re-scored by the cross-encoder, top ``k``."""
-        cands = self._candidates(query, user_id=user_id, now=now, k=k)
         if not cands:
             return []
         encoder = load_cross_encoder(self.model, self.max_length)
