@@ -13,7 +13,9 @@ removes every memory derived from the forgotten turns, merged and
 consolidated ones included (by provenance and by text); same inputs and seed
 give identical outputs; ``stats()`` agrees with what is held; ``ingest`` does
 not change its input; a system rebuilt from its recorded name and args
-behaves identically.
+behaves identically; ``probe`` ranks as ``retrieve`` does and changes nothing
+(stats, reports and everything the stream does later stay as on a twin that
+was never probed).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from memory.base import MemorySystem, Retrieved, Turn
+from memory.inject import receives_gold
 from memory.registry import Resources, SystemSpec, build_memory
 
 __all__ = [
@@ -165,8 +168,13 @@ def _snap(results: Sequence[Retrieved]) -> list[tuple[Any, ...]]:
 
 def _play(system: MemorySystem) -> list[Any]:
     """Ingest, ask, feed back (three rounds, so links can form), maintain, ask again."""
+    _ingest_all(system, conversation())
+    return _use(system)
+
+
+def _use(system: MemorySystem) -> list[Any]:
+    """The stream after ingest: ask, feed back, maintain (three rounds), ask again; then stats and report."""
     conv = conversation()
-    _ingest_all(system, conv)
     trace: list[Any] = []
     for rnd in range(3):
         for q_n, query in enumerate(QUERIES):
@@ -180,11 +188,17 @@ def _play(system: MemorySystem) -> list[Any]:
     for query in QUERIES:
         for user in sorted(conv):
             trace.append(_snap(system.retrieve(query, user_id=user, now=_FAR, k=6)))
-    trace.append(repr(system.stats()))
+    trace.extend(_state(system))
+    return trace
+
+
+def _state(system: MemorySystem) -> list[str]:
+    """What a system says about itself: ``stats()`` and, when it has one, ``report()``."""
+    out = [repr(system.stats())]
     report = getattr(system, "report", None)
     if callable(report):
-        trace.append(json.dumps(report(), sort_keys=True, default=repr))
-    return trace
+        out.append(json.dumps(report(), sort_keys=True, default=repr))
+    return out
 
 
 # ----------------------------------------------------------------------------- checks
@@ -350,6 +364,117 @@ def check_rebuilt_from_spec(subject: CheckSubject) -> None:
     assert a == b, "the rebuilt system behaves differently from the original"
 
 
+_MID = _T0 + timedelta(days=20)
+"""A moment in the middle of the conversation (u1 has said two sessions, u2 one)."""
+
+
+def _require_probe(system: MemorySystem) -> None:
+    assert callable(getattr(system, "probe", None)), (
+        f"{type(system).__name__} has no probe(): measuring it would have to call retrieve"
+    )
+
+
+def _probe_burst(system: MemorySystem) -> None:
+    """Probe every query for both users and a stranger, late and mid-history, short and long lists."""
+    for query in QUERIES:
+        for user in ("u1", "u2", "nobody"):
+            for now in (_FAR, _MID):
+                for k in (4, 50):
+                    system.probe(query, user_id=user, now=now, k=k)
+
+
+def check_probe_changes_nothing(subject: CheckSubject) -> None:
+    """Probes, however many and between whatever feedback and maintenance, change nothing.
+
+    One system is probed between the steps of a stream, its twin (built
+    alike) never is; both get the same stream. ``stats()`` and ``report()``
+    must not move under probes, every ``retrieve`` must match the twin's, and
+    so must a whole later stream of retrieve, feedback and maintain. Feedback
+    that names what only a probe returned reaches both, so a system that took
+    a probe for a served question would learn from it and drift. Instruments
+    that receive gold get the oracle call before each question, so a probe in
+    between that used it up or acted on it would show.
+    """
+    probed, twin = subject.build(), subject.build()
+    _require_probe(probed)
+    conv = conversation()
+    gold = receives_gold(subject.name, probed)
+    for system in (probed, twin):
+        _ingest_all(system, conv)
+
+    def burst(when: str) -> None:
+        before = _state(probed)
+        _probe_burst(probed)
+        after = _state(probed)
+        assert after == before, f"{when}: probes changed what the system reports:\n{before}\n{after}"
+        twin_state = _state(twin)
+        assert after == twin_state, f"{when}: the probed system reports otherwise than its twin:\n{after}\n{twin_state}"
+
+    burst("after ingest")
+    for rnd in range(2):
+        for q_n, query in enumerate(QUERIES):
+            for user in sorted(conv):
+                qid = f"p{rnd}:{q_n}"
+                if gold:
+                    evidence = tuple(t.turn_id for session in conv[user] for t in session)
+                    for system in (probed, twin):
+                        system.oracle(qid, evidence, user_id=user, t_days=1e6)  # type: ignore[attr-defined]
+                # A list no retrieve serves (k=3 against the stream's 4), fed back below.
+                only_probed = [r.memory_id for r in probed.probe(query, user_id=user, now=_FAR, k=3)]
+                probed.probe(query, user_id=user, now=_MID, k=4)
+                got = [_snap(system.retrieve(query, user_id=user, now=_FAR, k=4)) for system in (probed, twin)]
+                assert got[0] == got[1], (
+                    f"round {rnd}, {query!r} for {user}: retrieve after probes differs from the unprobed twin:\n"
+                    f"{got[0]}\n{got[1]}"
+                )
+                served = [row[0] for row in got[0]]
+                for system in (probed, twin):
+                    system.feedback(qid, served, (q_n + rnd) % 2 == 0, user_id=user, now=_FAR)
+                    system.feedback(f"{qid}:probe", only_probed, True, user_id=user, now=_FAR)
+        burst(f"round {rnd}, before maintain")
+        for system in (probed, twin):
+            system.maintain(now=_FAR)
+        burst(f"round {rnd}, after maintain")
+    later, unprobed = _use(probed), _use(twin)
+    for n, (x, y) in enumerate(zip(later, unprobed, strict=True)):
+        assert x == y, f"step {n} of the later stream differs from the unprobed twin:\n{x}\n{y}"
+
+
+def check_probe_matches_retrieve(subject: CheckSubject) -> None:
+    """``probe`` gives what ``retrieve`` gives at the same moment on a twin: ids, order and scores.
+
+    Checked on an empty system, then at every step of a stream that learns
+    (feedback, maintenance), at several moments and list lengths. Both
+    systems also retrieve each time, so that they stay alike.
+    """
+    probed, twin = subject.build(), subject.build()
+    _require_probe(probed)
+    conv = conversation()
+
+    def compare(query: str, user: str, now: datetime, k: int, when: str) -> list[str]:
+        seen = _snap(probed.probe(query, user_id=user, now=now, k=k))
+        want = _snap(twin.retrieve(query, user_id=user, now=now, k=k))
+        assert seen == want, f"{when}: probe({query!r}, {user}, k={k}, now={now}) is not retrieve's:\n{seen}\n{want}"
+        mine = _snap(probed.retrieve(query, user_id=user, now=now, k=k))
+        assert mine == want, f"{when}: retrieve after a probe differs from the twin's:\n{mine}\n{want}"
+        return [row[0] for row in want]
+
+    compare(QUERIES[0], "u1", _FAR, 4, "empty system")
+    for system in (probed, twin):
+        _ingest_all(system, conv)
+    for rnd in range(3):
+        for q_n, query in enumerate(QUERIES):
+            for user in (*sorted(conv), "nobody"):
+                when = f"round {rnd}"
+                compare(query, user, _MID, 2, when)
+                compare(query, user, _T0 - timedelta(days=1), 4, when)
+                served = compare(query, user, _FAR, 4, when)
+                for system in (probed, twin):
+                    system.feedback(f"m{rnd}:{q_n}", served, (q_n + rnd) % 2 == 0, user_id=user, now=_FAR)
+        for system in (probed, twin):
+            system.maintain(now=_FAR)
+
+
 _CHECKS: tuple[tuple[str, Callable[[CheckSubject], None]], ...] = (
     ("empty_retrieve_is_empty", check_empty_retrieve),
     ("no_future_memories", check_no_future_memories),
@@ -359,6 +484,8 @@ _CHECKS: tuple[tuple[str, Callable[[CheckSubject], None]], ...] = (
     ("stats_consistent", check_stats_consistent),
     ("ingest_does_not_mutate", check_ingest_does_not_mutate),
     ("rebuilt_from_spec", check_rebuilt_from_spec),
+    ("probe_changes_nothing", check_probe_changes_nothing),
+    ("probe_matches_retrieve", check_probe_matches_retrieve),
 )
 
 

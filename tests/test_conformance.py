@@ -86,3 +86,24 @@ REAL_CASES = [
 def test_real_embedder(name: str, check: str, minilm: Any, cross_encoder_dir: Path) -> None:
     """The same checks with the real embedder, whose cosines trigger merges and inhibition for real."""
     _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: minilm))
+
+
+LEAKY_PROBES = [("neuroplastic", {}), ("control-learner", {}), ("control-inject", {"p_end": 1.0})]
+
+
+@pytest.mark.parametrize(("name", "args"), LEAKY_PROBES, ids=[n for n, _ in LEAKY_PROBES])
+def test_probe_check_catches_a_probe_that_retrieves(
+    name: str, args: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system whose ``probe`` is its ``retrieve`` (hit counts, served sets, the oracle) fails the check."""
+    from memory.registry import build_memory
+
+    system_type = type(build_memory(name, dict(args), resources=Resources(embedder_factory=HashEmbedder)))
+    monkeypatch.setattr(system_type, "probe", system_type.retrieve)
+    subject = CheckSubject(
+        name=name,
+        args=args,
+        make_resources=lambda: Resources(rng=np.random.default_rng(7), embedder_factory=HashEmbedder),
+    )
+    with pytest.raises(AssertionError, match="differs from the unprobed twin|otherwise than its twin"):
+        CHECKS["probe_changes_nothing"](subject)
