@@ -220,7 +220,11 @@ class Harness:
             row["embed_ms"] = embed_ms
             if self.answer is not None:
                 try:
-                    row.update(self.answer(q.text, q.time, got[: self.config.k], q.gold, q.kind, q.question_id))
+                    # The reader and judges see the benchmark's own date text and question id where it has them
+                    # (a judge's rubric may depend on the id); systems never do.
+                    when = q.extra.get("question_date", q.time)
+                    qid = q.extra.get("question_id", q.question_id)
+                    row.update(self.answer(q.text, when, got[: self.config.k], q.gold, q.kind, qid))
                 except UserError as exc:
                     # The endpoint is gone (retries spent): keep this row and stop the run;
                     # every row recorded before stays on disk.

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 import simpy
 
+from memory.base import render_turn
 from memory.registry import Resources, build_memory, learns_from_feedback
 from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from sim.errors import UserError
@@ -188,6 +189,26 @@ def run(spec: RunSpec, episodes: Iterable[Episode], **kwargs: Any) -> RunResult:
     return result
 
 
+def _embed_up_front(resources: Resources, episodes: Sequence[Episode]) -> None:
+    """Embed every text the episodes will need, in large batches, into the cache before the clock starts.
+
+    The systems then find each vector in the shared embedder's cache instead of
+    embedding a session or a question at a time.
+    """
+    embedder = resources.made_embedder
+    if embedder is None:
+        return
+    texts: dict[str, None] = {}
+    for ep in episodes:
+        for e in ep.events:
+            if isinstance(e, Session):
+                texts.update((render_turn(t), None) for t in e.turns)
+            elif isinstance(e, Question):
+                texts[e.text] = None
+    if texts:
+        embedder.encode(list(texts))
+
+
 def _config(spec: RunSpec, start: datetime, *, static: bool) -> EngineConfig:
     return EngineConfig(
         start=start,
@@ -237,6 +258,7 @@ def _longitudinal(
     total_days = max(1, math.ceil(span / 86400.0))
     info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
     suts = _build(spec, resources)
+    _embed_up_front(resources, eps)
     env = simpy.Environment()
     config = _config(spec, start, static=False)
     harness = _harness(spec, env, suts, recorder, config, scorers, resources, answer)
@@ -282,6 +304,7 @@ def _static(
         if not recorder.is_done(part):
             key[:] = [part]
             suts = _build(spec, resources)
+            _embed_up_front(resources, [ep])
             env = simpy.Environment()
             config = _config(spec, ep.start, static=True)
             harness = _harness(spec, env, suts, recorder, config, scorers, resources, answer)

@@ -47,7 +47,7 @@ def test_small_run_end_to_end_with_real_embedder(tmp_path: Path, capsys) -> None
     out = tmp_path / "run"
     assert main(["run", str(cfg), "--system", "naive", "--system", "surprise", "--out", str(out), "--no-report"]) == 0
     printed = capsys.readouterr().out
-    assert "totals: users 1" in printed and "DiD vs naive" in printed and f"run folder: {out}" in printed
+    assert "totals: users 1" in printed and "DiD vs static control" in printed and "no feedback use" in printed and f"run folder: {out}" in printed
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["systems"]) == {"naive", "surprise"}
     assert metrics["isolation_failures"] == 0
