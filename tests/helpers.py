@@ -33,15 +33,21 @@ def replay(
     k: int = 5,
     delay_s: float = 7200.0,
     every_s: float = 86400.0,
+    feedback_from: str = "evidence",
+    modes: Mapping[str, str] | None = None,
 ) -> Replayed:
-    """Play ``stream`` against unregistered systems (label -> object), scored on evidence and staleness at ``k``."""
+    """Play ``stream`` against unregistered systems (label -> object), scored on evidence and staleness at ``k``.
+
+    ``modes`` gives a system's feedback mode (``given``, ``withheld``, ``shuffled``) by label.
+    """
     env = simpy.Environment()
     rec = Recorder()
     cfg = EngineConfig(
         start=stream.start, k=k, ks=tuple(sorted({1, k})), fetch_k=k, metric=f"recall_all@{k}",
-        feedback_delay_s=delay_s, maintenance_every_s=every_s,
+        feedback_delay_s=delay_s, maintenance_every_s=every_s, feedback_from=feedback_from,
     )
-    suts = [SystemUnderTest(label, label, system) for label, system in systems.items()]
+    modes = dict(modes or {})
+    suts = [SystemUnderTest(label, label, system, feedback=modes.get(label, "given")) for label, system in systems.items()]
     harness = Harness(env=env, systems=suts, recorder=rec, config=cfg, scorers=[build_scorer("evidence"), build_scorer("stale")])
     start_processes(env, harness, stream.episodes())
     env.run(until=(stream.end - stream.start).total_seconds() + delay_s + 1)

@@ -1,0 +1,217 @@
+"""Learning through use against twins: known effects, channels, user-level inference, A/A coverage."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import polars as pl
+import pytest
+from helpers import replay
+
+from analysis.learning import compare, learning_table, user_halves
+from analysis.pipeline import execute, make_spec
+from memory.base import MemoryStats, Retrieved, Turn
+from memory.embed import HashEmbedder
+from memory.registry import Resources, SystemSpec
+from scenarios.base import ScenarioStream
+from sim.errors import UserError
+from sim.events import Question, Session, sort_events
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _hash() -> Resources:
+    return Resources(embedder_factory=lambda: HashEmbedder(256))
+
+
+def _run(seed: int, systems: Sequence[str], **kw):
+    spec = make_spec(
+        "longitudinal", "persona", {"users": 40, "months": 2}, [SystemSpec(s) for s in systems],
+        seed=seed, n_boot=1000, **kw,
+    )
+    return execute(spec, out_dir=None, resources=_hash())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10))
+def test_known_effects_against_twins_on_seeds_0_to_9(seed: int) -> None:
+    outcome = _run(seed, ("naive", "control-learner", "control-static", "control-decay"))
+    m = outcome.summary.metrics["systems"]
+    learner = m["control-learner"]
+    # learns from feedback alone: a positive second-half gain over its twin, interval above 0
+    assert learner["users"] == 40 and learner["unit"] == "user"
+    assert learner["gain_second"] > 0 and learner["gain_second_lo"] > 0, learner
+    # systems whose feedback is a no-op get no twin: their gain from use is zero by construction
+    assert set(outcome.summary.metrics["twins"]) == {"control-learner"}
+    assert "gain_second" not in m["naive"] and "gain_second" not in m["control-static"]
+    # naive under another name: exactly no difference against the static control
+    assert m["control-static"]["did_control"] == 0.0
+    # forgets with time, not with feedback: a loss against the static control, no twin to differ from
+    assert m["control-decay"]["did_control"] < 0 and "gain_second" not in m["control-decay"]
+
+
+def test_twin_differs_only_in_feedback() -> None:
+    """Without feedback, control-learner is naive: its twin's rows equal naive's, question by question."""
+    outcome = _run(0, ("naive", "control-learner"))
+    rows = outcome.result.probes
+    cols = ["question_id", "retrieved_ids", "recall_all@10"]
+    naive = rows.filter(pl.col("system") == "naive").select(cols)
+    twin = rows.filter(pl.col("system") == "control-learner~twin").select(cols)
+    assert naive.equals(twin)
+    learner = rows.filter(pl.col("system") == "control-learner").select(cols)
+    assert not learner.equals(twin)
+
+
+def test_placebo_twin_is_played_and_reported() -> None:
+    outcome = _run(1, ("control-learner",), placebo=True)
+    m = outcome.summary.metrics
+    assert m["placebos"] == {"control-learner~placebo": "control-learner~twin"}
+    placebo = m["systems"]["control-learner~placebo"]
+    learner = m["systems"]["control-learner"]
+    # Shuffled bits keep the rate but not the link to the question: the placebo gains less than the learner.
+    assert placebo["gain_second"] < learner["gain_second"]
+    assert placebo["gain_second_lo"] <= placebo["gain_second"] <= placebo["gain_second_hi"]
+
+
+def test_answer_channel_without_a_reader_is_an_error() -> None:
+    with pytest.raises(UserError, match="needs a reader"):
+        make_spec("longitudinal", "persona", {"users": 1, "months": 1}, [SystemSpec("naive")], feedback_from="answer")
+    with pytest.raises(UserError, match="unknown feedback channel 'oracle'"):
+        make_spec("longitudinal", "persona", {"users": 1, "months": 1}, [SystemSpec("naive")], feedback_from="oracle")
+
+
+# --- channels, with a recording system ---------------------------------------------------------
+
+
+class Recorder:
+    """Keeps every turn; newest first; records the feedback bits and the turns it was given."""
+
+    def __init__(self) -> None:
+        self.turns: dict[str, list[Turn]] = {}
+        self.bits: list[tuple[str, bool]] = []
+
+    def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
+        self.turns.setdefault(user_id, []).extend(turns)
+
+    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        mine = sorted((t for t in self.turns.get(user_id, []) if t.created_at <= now), key=lambda t: t.created_at, reverse=True)
+        return [Retrieved(t.turn_id, t.text, 1.0, t.created_at, (t.turn_id,)) for t in mine[:k]]
+
+    probe = retrieve
+
+    def feedback(self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime) -> None:
+        self.bits.append((question_id, correct))
+
+    def maintain(self, *, now: datetime) -> None:
+        pass
+
+    def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
+        gone = set(turn_ids)
+        self.turns[user_id] = [t for t in self.turns.get(user_id, []) if t.turn_id not in gone]
+
+    def stats(self) -> MemoryStats:
+        return MemoryStats(items=sum(len(v) for v in self.turns.values()))
+
+
+def _stream() -> ScenarioStream:
+    """One fact, buried by later chatter, asked about after each session (k=1 sees only the newest turn)."""
+    events = []
+    fact = Turn("u-fact", "u", "user", "My sister lives in Oslo.", T0, "u-s0")
+    events.append(Session("u-s0", "u", T0, (fact,)))
+    for i in range(1, 6):
+        when = T0 + timedelta(days=i)
+        chat = Turn(f"u-c{i}", "u", "user", f"Small talk number {i}.", when, f"u-s{i}")
+        events.append(Session(f"u-s{i}", "u", when, (chat,)))
+        events.append(Question(f"u-q{i}", "u", when + timedelta(hours=3), "Where does my sister live?", "Oslo", "current", ("u-fact",)))
+    return ScenarioStream(start=T0, end=T0 + timedelta(days=7), events=tuple(sort_events(events)))
+
+
+def test_noisy_channel_flips_bits_and_none_sends_nothing() -> None:
+    exact, flipped, silent = Recorder(), Recorder(), Recorder()
+    replay(_stream(), {"a": exact}, k=1)
+    replay(_stream(), {"b": flipped}, k=1, feedback_from="noisy:1.0")
+    replay(_stream(), {"c": silent}, k=1, feedback_from="none")
+    assert exact.bits and [(q, not c) for q, c in exact.bits] == flipped.bits
+    assert silent.bits == []
+
+
+def test_withheld_twin_gets_no_feedback_and_placebo_keeps_the_rate() -> None:
+    given, twin, placebo = Recorder(), Recorder(), Recorder()
+    replay(_stream(), {"s": given, "s~twin": twin, "s~placebo": placebo}, k=1,
+           modes={"s~twin": "withheld", "s~placebo": "shuffled"})
+    assert twin.bits == [] and len(placebo.bits) == len(given.bits)
+
+
+def test_correction_channel_restates_the_fact_for_that_system_only() -> None:
+    """After a wrong answer the user restates the evidence in the next session; it then counts as evidence."""
+    corrected, twin = Recorder(), Recorder()
+    out = replay(_stream(), {"s": corrected, "s~twin": twin}, k=1, feedback_from="correction", modes={"s~twin": "withheld"})
+    restated = [t for t in corrected.turns["u"] if "#restated" in t.turn_id]
+    assert restated and all(t.text == "To correct you: My sister lives in Oslo." for t in restated)
+    assert not any("#restated" in t.turn_id for t in twin.turns["u"])
+    assert corrected.bits == []  # the channel speaks through the conversation, not through feedback()
+    rows = out.probes.sort("q_index")
+    mine = rows.filter(pl.col("system") == "s")["recall_all@1"].to_list()
+    theirs = rows.filter(pl.col("system") == "s~twin")["recall_all@1"].to_list()
+    assert theirs == [0.0] * 5
+    # The restatement arrives with the next session, after which chatter buries it again by one session.
+    assert sum(mine) > 0
+
+
+# --- user-level inference ----------------------------------------------------------------------
+
+
+def _synthetic(rng: np.random.Generator, users: int = 40, per_user: int = 30, effect: float = 0.0) -> pl.DataFrame:
+    """Two arms on the same questions: per-user skill, Bernoulli scores; ``effect`` added to arm ``s`` late."""
+    rows = []
+    q = 0
+    for u in range(users):
+        skill = rng.uniform(0.5, 0.95)
+        for i in range(per_user):
+            late = i >= per_user // 2
+            for arm in ("s", "t"):
+                p = min(1.0, skill + (effect if arm == "s" and late else 0.0))
+                rows.append({
+                    "system": arm, "question_id": f"q{q}", "user_id": f"u{u}", "thread_id": f"q{q}", "q_index": q,
+                    "kind": "current", "error": None, "m": float(rng.random() < p), "t_days": float(i),
+                })
+            q += 1
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.slow
+def test_aa_user_level_interval_covers_the_null_about_95_percent() -> None:
+    rng = np.random.default_rng(5)
+    covered = 0
+    reps = 400
+    for _ in range(reps):
+        df = _synthetic(rng)
+        pair = compare(df, user_halves(df), metric="m", system="s", other="t", rng=rng, n_boot=1000)
+        covered += pair.second_ci[0] <= 0.0 <= pair.second_ci[1]
+    assert 0.93 * reps <= covered <= 0.97 * reps, covered
+
+
+def test_a_real_effect_is_found_with_user_resampling() -> None:
+    rng = np.random.default_rng(3)
+    df = _synthetic(rng, effect=0.15)
+    table = learning_table(df, metric="m", twins={"s": "t"}, placebos={}, control=None, rng=rng, n_boot=500)
+    s = table["s"]
+    assert s["unit"] == "user" and s["users"] == 40
+    assert s["gain_second_lo"] > 0 and s["did_twin_lo"] > 0 and s["gain_second_p"] < 0.01
+    assert abs(s["gain_first"]) < 0.05 and s["gain_mde"] < 0.10
+
+
+def test_halves_are_per_user() -> None:
+    df = pl.DataFrame({
+        "question_id": ["a1", "a2", "b1", "b2", "a3", "a4", "b3", "b4"],
+        "user_id": ["a", "a", "b", "b", "a", "a", "b", "b"],
+        "thread_id": ["a1", "a2", "b1", "b2", "a3", "a4", "b3", "b4"],
+        "q_index": [0, 1, 2, 3, 4, 5, 6, 7],
+        "kind": ["x"] * 8,
+    })
+    halves = dict(user_halves(df).select("question_id", "half").rows())
+    # a global median split would put all of a's early questions first; per user, each user has both halves
+    assert [halves[q] for q in ("a1", "a2", "a3", "a4")] == [0, 0, 1, 1]
+    assert [halves[q] for q in ("b1", "b2", "b3", "b4")] == [0, 0, 1, 1]
