@@ -50,10 +50,10 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def demo_systems() -> list[Any]:
-    """Every standalone registered system except the ``control-`` instruments, naive first."""
+    """Every standalone registered system except the ``control-`` instruments and the ``-no-`` ablations, naive first."""
     from memory.registry import SystemSpec, memory_names
 
-    names = [n for n in memory_names(standalone_only=True) if not n.startswith("control-")]
+    names = [n for n in memory_names(standalone_only=True) if not n.startswith("control-") and "-no-" not in n]
     names.sort(key=lambda n: (n != "naive", n))
     return [SystemSpec(n) for n in names]
 
