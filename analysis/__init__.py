@@ -11,34 +11,14 @@ use, so that the command line starts without loading scipy or polars.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from sim.lazy import lazy_exports
 
-_PUBLIC = {
-    "execute": "analysis.pipeline",
-    "make_spec": "analysis.pipeline",
-    "rerun": "analysis.pipeline",
-    "summarise": "analysis.summary",
-    "summarise_folder": "analysis.summary",
-    "bootstrap_ci": "analysis.stats",
-    "halves": "analysis.stats",
-    "diff_in_diff": "analysis.stats",
-    "mcnemar_exact": "analysis.stats",
-    "paired_permutation": "analysis.stats",
-    "summarise_seeds": "analysis.stats",
-    "friedman_ranking": "analysis.stats",
-    "learning_summary": "analysis.stats",
-    "format_table": "analysis.stats",
-    "format_markdown": "analysis.stats",
-    "write_report": "analysis.report",
-    "compare_runs": "analysis.report",
-    "load_run": "analysis.report",
-}
-
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'analysis' has no attribute {name!r}")
-    return getattr(importlib.import_module(_PUBLIC[name]), name)
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "analysis.pipeline": ("execute", "make_spec", "rerun",),
+        "analysis.summary": ("summarise", "summarise_folder",),
+        "analysis.stats": ("bootstrap_ci", "halves", "diff_in_diff", "mcnemar_exact", "paired_permutation", "summarise_seeds", "friedman_ranking", "learning_summary", "format_table", "format_markdown",),
+        "analysis.report": ("write_report", "compare_runs", "load_run",),
+    },
+)
