@@ -67,14 +67,12 @@ def _resources(args: argparse.Namespace) -> Any:
     from memory.registry import Resources
     from sim.runner import random_streams
 
-    factory = None
-    if args.cache_dir is not None:
+    def on_cache_dir() -> Any:
+        from memory.embed import Embedder
 
-        def factory() -> Any:
-            from memory.embed import Embedder
+        return Embedder(cache_dir=args.cache_dir)
 
-            return Embedder(cache_dir=args.cache_dir)
-
+    factory = on_cache_dir if args.cache_dir is not None else None
     return Resources(rng=random_streams(args.seed)["systems"], embedder_factory=factory)
 
 

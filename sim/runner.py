@@ -158,16 +158,15 @@ def iter_run(
     recorder.open(spec)
     if resources is None:
         resources = Resources(rng=random_streams(spec.seed)["systems"])
-    scorers = [build_scorer(name) for name in spec.scorers]
+    p = _Play(spec, recorder, resources, [build_scorer(name) for name in spec.scorers], answer)
     play = _static if spec.fresh_per_episode else _longitudinal
     t0 = time.perf_counter()
-    info: dict[str, Any] = {}
-    key: list[str] = []
+    info = p.info
     try:
-        yield from play(spec, episodes, recorder, resources, scorers, answer, info, key, start, end)
+        yield from play(p, episodes, start, end)
     except UserError:
-        if key:
-            recorder.commit(key[0], complete=False)
+        if p.part is not None:
+            recorder.commit(p.part, complete=False)
         recorder.finish(info, complete=False)
         raise
     wall = time.perf_counter() - t0
@@ -223,31 +222,38 @@ def _config(spec: RunSpec, start: datetime, *, static: bool) -> EngineConfig:
     )
 
 
-def _harness(spec, env, suts, recorder, config, scorers, resources, answer) -> Harness:  # type: ignore[no-untyped-def]
-    return Harness(
-        env=env,
-        systems=suts,
-        recorder=recorder,
-        config=config,
-        scorers=scorers,
-        answer=answer.answer_and_judge if answer is not None else None,
-        judge_keys=tuple(answer.score_columns) if answer is not None else (),
-        # Systems that embed made the shared embedder when they were built.
-        prepare=resources.made_embedder.encode if resources.made_embedder is not None else None,
-    )
+@dataclass
+class _Play:
+    """What both settings of the loop share while a run is played."""
+
+    spec: RunSpec
+    recorder: Recorder
+    resources: Resources
+    scorers: list[Any]
+    answer: Any
+    info: dict[str, Any] = field(default_factory=dict)
+    """Becomes ``run.json``."""
+    part: str | None = None
+    """The part being played (committed as cut short if the run stops)."""
+
+    def harness(self, suts: list[SystemUnderTest], start: datetime, *, static: bool) -> Harness:
+        """A fresh clock and harness over ``suts``."""
+        answer = self.answer
+        return Harness(
+            env=simpy.Environment(),
+            systems=suts,
+            recorder=self.recorder,
+            config=_config(self.spec, start, static=static),
+            scorers=self.scorers,
+            answer=answer.answer_and_judge if answer is not None else None,
+            judge_keys=tuple(answer.score_columns) if answer is not None else (),
+            # Systems that embed made the shared embedder when they were built.
+            prepare=self.resources.made_embedder.encode if self.resources.made_embedder is not None else None,
+        )
 
 
 def _longitudinal(
-    spec: RunSpec,
-    episodes: Iterable[Episode],
-    recorder: Recorder,
-    resources: Resources,
-    scorers: list[Any],
-    answer: Any,
-    info: dict[str, Any],
-    key: list[str],
-    start: datetime | None,
-    end: datetime | None,
+    p: _Play, episodes: Iterable[Episode], start: datetime | None, end: datetime | None
 ) -> Iterator[Checkpoint]:
     eps = list(episodes)
     if not eps:
@@ -256,37 +262,27 @@ def _longitudinal(
     last = max(ep.end for ep in eps)
     span = ((end or last) - start).total_seconds()
     total_days = max(1, math.ceil(span / 86400.0))
-    info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
-    suts = _build(spec, resources)
-    _embed_up_front(resources, eps)
-    env = simpy.Environment()
-    config = _config(spec, start, static=False)
-    harness = _harness(spec, env, suts, recorder, config, scorers, resources, answer)
+    p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
+    suts = _build(p.spec, p.resources)
+    _embed_up_front(p.resources, eps)
+    harness = p.harness(suts, start, static=False)
+    env = harness.env
     start_processes(env, harness, eps)
     for day in range(1, total_days + 1):
-        key[:] = [f"d{day:06d}"]
+        p.part = f"d{day:06d}"
         env.run(until=min(day * 86400.0, span) if day < total_days else span + 1e-6)
-        recorder.commit(key[0])
-        yield Checkpoint(day, total_days, "day", recorder.n_probes)
+        p.recorder.commit(p.part)
+        yield Checkpoint(day, total_days, "day", p.recorder.n_probes)
     # Feedback still in flight at the end is delivered so systems end in a defined state.
-    key[:] = ["end"]
-    env.run(until=span + config.feedback_delay_s + 1.0)
-    recorder.commit("end")
-    key.clear()
-    info["system_reports"] = _reports(suts)
+    p.part = "end"
+    env.run(until=span + harness.config.feedback_delay_s + 1.0)
+    p.recorder.commit("end")
+    p.part = None
+    p.info["system_reports"] = _reports(suts)
 
 
 def _static(
-    spec: RunSpec,
-    episodes: Iterable[Episode],
-    recorder: Recorder,
-    resources: Resources,
-    scorers: list[Any],
-    answer: Any,
-    info: dict[str, Any],
-    key: list[str],
-    start: datetime | None,
-    end: datetime | None,
+    p: _Play, episodes: Iterable[Episode], start: datetime | None, end: datetime | None
 ) -> Iterator[Checkpoint]:
     total = len(episodes) if isinstance(episodes, Sequence) else None
     sums: dict[str, Any] = {}
@@ -301,25 +297,23 @@ def _static(
         last = ep.end if last is None else max(last, ep.end)
         for k, v in totals.items():
             sums[k] = sums.get(k, 0) + v
-        if not recorder.is_done(part):
-            key[:] = [part]
-            suts = _build(spec, resources)
-            _embed_up_front(resources, [ep])
-            env = simpy.Environment()
-            config = _config(spec, ep.start, static=True)
-            harness = _harness(spec, env, suts, recorder, config, scorers, resources, answer)
+        if not p.recorder.is_done(part):
+            p.part = part
+            suts = _build(p.spec, p.resources)
+            _embed_up_front(p.resources, [ep])
+            harness = p.harness(suts, ep.start, static=True)
             harness.q_index = q_offset
             harness.episode_of = {getattr(e, "user_id"): ep.episode_id for e in ep.events}
-            start_processes(env, harness, [ep])
-            env.run()
+            start_processes(harness.env, harness, [ep])
+            harness.env.run()
             final = {s.label: {"items": s.system.stats().items, "bytes": s.system.stats().bytes} for s in suts}
-            recorder.commit(part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)})
-            key.clear()
+            p.recorder.commit(part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)})
+            p.part = None
         q_offset += totals["questions"]
         done += 1
-        yield Checkpoint(done, total, "episode", recorder.n_probes)
+        yield Checkpoint(done, total, "episode", p.recorder.n_probes)
     if done == 0:
         raise UserError("the benchmark has no episodes (nothing selected from the file)")
     # Users are counted per episode (an episode's user ids are its own).
     span = ((last or first) - first).total_seconds() if first else 0.0  # type: ignore[operator]
-    info.update(totals=sums, span_days=round(span / 86400.0, 2), total=done, unit="episode")
+    p.info.update(totals=sums, span_days=round(span / 86400.0, 2), total=done, unit="episode")
