@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -13,7 +11,6 @@ import pytest
 
 from analysis.pipeline import Outcome, execute, make_spec
 from analysis.stats import learning_summary
-from memory.base import MemoryStats, Retrieved, Turn
 from memory.embed import HashEmbedder
 from memory.inject import inject_rows, receives_gold
 from memory.registry import Resources, SystemSpec, build_memory
