@@ -4,18 +4,45 @@ Every function draws on its own figure with the Agg backend and returns the
 SVG as a string, so reports can embed it without touching the network or
 the file system. Text stays text (``svg.fonttype = none``) and ids and dates
 are fixed, so the same rows give byte-identical figures.
+
+Three rules keep a figure readable at a glance:
+
+- every system keeps one colour and line style across all figures
+  (``system_styles``): a twin or placebo shares its system's colour with a
+  line style of its own, so no two labels ever share a colour+style pair;
+- the legend lists every system, sits outside the panels on the right and is
+  saved inside the picture (``bbox_inches="tight"``), so it is never cut off;
+- a panel without data (no LLM calls, no reader) is not drawn; the caller
+  says so in words (``panels_with_data``).
+
+Data artists carry the SVG id ``series-N`` and the legend the id ``legend``,
+so tests can check a figure's panels and legend in the SVG itself.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-__all__ = ["accuracy_figure", "latency_figure", "storage_figure", "cost_figure", "bar_figure"]
+__all__ = [
+    "PALETTE",
+    "system_styles",
+    "panels_with_data",
+    "STORAGE_PANELS",
+    "COST_PANELS",
+    "gain_figure",
+    "accuracy_figure",
+    "latency_figure",
+    "storage_figure",
+    "cost_figure",
+    "bar_figure",
+]
 
 _RC = {
     "svg.fonttype": "none",
@@ -29,25 +56,94 @@ _RC = {
 
 _X_LABELS = {"q_index": "question index (stream order)", "t_days": "simulated days since start"}
 
+PALETTE = (
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+    "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
+)
+"""Ten colours that stay apart on screen and in print (matplotlib's tab10, reordered so neighbours contrast)."""
+
+# Line styles by role; the n-th pass through the palette adds dots so a style never repeats with a colour.
+_ROLE_DASH = {"system": (), "twin": (5.0, 2.0), "placebo": (1.0, 1.5)}
+_MAX_COLS = 3
+_PANEL_W = 3.9
+_PANEL_H = 2.9
+
+
+def _role(label: str, labels: Sequence[str]) -> tuple[str, str]:
+    """``(base system, role)``: ``x~twin`` is the twin of ``x`` when ``x`` is among the labels."""
+    for suffix in ("twin", "placebo"):
+        base, sep, tail = label.rpartition("~")
+        if sep and tail == suffix and base in labels:
+            return base, suffix
+    return label, "system"
+
+
+def system_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Colour and line style of every label, each colour+style pair used once.
+
+    Systems take the palette's colours in order; twins and placebos take
+    their system's colour (so the pair reads as one family) with a dashed or
+    dotted line. Past ten systems the palette repeats with a dash-dot
+    pattern that grows with each pass.
+
+    Returns:
+        label -> keyword arguments for ``Axes.plot`` (``color``, ``linestyle``).
+    """
+    labels = list(dict.fromkeys(labels))
+    bases = [lab for lab in labels if _role(lab, labels)[1] == "system"]
+    index = {b: i for i, b in enumerate(bases)}
+    out: dict[str, dict[str, Any]] = {}
+    for label in labels:
+        base, role = _role(label, labels)
+        i = index.get(base, len(index))
+        colour = PALETTE[i % len(PALETTE)]
+        dash = _ROLE_DASH[role] + (1.0, 2.0, 6.0, 2.0) * (i // len(PALETTE))
+        out[label] = {"color": colour, "linestyle": (0, dash) if dash else "solid"}
+    return out
+
+
+def panels_with_data(frame: pl.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The columns of ``frame`` with at least one finite non-zero value (an all-zero panel says nothing)."""
+    keep = []
+    for col in columns:
+        if col not in frame.columns or frame.height == 0:
+            continue
+        v = frame[col].cast(pl.Float64).to_numpy()
+        v = v[np.isfinite(v)]
+        if v.size and np.any(v != 0):
+            keep.append(col)
+    return keep
+
 
 @contextmanager
-def _figure(ncols: int, *, width: float = 4.2, height: float = 3.2) -> Iterator[tuple[Any, Any]]:
+def _figure(n_panels: int, *, width: float = _PANEL_W, height: float = _PANEL_H,
+            sharey: bool = False) -> Iterator[tuple[Any, list[Any]]]:
+    """A figure with ``n_panels`` panels, at most three per row; yields the figure and the used axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    n = max(1, n_panels)
+    ncols = min(n, _MAX_COLS)
+    nrows = math.ceil(n / ncols)
     with matplotlib.rc_context(_RC):
-        fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False, layout="constrained")
+        fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
+                                 layout="constrained", sharey=sharey)
+        flat = list(axes.ravel())
+        for ax in flat[n:]:
+            # An unused slot of the last row is removed, not left as an empty frame.
+            ax.remove()
         try:
-            yield fig, axes[0]
+            yield fig, flat[:n]
         finally:
             plt.close(fig)
 
 
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
+    # "tight" grows the picture to hold every artist, the outside legend included.
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight", pad_inches=0.12)
     return buf.getvalue()
 
 
@@ -55,13 +151,103 @@ def _systems(frame: pl.DataFrame) -> list[str]:
     return list(dict.fromkeys(frame["system"].to_list())) if frame.height else []
 
 
-def _legend(fig: Any, axes: Sequence[Any]) -> None:
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), frameon=False)
+class _Series:
+    """Numbers the data artists of one figure (SVG ids ``series-N``)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def gid(self) -> str:
+        self.n += 1
+        return f"series-{self.n}"
 
 
-def accuracy_figure(curves: pl.DataFrame, *, metric: str, x: str = "q_index", window: int | None = None, window_days: float | None = None, fading: float | None = None) -> str:
+def _legend(fig: Any, entries: Sequence[tuple[str, Mapping[str, Any]]], *, title: str | None = None) -> None:
+    """One legend for the whole figure, right of the panels, one entry per label (never truncated)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if not entries:
+        return
+    handles = []
+    for _, kw in entries:
+        if kw.get("patch"):
+            handles.append(Patch(facecolor=kw["color"], alpha=kw.get("alpha", 1.0), edgecolor="none"))
+        else:
+            handles.append(Line2D([], [], color=kw["color"], linestyle=kw.get("linestyle", "solid"), lw=1.6,
+                                  marker=kw.get("marker")))
+    legend = fig.legend(handles, [label for label, _ in entries], loc="outside right upper", frameon=False,
+                        title=title, handlelength=3.2)
+    legend.set_gid("legend")
+    # The legend's room is added to the figure rather than taken from the panels, which would
+    # otherwise shrink (or collapse) when labels are long and panels few.
+    extent = legend.get_window_extent(fig.canvas.get_renderer())
+    fig.set_figwidth(fig.get_figwidth() + extent.width / fig.dpi)
+
+
+def _system_legend(fig: Any, systems: Sequence[str], styles: Mapping[str, Mapping[str, Any]]) -> None:
+    _legend(fig, [(s, styles[s]) for s in systems], title="system")
+
+
+def gain_figure(
+    curves: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    metric: str,
+    window_days: float,
+    styles: Mapping[str, Mapping[str, Any]],
+    placebos: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    band_label: str = "95% band",
+) -> str:
+    """Gain over the twin per learning system over simulated time, one panel each, with its band.
+
+    Args:
+        curves: system -> windows (``analysis.learning.gain_curve_band``: ``t_days, gain, lo, hi, n``).
+        metric: the metric (axis label).
+        window_days: width of a window (axis label).
+        styles: ``system_styles`` of the run.
+        placebos: system -> its placebo's windows (placebo minus twin), drawn in the same panel.
+        band_label: legend text of the band (what it resamples).
+    """
+    placebos = placebos or {}
+    systems = list(curves)
+    series = _Series()
+    with _figure(len(systems), sharey=True) as (fig, axes):
+        entries: list[tuple[str, Mapping[str, Any]]] = []
+        for ax, system in zip(axes, systems):
+            style = styles[system]
+            pts = curves[system]
+            t = np.array([p["t_days"] for p in pts], dtype=float)
+            g = 100 * np.array([p["gain"] for p in pts], dtype=float)
+            lo = 100 * np.array([np.nan if p.get("lo") is None else p["lo"] for p in pts], dtype=float)
+            hi = 100 * np.array([np.nan if p.get("hi") is None else p["hi"] for p in pts], dtype=float)
+            ax.axhline(0.0, color="#444", lw=0.8, zorder=1)
+            ax.fill_between(t, lo, hi, color=style["color"], alpha=0.18, lw=0, gid=series.gid())
+            ax.plot(t, g, color=style["color"], linestyle=style["linestyle"], lw=1.8, marker="o", ms=3.5,
+                    gid=series.gid())
+            entries.append((f"{system} − twin", {**style, "marker": "o"}))
+            if system in placebos:
+                pp = placebos[system]
+                ax.plot([p["t_days"] for p in pp], [100 * p["gain"] for p in pp], color="#555",
+                        linestyle=(0, (1.0, 1.5)), lw=1.4, gid=series.gid())
+                entries.append((f"{system}~placebo − twin", {"color": "#555", "linestyle": (0, (1.0, 1.5))}))
+            ax.set_title(system)
+            ax.set_xlabel(f"simulated days (windows of {window_days:g} days)")
+        axes[0].set_ylabel(f"gain over twin, {metric} (pp)")
+        entries.append((band_label, {"color": "#888", "patch": True, "alpha": 0.3}))
+        _legend(fig, entries)
+        return _svg(fig)
+
+
+def accuracy_figure(
+    curves: pl.DataFrame,
+    *,
+    metric: str,
+    x: str = "q_index",
+    window: int | None = None,
+    window_days: float | None = None,
+    fading: float | None = None,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
     """Windowed, cumulative and fading-factor accuracy per system (three panels).
 
     Args:
@@ -69,6 +255,7 @@ def accuracy_figure(curves: pl.DataFrame, *, metric: str, x: str = "q_index", wi
         metric: the metric the curves follow (axis label), e.g. a run's ``spec.metric``.
         x: ``"q_index"`` or ``"t_days"``.
         window, window_days, fading: parameters, shown in panel titles.
+        styles: ``system_styles`` of the run (default: of the systems in ``curves``).
     """
     windowed = "windowed_days" if x == "t_days" else "windowed"
     win_label = (
@@ -80,90 +267,110 @@ def accuracy_figure(curves: pl.DataFrame, *, metric: str, x: str = "q_index", wi
         ("cumulative", "cumulative (prequential)"),
         ("fading", f"fading factor {fading:g}" if fading else "fading factor"),
     ]
-    with _figure(3) as (fig, axes):
+    systems = _systems(curves)
+    styles = styles or system_styles(systems)
+    series = _Series()
+    with _figure(3, sharey=True) as (fig, axes):
         for ax, (col, title) in zip(axes, panels):
-            for system in _systems(curves):
+            for system in systems:
                 part = curves.filter(pl.col("system") == system)
-                ax.plot(part[x].to_numpy(), 100 * part[col].to_numpy(), lw=1.4, label=system)
+                ax.plot(part[x].to_numpy(), 100 * part[col].to_numpy(), lw=1.4, gid=series.gid(), **styles[system])
             ax.set_title(title)
             ax.set_xlabel(_X_LABELS.get(x, x))
             ax.set_ylim(-2, 102)
         axes[0].set_ylabel(f"{metric} (%)")
-        _legend(fig, axes)
+        _system_legend(fig, systems, styles)
         return _svg(fig)
 
 
-def latency_figure(lat: pl.DataFrame, *, x: str = "q_index") -> str:
-    """Rolling median and p95 latency per system, one panel per latency column."""
-    columns = list(dict.fromkeys(lat["column"].to_list())) if lat.height else ["retrieve_ms"]
-    with _figure(len(columns)) as (fig, axes):
-        for ax, col in zip(axes, columns):
+def latency_figure(lat: pl.DataFrame, *, x: str = "q_index", styles: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """Rolling median and p95 latency per system: one panel per latency column and statistic.
+
+    The median and the 95th percentile get panels of their own, so a line's
+    style stays the system's and never doubles as "which statistic".
+    """
+    columns = list(dict.fromkeys(lat["column"].to_list())) if lat.height else []
+    systems = _systems(lat)
+    styles = styles or system_styles(systems)
+    panels = [(col, stat) for col in columns for stat in ("median_ms", "p95_ms")]
+    series = _Series()
+    with _figure(len(panels)) as (fig, axes):
+        for ax, (col, stat) in zip(axes, panels):
             part = lat.filter(pl.col("column") == col)
-            for i, system in enumerate(_systems(part)):
+            for system in _systems(part):
                 s = part.filter(pl.col("system") == system)
-                color = f"C{i}"
-                ax.plot(s[x].to_numpy(), s["median_ms"].to_numpy(), color=color, lw=1.4, label=f"{system}")
-                ax.plot(s[x].to_numpy(), s["p95_ms"].to_numpy(), color=color, lw=0.8, ls="--")
-            ax.set_title(f"{col.removesuffix('_ms')} latency: median (solid), p95 (dashed)")
+                ax.plot(s[x].to_numpy(), s[stat].to_numpy(), lw=1.4, gid=series.gid(), **styles[system])
+            name = col.removesuffix("_ms").replace("_", " ")
+            ax.set_title(f"{name}: {'median' if stat == 'median_ms' else '95th percentile'}")
             ax.set_xlabel(_X_LABELS.get(x, x))
             ax.set_ylabel("milliseconds")
-        _legend(fig, axes)
+        _system_legend(fig, systems, styles)
         return _svg(fig)
 
 
-_STORAGE_PANELS = (
+STORAGE_PANELS = (
     ("items", "memories stored", 1.0, "items"),
     ("bytes", "storage", 1 / 2**20, "MiB"),
     ("tokens", "system LLM tokens (cumulative)", 1.0, "tokens"),
     ("cum_ingest_ms", "ingest time (cumulative)", 1e-3, "seconds"),
 )
+"""``(column, title, scale, unit)`` of the storage figure's panels."""
+
+COST_PANELS = (
+    ("cum_prompt_tokens", "reader prompt tokens (cumulative)", 1.0, "tokens"),
+    ("cum_completion_tokens", "reader completion tokens (cumulative)", 1.0, "tokens"),
+    ("cum_llm_latency_ms", "reader LLM time (cumulative)", 1e-3, "seconds"),
+)
+"""``(column, title, scale, unit)`` of the reader cost figure's panels."""
 
 
-def storage_figure(storage: pl.DataFrame) -> str:
-    """Storage, system LLM tokens and ingest time over simulated days, per system."""
-    panels = [p for p in _STORAGE_PANELS if p[0] in storage.columns]
-    with _figure(max(1, len(panels))) as (fig, axes):
-        for ax, (col, title, scale, unit) in zip(axes, panels):
-            for system in _systems(storage):
-                s = storage.filter(pl.col("system") == system)
-                ax.step(s["t_days"].to_numpy(), s[col].cast(pl.Float64).to_numpy() * scale, where="post", lw=1.4, label=system)
-            ax.set_title(title)
-            ax.set_xlabel(_X_LABELS["t_days"])
-            ax.set_ylabel(unit)
-        _legend(fig, axes)
-        return _svg(fig)
-
-
-def cost_figure(cost: pl.DataFrame, *, x: str = "q_index") -> str:
-    """Cumulative reader tokens and reader LLM time per system."""
-    panels = [
-        (c, t, s, u)
-        for c, t, s, u in (
-            ("cum_prompt_tokens", "reader prompt tokens (cumulative)", 1.0, "tokens"),
-            ("cum_completion_tokens", "reader completion tokens (cumulative)", 1.0, "tokens"),
-            ("cum_llm_latency_ms", "reader LLM time (cumulative)", 1e-3, "seconds"),
-        )
-        if c in cost.columns
-    ]
-    with _figure(max(1, len(panels))) as (fig, axes):
-        for ax, (col, title, scale, unit) in zip(axes, panels):
-            for system in _systems(cost):
-                s = cost.filter(pl.col("system") == system)
-                ax.plot(s[x].to_numpy(), s[col].to_numpy() * scale, lw=1.4, label=system)
+def _timeline_figure(frame: pl.DataFrame, panels: Sequence[tuple[str, str, float, str]], *, x: str, step: bool,
+                     styles: Mapping[str, Mapping[str, Any]] | None) -> str | None:
+    keep = set(panels_with_data(frame, [p[0] for p in panels]))
+    shown = [p for p in panels if p[0] in keep]
+    if not shown:
+        return None
+    systems = _systems(frame)
+    styles = styles or system_styles(systems)
+    series = _Series()
+    with _figure(len(shown)) as (fig, axes):
+        for ax, (col, title, scale, unit) in zip(axes, shown):
+            for system in systems:
+                s = frame.filter(pl.col("system") == system)
+                xs, ys = s[x].to_numpy(), s[col].cast(pl.Float64).to_numpy() * scale
+                if step:
+                    ax.step(xs, ys, where="post", lw=1.4, gid=series.gid(), **styles[system])
+                else:
+                    ax.plot(xs, ys, lw=1.4, gid=series.gid(), **styles[system])
             ax.set_title(title)
             ax.set_xlabel(_X_LABELS.get(x, x))
             ax.set_ylabel(unit)
-        _legend(fig, axes)
+        _system_legend(fig, systems, styles)
         return _svg(fig)
 
 
-def bar_figure(table: pl.DataFrame, *, group: str, value: str, lo: str | None = None, hi: str | None = None, ylabel: str = "") -> str:
-    """Grouped bars: one group per ``group`` value, one bar per system, optional error bars."""
-    import numpy as np
+def storage_figure(storage: pl.DataFrame, *, styles: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
+    """Storage, system LLM tokens and ingest time over simulated days, per system.
 
+    Returns:
+        The SVG, without the panels that have no data (``panels_with_data``); None when none has.
+    """
+    return _timeline_figure(storage, STORAGE_PANELS, x="t_days", step=True, styles=styles)
+
+
+def cost_figure(cost: pl.DataFrame, *, x: str = "q_index", styles: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
+    """Cumulative reader tokens and reader LLM time per system (None when no reader spent anything)."""
+    return _timeline_figure(cost, COST_PANELS, x=x, step=False, styles=styles)
+
+
+def bar_figure(table: pl.DataFrame, *, group: str, value: str, lo: str | None = None, hi: str | None = None,
+               ylabel: str = "", styles: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """Grouped bars: one group per ``group`` value, one bar per system, optional error bars."""
     groups = list(dict.fromkeys(table[group].to_list()))
     systems = _systems(table)
+    styles = styles or system_styles(systems)
     width = 0.8 / max(1, len(systems))
+    series = _Series()
     with _figure(1, width=max(5.0, 0.9 * len(groups) * max(1, len(systems)) * 0.6 + 2)) as (fig, axes):
         ax = axes[0]
         for i, system in enumerate(systems):
@@ -176,8 +383,10 @@ def bar_figure(table: pl.DataFrame, *, group: str, value: str, lo: str | None = 
                 los = np.array([100 * (lookup[g][lo] if g in lookup and lookup[g][lo] is not None else np.nan) for g in groups])
                 his = np.array([100 * (lookup[g][hi] if g in lookup and lookup[g][hi] is not None else np.nan) for g in groups])
                 err = np.nan_to_num(np.vstack([vals - los, his - vals]), nan=0.0).clip(min=0)
-            ax.bar(xs, vals, width=width, yerr=err, capsize=2, label=system)
+            # Bars carry the system's colour; its line style becomes the bar's edge so twins stay apart.
+            ax.bar(xs, vals, width=width, yerr=err, capsize=2, color=styles[system]["color"],
+                   edgecolor="#222", linestyle=styles[system]["linestyle"], gid=series.gid())
         ax.set_xticks(np.arange(len(groups)), [str(g) for g in groups], rotation=20, ha="right")
         ax.set_ylabel(ylabel)
-        _legend(fig, axes)
+        _legend(fig, [(s, {"color": styles[s]["color"], "patch": True}) for s in systems], title="system")
         return _svg(fig)

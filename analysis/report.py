@@ -4,19 +4,25 @@
 (``spec.json``, ``probes.parquet``, ``timeline.parquet``, ``metrics.json``,
 ``perf.json``) and writes ``report.html`` (every figure inline as an SVG
 data URI; no scripts or styles from the network) and ``report.md`` (the
-tables, for papers and pull requests) into the folder. Both run kinds get a
-report: a longitudinal run adds the learning-through-use table, learning
-curves and timelines; a static run (no question stream over time) gets its
-tables per question kind.
+tables, for papers and pull requests) into the folder.
 
-The headline metric is the run's own (``RunSpec.metric``). The overall and
-per-kind scores and their intervals, storage and safety counts come from
-``metrics.json``, the one summariser's output (``analysis.summary``); a
-folder without ``metrics.json`` is summarised in memory. The halves table
-(first and second half, change, DiD against the static control, paired
-test) is ``analysis.stats.learning_summary`` on the rows, drawn from the
-run's ``stats`` stream, so it is reproducible. Latencies come from
-``perf.json`` (wall-clock, not part of the deterministic metrics).
+A longitudinal run's report leads with learning through use: the twin
+table of ``metrics.json`` (each learning system against its twin, the same
+system with feedback withheld: halves, gain in the second half with its
+interval and p, DiD vs twin, MDE, DiD vs the static control) and the gain
+over the twin per learning system over simulated time with a 95% band
+(``analysis.learning.gain_curve_band``, drawn from the run's ``stats``
+stream, so it is reproducible). A run without twins says so in words. Then
+come the overall scores, the accuracy curves, storage/latency/cost
+timelines, one table of systems x question kinds shaded by value, and the
+worst questions. A static run (no question stream over time) gets the
+overall and per-kind tables and the worst questions.
+
+The overall and per-kind scores and their intervals, storage and safety
+counts come from ``metrics.json``, the one summariser's output
+(``analysis.summary``); a folder without ``metrics.json`` is summarised in
+memory. Latencies come from ``perf.json`` (wall-clock, not part of the
+deterministic metrics).
 
 ``compare_runs(run_dirs, out_dir)`` does the same across runs: summary per
 run, mean and t-interval across seeds, and a Friedman ranking with a
@@ -39,10 +45,9 @@ import polars as pl
 
 from analysis import curves as cv
 from analysis import plots
+from analysis.learning import MIN_USERS, format_learning, gain_curve_band, learning_table
 from analysis.stats import (
     critical_difference_plot,
-    format_markdown,
-    format_table,
     friedman_ranking,
     learning_summary,
     summarise_seeds,
@@ -62,6 +67,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "DEFAULT_WINDOW_DAYS",
     "DEFAULT_FADING",
+    "GAIN_WINDOW_DAYS",
 ]
 
 DEFAULT_WINDOW = 50
@@ -70,6 +76,8 @@ DEFAULT_WINDOW_DAYS = 30.0
 """Simulated days in the time-windowed accuracy curve."""
 DEFAULT_FADING = 0.98
 """Fading factor of the fading-factor accuracy curve."""
+GAIN_WINDOW_DAYS = 14.0
+"""Simulated days per point of the gain-over-twin curve (the windows of ``metrics.json``'s ``gain_curves``)."""
 
 _WORST = 10
 _SHOWN_MEMORIES = 5
@@ -273,10 +281,16 @@ class _Table:
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     notes: tuple[str, ...] = ()
+    row_classes: tuple[str, ...] = ()
+    """CSS class per row (e.g. ``twin``); empty for none."""
 
     def html(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.rows)
+        classes = self.row_classes or ("",) * len(self.rows)
+        body = "".join(
+            (f"<tr class='{cls}'>" if cls else "<tr>") + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+            for r, cls in zip(self.rows, classes)
+        )
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" + (
             f"<ul class='notes'>{notes}</ul>" if notes else ""
@@ -289,18 +303,6 @@ class _Table:
             out.append("")
             out += [f"- {n}" for n in self.notes]
         return "\n".join(out)
-
-
-def _summary_table(summary: pl.DataFrame) -> _Table:
-    md = format_markdown(summary).splitlines()
-    headers = tuple(c.strip() for c in md[0].strip("|").split(" | "))
-    rows = []
-    for line in md[2:]:
-        if not line.startswith("|"):
-            break
-        rows.append(tuple(c.strip() for c in line.strip().strip("|").split(" | ")))
-    notes = tuple(line[2:] for line in md if line.startswith("- "))
-    return _Table(headers, tuple(rows), notes)
 
 
 def _score_columns(run: RunData) -> list[str]:
@@ -341,31 +343,27 @@ def _llm_totals(run: RunData, system: str) -> tuple[int, int] | None:
     return (calls, tokens) if calls or tokens else None
 
 
-def _overview_table(run: RunData, halves: pl.DataFrame | None) -> _Table:
+def _overview_table(run: RunData) -> _Table:
     """Each score per system with its interval (``metrics.json``), plus latency, storage and cost."""
-    from analysis.power import mde_from_interval
-
-    mde = {}
-    if halves is not None:
-        mde = {r["system"]: mde_from_interval(r["did_lo"], r["did_hi"]) for r in halves.iter_rows(named=True)}
     rows_all = _scored_rows(run)
     cols = _score_columns(run)
-    llm = {s: _llm_totals(run, s) for s in run.systems}
+    order = _family_order(run)
+    llm = {s: _llm_totals(run, s) for s in order}
     headers = ["system", "questions", "scored", *[f"{c} (%)" for c in cols]]
-    if run.longitudinal:
-        headers.append("DiD MDE (pp)")
     headers += ["retrieve median (ms)", "retrieve p95 (ms)", "final items", "final storage (MiB)"]
     if any(llm.values()):
         headers += ["system LLM calls", "system LLM tokens"]
     rows = []
-    for system in run.systems:
+    for system in order:
         entry = run.entry(system)
         overall = entry.get("overall", {})
         part = rows_all.filter(pl.col("system") == system)
         cells = [system, str(overall.get("questions", "—")), str(overall.get("scored", "—"))]
-        cells += [f"{_score_ci(overall, c)} (n={_scored_n(part, c)})" for c in cols]
-        if run.longitudinal:
-            cells.append(_pct(mde.get(system)))
+        # n is shown only where a column scored fewer questions than the system answered (NaN = unscored).
+        cells += [
+            _score_ci(overall, c) + ("" if _scored_n(part, c) == overall.get("scored") else f" (n={_scored_n(part, c)})")
+            for c in cols
+        ]
         latency = (run.perf.get("systems", {}).get(system) or {}).get("retrieve_ms") or {}
         cells += [_num(latency.get("p50"), 2), _num(latency.get("p95"), 2)]
         final_bytes = entry.get("final_bytes")
@@ -378,11 +376,10 @@ def _overview_table(run: RunData, halves: pl.DataFrame | None) -> _Table:
     unit = "users" if run.longitudinal else "episodes"
     notes = [
         f"[lo, hi]: 95% percentile bootstrap interval, whole {unit} resampled ({episodes}); from metrics.json",
-        "n: questions scored for that column (NaN = unscored, excluded); scored: questions not excluded",
+        "(n=...): questions scored for that column where fewer than 'scored' (NaN = unscored, excluded); "
+        "scored: questions not excluded",
         "latencies are wall-clock (perf.json)",
     ]
-    if run.longitudinal:
-        notes.append("DiD MDE: smallest DiD against the control this run could detect at 80% power")
     excluded = {s: run.entry(s).get("overall", {}).get("excluded") for s in run.systems}
     for system, reasons in excluded.items():
         if reasons:
@@ -393,6 +390,187 @@ def _overview_table(run: RunData, halves: pl.DataFrame | None) -> _Table:
     return _Table(tuple(headers), tuple(rows), tuple(notes))
 
 
+# ---------------------------------------------------------------------------
+# Learning through use (the lead): the twin table and the gain curve
+# ---------------------------------------------------------------------------
+
+
+def _twins(run: RunData) -> dict[str, str]:
+    """System -> its twin's label (``metrics.json``), for systems with rows."""
+    return {s: t for s, t in (run.metrics.get("twins") or {}).items() if s in run.systems and t in run.systems}
+
+
+def _placebos(run: RunData) -> dict[str, str]:
+    """Placebo label -> the twin it is compared with (``metrics.json``)."""
+    return {p: t for p, t in (run.metrics.get("placebos") or {}).items() if p in run.systems and t in run.systems}
+
+
+def _family_order(run: RunData) -> list[str]:
+    """Systems in the spec's order, each followed by its twin and placebo (a family reads as one block)."""
+    twins = _twins(run)
+    placebo_of = {t: p for p, t in _placebos(run).items()}
+    members = set(twins.values()) | set(placebo_of.values())
+    out: list[str] = []
+    for s in run.systems:
+        if s in members:
+            continue
+        out.append(s)
+        if s in twins:
+            out.append(twins[s])
+            if twins[s] in placebo_of:
+                out.append(placebo_of[twins[s]])
+    return out + [s for s in run.systems if s not in out]
+
+
+def _ppci(e: Mapping[str, Any], key: str) -> str:
+    """A difference in percentage points with its interval (``key``, ``key_lo``, ``key_hi``)."""
+    v, lo, hi = e.get(key), e.get(f"{key}_lo"), e.get(f"{key}_hi")
+    if _missing(v):
+        return "—"
+    if _missing(lo) or _missing(hi):
+        return _pp(v)
+    return f"{_pp(v)} [{_pp(lo)}, {_pp(hi)}]"
+
+
+def _p(v: Any) -> str:
+    if _missing(v):
+        return "—"
+    return "<0.001" if v < 0.001 else f"{v:.3f}"
+
+
+def _excludes_zero(e: Mapping[str, Any], key: str) -> int:
+    """+1 / -1 when the interval of ``key`` lies above / below zero, else 0."""
+    lo, hi = e.get(f"{key}_lo"), e.get(f"{key}_hi")
+    if _missing(lo) or _missing(hi):
+        return 0
+    return 1 if lo > 0 else -1 if hi < 0 else 0
+
+
+def _learning_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Rows of the twin table and a CSS class per row (twins and placebos marked)."""
+    twin_of = {t: s for s, t in _twins(run).items()}
+    placebos = _placebos(run)
+    rows, classes = [], []
+    for label in _family_order(run):
+        e = table.get(label)
+        if e is None:
+            continue
+        has_gain = "gain_second" in e
+        if label in twin_of:
+            name, cls, gain = f"{label} (twin of {twin_of[label]}: feedback withheld)", "twin", "reference"
+        elif label in placebos:
+            name, cls, gain = f"{label} (placebo: feedback shuffled)", "twin", ""
+        elif label == run.control:
+            name, cls, gain = f"{label} (static control)", "", ""
+        else:
+            name, cls, gain = label, "", ""
+        if not has_gain and not gain:
+            gain = "no feedback use (no twin)"
+        sign = _excludes_zero(e, "gain_second") if has_gain else 0
+        rows.append((
+            name,
+            _pct(e.get("first")),
+            _pct(e.get("second")),
+            _ppci(e, "gain_second") if has_gain else gain,
+            _p(e.get("gain_second_p")) if has_gain else "",
+            _ppci(e, "did_twin") if has_gain else "",
+            _p(e.get("did_twin_p")) if has_gain else "",
+            _pct(e.get("gain_mde")) if has_gain else "",
+            _ppci(e, "did_control") if "did_control" in e else "",
+        ))
+        classes.append(" ".join(c for c in (cls, "up" if sign > 0 else "down" if sign < 0 else "") if c))
+    return rows, classes
+
+
+def _learning_notes(run: RunData, table: Mapping[str, Mapping[str, Any]], metric: str) -> list[str]:
+    any_entry = next((e for e in table.values() if e.get("users")), {})
+    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
+    notes = [
+        f"metric: {metric}; halves: each user's questions split at that user's own median question; "
+        "gain = system minus its twin (the same system with feedback withheld) on the same questions, "
+        "in percentage points (pp)",
+    ]
+    if unit == "user":
+        notes.append(
+            f"[lo, hi]: 95% percentile bootstrap interval resampling the {users} users; "
+            "p: paired sign-flip test of per-user values"
+        )
+    else:
+        notes.append(
+            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
+            f"(fewer than {MIN_USERS}): it does not say how another set of users would fare; "
+            "p: sign-flip test of per-thread gains, bootstrap p for the DiD"
+        )
+    notes.append("DiD vs twin: 2nd-half gain minus 1st-half gain (does the gain grow with use?)")
+    notes.append("MDE: smallest 2nd-half gain this run could detect at 80% power (two-sided 5%)")
+    if run.control:
+        notes.append(
+            f"DiD vs static control: (2nd - 1st half) of the system minus that of {run.control}; it also moves "
+            "with storage policy and the question mix, not only with learning"
+        )
+    else:
+        notes.append("no static control in this run: no DiD vs static control")
+    if _placebos(run):
+        notes.append("placebo: the system fed its own feedback shuffled; its gain over the twin should be null")
+    mix = next((e for e in table.values() if e.get("mix_first")), None)
+    if mix:
+        kinds = sorted(set(mix["mix_first"]) | set(mix.get("mix_second", {})))
+        notes.append("questions per kind, 1st / 2nd half: " + ", ".join(
+            f"{k} {mix['mix_first'].get(k, 0)}/{mix.get('mix_second', {}).get(k, 0)}" for k in kinds))
+    return notes
+
+
+_LEARNING_HEADERS = (
+    "system", "1st half (%)", "2nd half (%)", "gain over twin, 2nd half (pp) [95% CI]", "p",
+    "DiD vs twin (pp) [95% CI]", "p", "MDE (pp)", "DiD vs static control (pp) [95% CI]",
+)
+
+
+def _learning_table(run: RunData, table: Mapping[str, Mapping[str, Any]], metric: str) -> _Table:
+    rows, classes = _learning_rows(run, table)
+    return _Table(_LEARNING_HEADERS, tuple(rows), tuple(_learning_notes(run, table, metric)), tuple(classes))
+
+
+def _twin_tables(run: RunData, n_boot: int | None) -> list[tuple[str, _Table]]:
+    """The headline's twin table (``metrics.json``), then one per answer judge (computed from the rows)."""
+    if not run.longitudinal or not run.metrics.get("systems"):
+        return []
+    headline = {s: run.entry(s) for s in run.systems}
+    out = [(run.metric, _learning_table(run, headline, run.metric))]
+    df = scored_probes(run)
+    for metric in cv.answer_metrics(df):
+        if metric == run.metric or _scored_n(df, metric) == 0:
+            continue
+        # metrics.json holds the headline only; a judge's table is drawn from the run's stats stream afresh.
+        table = learning_table(df, metric=metric, twins=_twins(run), placebos=_placebos(run), control=run.control,
+                               rng=stats_rng(run), n_boot=n_boot or run.spec.n_boot)
+        out.append((metric, _learning_table(run, table, metric)))
+    return out
+
+
+def _gain_bands(run: RunData, n_boot: int | None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Gain over the twin per window with its band, per learning system and per placebo (keyed by its system)."""
+    df = scored_probes(run)
+    rng = stats_rng(run)
+    n = n_boot or run.spec.n_boot
+    bands = {
+        s: gain_curve_band(df, metric=run.metric, system=s, twin=t, window_days=GAIN_WINDOW_DAYS, rng=rng, n_boot=n)
+        for s, t in _twins(run).items()
+    }
+    system_of_twin = {t: s for s, t in _twins(run).items()}
+    placebos = {
+        system_of_twin[t]: gain_curve_band(df, metric=run.metric, system=p, twin=t, window_days=GAIN_WINDOW_DAYS,
+                                           rng=rng, n_boot=n)
+        for p, t in _placebos(run).items() if t in system_of_twin
+    }
+    return {s: b for s, b in bands.items() if b}, {s: b for s, b in placebos.items() if b}
+
+
+# ---------------------------------------------------------------------------
+# Per question kind: one table of systems x kinds, shaded by value
+# ---------------------------------------------------------------------------
+
+
 def _kinds(run: RunData) -> list[str]:
     kinds: dict[str, None] = {}
     for system in run.systems:
@@ -400,61 +578,126 @@ def _kinds(run: RunData) -> list[str]:
     return sorted(kinds, key=lambda k: (k == "", k))
 
 
-def _halves(rows: pl.DataFrame, metric: str) -> tuple[str, str]:
-    """First and second half of a metric on some rows, split at their median ``q_index``."""
-    sc = rows.filter(pl.col(metric).is_not_null() & pl.col(metric).cast(pl.Float64).is_not_nan())
-    if sc.height == 0:
-        return "—", "—"
-    split = float(np.median(sc["q_index"].to_numpy()))
-    a = sc.filter(pl.col("q_index") < split)[metric].cast(pl.Float64)
-    b = sc.filter(pl.col("q_index") >= split)[metric].cast(pl.Float64)
-    return (
-        f"{_pct(a.mean()) if a.len() else '—'} (n={a.len()})",
-        f"{_pct(b.mean()) if b.len() else '—'} (n={b.len()})",
-    )
+@dataclass(frozen=True, slots=True)
+class _Cell:
+    """One cell of the shaded table: its text, the value that shades it and how (score or signed gain)."""
+
+    text: str
+    value: float | None = None
+    signed: bool = False
+    scale: float = 1.0
+    """Largest absolute value of a signed row group (the shading's full strength)."""
 
 
-def _category_table(run: RunData) -> _Table | None:
-    """Per question kind and system: the metric and answer judges with intervals (``metrics.json``)."""
+def _shade(cell: _Cell) -> str:
+    """Background colour of a cell: blue by score (0..1); green or red by a signed gain."""
+    if cell.value is None or _missing(cell.value):
+        return ""
+    if cell.signed:
+        strength = min(1.0, abs(cell.value) / cell.scale) if cell.scale > 0 else 0.0
+        rgb = (44, 160, 44) if cell.value > 0 else (214, 39, 40)
+        alpha = 0.55 * strength
+    else:
+        rgb, alpha = (31, 119, 180), 0.55 * min(1.0, max(0.0, cell.value))
+    # Light enough that dark text stays readable at full strength.
+    return f"background:rgba({rgb[0]},{rgb[1]},{rgb[2]},{alpha:.2f})"
+
+
+@dataclass(frozen=True, slots=True)
+class _HeatTable:
+    """Systems (rows) x question kinds (columns), cells shaded by value; rendered as HTML or Markdown."""
+
+    headers: tuple[str, ...]
+    rows: tuple[tuple[_Cell, ...], ...]
+    row_classes: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def html(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
+        body = []
+        for cells, cls in zip(self.rows, self.row_classes):
+            tds = []
+            for i, c in enumerate(cells):
+                mean, sep, ci = c.text.partition(" [")
+                text = html.escape(mean) + (f" <small>[{html.escape(ci)}</small>" if sep else "")
+                style = _shade(c)
+                tds.append(f"<td{' class=label' if i == 0 else ''}{f' style={style!r}' if style else ''}>{text}</td>")
+            body.append(f"<tr{f' class={cls!r}' if cls else ''}>{''.join(tds)}</tr>")
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<table class='heat'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+                + (f"<ul class='notes'>{notes}</ul>" if notes else ""))
+
+    def markdown(self) -> str:
+        return _Table(self.headers, tuple(tuple(c.text for c in r) for r in self.rows), self.notes).markdown()
+
+
+def _kind_cell(table: Mapping[str, Any] | None, col: str) -> _Cell:
+    if not table:
+        return _Cell("")
+    score = table.get("scores", {}).get(col) or {}
+    mean = score.get("mean")
+    if _missing(mean):
+        excluded = table.get("excluded") or {}
+        return _Cell("excluded " + ", ".join(f"{r} {n}" for r, n in excluded.items()) if excluded else "—")
+    return _Cell(_ci(mean, score.get("lo"), score.get("hi")), float(mean))
+
+
+def _category_table(run: RunData) -> _HeatTable | None:
+    """One table of systems x question kinds: each score per kind (``metrics.json``), and the gain over the twin."""
     kinds = _kinds(run)
     if not kinds:
         return None
     cols = [run.metric, *[c for c in _score_columns(run) if c.startswith("answer_") and c != run.metric]]
-    headers = ["kind", "system", "questions", "scored", *[f"{c} (%)" for c in cols]]
-    if run.longitudinal:
-        headers += [f"{run.metric} 1st half (%)", f"{run.metric} 2nd half (%)"]
-    headers.append("excluded")
-    rows_all = _scored_rows(run)
-    rows = []
+    order = _family_order(run)
+    counts = {}
     for kind in kinds:
-        for system in run.systems:
-            table = run.entry(system).get("per_kind", {}).get(kind)
-            if not table:
+        # Every system answers the same questions; the largest count covers a system that failed some.
+        counts[kind] = max((run.entry(s).get("per_kind", {}).get(kind) or {}).get("questions", 0) for s in order)
+    total = max((run.entry(s).get("overall", {}).get("questions", 0) for s in order), default=0)
+    headers = ("system", f"all (n={total})", *[f"{k or '(none)'} (n={counts[k]})" for k in kinds])
+    rows: list[tuple[_Cell, ...]] = []
+    classes: list[str] = []
+    twins = _twins(run)
+    twin_of = {t: s for s, t in twins.items()}
+    for col in cols:
+        if len(cols) > 1:
+            rows.append((_Cell(f"{col} (%)"), *[_Cell("") for _ in range(len(headers) - 1)]))
+            classes.append("group")
+        for system in order:
+            entry = run.entry(system)
+            if not entry:
                 continue
-            cells = [kind or "(none)", system, str(table.get("questions", "—")), str(table.get("scored", "—"))]
-            cells += [_score_ci(table, c) for c in cols]
-            if run.longitudinal:
-                part = rows_all.filter((pl.col("system") == system) & (pl.col("kind") == kind))
-                cells += list(_halves(part, run.metric))
-            excluded = table.get("excluded") or {}
-            cells.append(", ".join(f"{r} {n}" for r, n in excluded.items()) or "—")
+            cells = [_Cell(system), _kind_cell(entry.get("overall"), col)]
+            cells += [_kind_cell(entry.get("per_kind", {}).get(k), col) for k in kinds]
             rows.append(tuple(cells))
-    notes = ["[lo, hi]: 95% percentile bootstrap interval over the kind's questions, whole episodes resampled"]
-    if run.longitudinal:
-        notes.append("halves split at the median question index of the kind's scored questions")
-    return _Table(tuple(headers), tuple(rows), tuple(notes))
+            classes.append("twin" if system in twin_of or system in _placebos(run) else "")
+            if col == run.metric and system in twins and entry.get("gain_by_kind"):
+                by_kind = entry["gain_by_kind"]
+                values = [entry.get("gain_second")] + [(by_kind.get(k) or {}).get("gain_second") for k in kinds]
+                scale = max((abs(v) for v in values if not _missing(v)), default=0.0)
+                gain = [_Cell(f"  {system}: gain over twin, 2nd half (pp)"),
+                        _Cell(_ppci(entry, "gain_second"), entry.get("gain_second"), signed=True, scale=scale)]
+                for k in kinds:
+                    g = by_kind.get(k) or {}
+                    v = g.get("gain_second")
+                    gain.append(_Cell("—" if _missing(v) else f"{_pp(v)} (n={g.get('n_second', 0)})", v,
+                                      signed=True, scale=scale))
+                rows.append(tuple(gain))
+                classes.append("gain")
+    notes = [
+        "cells: mean (%) [95% percentile bootstrap interval, whole "
+        + ("users" if run.longitudinal else "episodes") + " resampled], from metrics.json; "
+        "blue shading grows with the score",
+        "n in a column heading: questions of that kind (excluded ones included)",
+    ]
+    if run.longitudinal and twins:
+        notes.append(
+            "gain rows: system minus its twin on the same questions of the kind, second half of each user's "
+            "questions, point estimate (n = paired questions); green above zero, red below, shaded relative to "
+            "the largest gain in the row"
+        )
+    return _HeatTable(headers, tuple(rows), tuple(classes), tuple(notes))
 
-
-def _category_bars(run: RunData) -> pl.DataFrame:
-    rows = []
-    for kind in _kinds(run):
-        for system in run.systems:
-            score = (run.entry(system).get("per_kind", {}).get(kind) or {}).get("scores", {}).get(run.metric) or {}
-            if score.get("mean") is not None:
-                rows.append({"category": kind or "(none)", "system": system, "mean": score["mean"],
-                             "lo": score.get("lo"), "hi": score.get("hi")})
-    return pl.DataFrame(rows, schema={"category": pl.Utf8, "system": pl.Utf8, "mean": pl.Float64,
-                                      "lo": pl.Float64, "hi": pl.Float64})
 
 
 def _as_list(v: Any) -> list[str]:
@@ -519,9 +762,19 @@ th{background:#f3f3f3}tbody tr:nth-child(even){background:#fafafa}
 ul.notes{font-size:.8rem;color:#555;margin-top:.2rem}
 figure{margin:1rem 0}figcaption{font-size:.85rem;color:#444}
 img.plot{max-width:100%;height:auto;border:1px solid #eee}
+details>summary{cursor:pointer;font-weight:600;margin:.4rem 0}
 pre.spec{background:#f7f7f7;padding:.8rem;overflow:auto;font-size:.8rem}
 .worst td.mem{font-size:.78rem;color:#333}.worst ol{margin:0;padding-left:1.2rem}
 nav a{margin-right:1rem}
+p.sub{color:#444;margin-top:-.6rem}
+#summary td,#learning td{white-space:nowrap}
+tr.twin td{color:#555;font-style:italic}
+tr.up td:nth-child(4){color:#1a7f1a;font-weight:600}tr.down td:nth-child(4){color:#b22222;font-weight:600}
+table.heat td{text-align:right;white-space:nowrap}table.heat td.label{text-align:left}
+table.heat small{display:block;color:#444;font-size:.72rem}
+table.heat tr.group td{background:#eee;font-weight:600;text-align:left}
+table.heat tr.gain td{font-size:.8rem}
+p.nodata{background:#f6f6f6;border-left:3px solid #999;padding:.5rem .8rem;font-size:.9rem;max-width:60rem}
 """
 
 # Checks in the browser that every figure decoded; a failure is a console error.
@@ -550,14 +803,15 @@ def _section(sid: str, title: str, body: str) -> str:
     return f"<section id='{sid}'><h2>{html.escape(title)}</h2>{body}</section>"
 
 
-def _page(title: str, sections: Sequence[tuple[str, str, str]]) -> str:
-    nav = "".join(f"<a href='#{sid}'>{html.escape(t)}</a>" for sid, t, _ in sections)
+def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]]) -> str:
+    nav = "".join(f"<a href='#{sid}'>{html.escape(t.partition(':')[0])}</a>" for sid, t, _ in sections)
     body = "".join(_section(sid, t, b) for sid, t, b in sections)
+    sub = f"<p class='sub'>{html.escape(subtitle)}</p>" if subtitle else ""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body><h1>{html.escape(title)}</h1><nav>{nav}</nav>{body}"
+        f"<body><h1>{html.escape(title)}</h1>{sub}<nav>{nav}</nav>{body}"
         f"<script>{_SCRIPT}</script></body></html>\n"
     )
 
@@ -581,10 +835,11 @@ def _worst_html(worst: dict[str, list[dict[str, Any]]], metric: str) -> str:
                 f"<td class='mem'><ol>{mems}</ol></td>"
                 "</tr>"
             )
+        # One collapsed block per system: the list is long and read only when looking into a system.
         parts.append(
-            f"<h3>{html.escape(system)}</h3><table class='worst'><thead><tr><th>question id</th><th>question</th>"
+            f"<details><summary>{html.escape(system)}</summary><table class='worst'><thead><tr><th>question id</th><th>question</th>"
             f"<th>gold</th><th>answer</th><th>{html.escape(metric)}</th><th>retrieved memories (top {_SHOWN_MEMORIES})</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table></details>"
         )
     return "".join(parts)
 
@@ -620,32 +875,95 @@ def _spec_summary(run: RunData) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class _Figure:
+    """One figure of the report, or the sentence that stands in for a figure with nothing to show."""
+
+    section: str
+    alt: str
+    caption: str
+    svg: str | None = None
+    """None: no data; ``caption`` then says why in words."""
+    key: str = ""
+    """Short id of the figure (``data-figure`` of the sentence that stands in for it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Built:
     """Everything a report shows, computed once."""
 
-    summaries: tuple[tuple[str, pl.DataFrame], ...]
+    learning: tuple[tuple[str, _Table], ...]
     overview: _Table
-    categories: _Table | None
+    categories: _HeatTable | None
     worst: dict[str, list[dict[str, Any]]]
-    figures: tuple[tuple[str, str, str, str], ...]  # (section, svg, alt, caption)
+    figures: tuple[_Figure, ...]
 
 
-def _learning_tables(run: RunData, n_boot: int | None) -> list[tuple[str, pl.DataFrame]]:
-    """The halves table of the headline metric, then one per answer judge."""
-    out: list[tuple[str, pl.DataFrame]] = []
-    for metric in [run.metric, *[m for m in cv.answer_metrics(run.probes) if m != run.metric]]:
-        table = halves_table(run, metric=metric, n_boot=n_boot)
-        if table is not None:
-            out.append((metric, table))
+def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]], n_boot: int | None) -> _Figure:
+    """The lead figure: gain over the twin per learning system over simulated time (or why there is none)."""
+    bands, placebos = _gain_bands(run, n_boot)
+    alt = "gain over twin over simulated time"
+    if not bands:
+        reason = (
+            "No system in this run learns from feedback (none was played with a twin), so there is no gain over a "
+            "twin to draw. The table above gives each system's halves and, where a static control ran, its DiD "
+            "against it."
+            if not _twins(run) else
+            "The learning systems and their twins share no scored question, so there is no gain over the twin to draw."
+        )
+        return _Figure("learning", alt, reason, key="gain-over-twin")
+    unit = next(iter(bands.values()))[0]["unit"]
+    users = run.probes["user_id"].n_unique()
+    band = (f"95% band, {users} users resampled per window" if unit == "user"
+            else f"95% band, question threads resampled (conditional on these {users} users)")
+    svg = plots.gain_figure(bands, metric=run.metric, window_days=GAIN_WINDOW_DAYS, styles=styles,
+                            placebos=placebos, band_label=band)
+    caption = (
+        f"Gain over the twin (the same system with feedback withheld) in {run.metric}, percentage points, per "
+        f"{GAIN_WINDOW_DAYS:g}-day window of simulated time; above zero the system does better than its twin on "
+        f"the same questions because it used feedback. Shaded: {band}"
+        + ("." if unit == "user" else f" (fewer than {MIN_USERS} users: the band does not generalise to other users).")
+    )
+    return _Figure("learning", alt, caption, svg, key="gain-over-twin")
+
+
+def _timeline_figures(run: RunData, df: pl.DataFrame, styles: Mapping[str, Mapping[str, Any]], window: int) -> list[_Figure]:
+    """Storage, latency and cost figures, each without panels that have no data, and sentences for those."""
+    out: list[_Figure] = []
+    if run.timeline.height:
+        storage = cv.storage_timeline(run.timeline)
+        shown = plots.panels_with_data(storage, [p[0] for p in plots.STORAGE_PANELS])
+        svg = plots.storage_figure(storage, styles=styles)
+        titles = {"items": "memories stored", "bytes": "storage size", "tokens": "the system's own LLM tokens",
+                  "cum_ingest_ms": "cumulative ingest time"}
+        caption = "Over simulated days: " + ", ".join(titles[c] for c in shown) + "."
+        if "tokens" not in shown:
+            caption += " No system made LLM calls of its own in this run, so there is no token panel."
+        out.append(_Figure("timelines", "storage and cost timeline", caption, svg))
+    lat = cv.latency_curves(df, window=window)
+    if lat.height:
+        out.append(_Figure("timelines", "latency timeline",
+                           f"Rolling median and 95th percentile latency over the last {window} questions (wall-clock).",
+                           plots.latency_figure(lat, styles=styles)))
+    cost = cv.cost_curves(df)
+    svg = plots.cost_figure(cost, styles=styles) if cost.height else None
+    if svg is not None:
+        out.append(_Figure("timelines", "reader cost timeline",
+                           "Cumulative reader prompt and completion tokens and reader LLM time.", svg))
+    else:
+        out.append(_Figure("timelines", "reader cost timeline",
+                           "No reader LLM calls in this run (retrieval is scored without an answer), so there is no "
+                           "reader cost to draw.", key="reader-cost"))
     return out
 
 
 def _build(run: RunData, *, window: int, window_days: float, fading: float, n_boot: int | None) -> _Built:
-    summaries: list[tuple[str, pl.DataFrame]] = []
-    figures: list[tuple[str, str, str, str]] = []
+    figures: list[_Figure] = []
     df = scored_probes(run)
+    styles = plots.system_styles(_family_order(run))
+    learning: list[tuple[str, _Table]] = []
     if run.longitudinal and df.height:
-        summaries = _learning_tables(run, n_boot)
+        learning = _twin_tables(run, n_boot)
+        figures.append(_gain_figure(run, styles, n_boot))
         for metric in [run.metric, *[m for m in cv.answer_metrics(df) if m != run.metric]]:
             if _scored_n(df, metric) == 0:
                 continue
@@ -653,51 +971,31 @@ def _build(run: RunData, *, window: int, window_days: float, fading: float, n_bo
             for x, where in (("q_index", "question index"), ("t_days", "simulated days")):
                 if x == "t_days" and acc["t_days"].drop_nans().len() == 0:
                     continue
-                figures.append(
-                    (
-                        "curves",
-                        plots.accuracy_figure(acc, x=x, metric=metric, window=window, window_days=window_days, fading=fading),
-                        f"{metric} accuracy over {where}",
-                        f"{metric} per system over {where}: windowed, cumulative prequential and fading-factor means.",
-                    )
-                )
-        if run.timeline.height:
-            storage = cv.storage_timeline(run.timeline)
-            figures.append(
-                ("timelines", plots.storage_figure(storage), "storage and cost timeline",
-                 "Memories stored, storage size, the system's own LLM tokens and cumulative ingest time over simulated days.")
-            )
-        lat = cv.latency_curves(df, window=window)
-        if lat.height:
-            figures.append(
-                ("timelines", plots.latency_figure(lat), "latency timeline",
-                 f"Rolling median and 95th percentile latency over the last {window} questions (wall-clock).")
-            )
-        cost = cv.cost_curves(df)
-        if cost.height and any(c.startswith("cum_") for c in cost.columns):
-            figures.append(
-                ("timelines", plots.cost_figure(cost), "reader cost timeline",
-                 "Cumulative reader prompt and completion tokens and reader LLM time.")
-            )
-    categories = _category_table(run)
-    bars = _category_bars(run)
-    if categories is not None and bars.height:
-        figures.append(
-            ("categories", plots.bar_figure(bars, group="category", value="mean", lo="lo", hi="hi", ylabel=f"{run.metric} (%)"),
-             f"{run.metric} per kind", f"{run.metric} per question kind and system with 95% bootstrap intervals.")
-        )
-    headline = summaries[0][1] if summaries and summaries[0][0] == run.metric else None
-    return _Built(tuple(summaries), _overview_table(run, headline), categories, _worst(run), tuple(figures))
+                figures.append(_Figure(
+                    "curves",
+                    f"{metric} accuracy over {where}",
+                    f"{metric} per system over {where}: windowed, cumulative prequential and fading-factor means.",
+                    plots.accuracy_figure(acc, x=x, metric=metric, window=window, window_days=window_days,
+                                          fading=fading, styles=styles),
+                ))
+        figures += _timeline_figures(run, df, styles, window)
+    return _Built(tuple(learning), _overview_table(run), _category_table(run), _worst(run), tuple(figures))
 
 
 def summary_text(run: RunData, *, n_boot: int | None = None) -> str:
-    """The run's headline tables as plain text: the halves table (longitudinal) or the per-kind tables (static)."""
-    halves = halves_table(run, n_boot=n_boot)
-    if halves is not None:
-        return format_table(halves)
+    """The run's headline tables as plain text: the twin table (longitudinal) or the per-kind tables (static)."""
+    if run.longitudinal and run.metrics.get("systems"):
+        table = {s: run.entry(s) for s in _family_order(run)}
+        return format_learning(table, metric=run.metric, control=run.control)
     from analysis.summary import format_tables
 
     return "\n\n".join(f"{system}\n{format_tables(run.metrics, system)}" for system in run.systems)
+
+
+def _figure_html(fig: _Figure) -> str:
+    if fig.svg is None:
+        return f"<p class='nodata' data-figure='{html.escape(fig.key, quote=True)}'>{html.escape(fig.caption)}</p>"
+    return _img(fig.svg, fig.alt, fig.caption)
 
 
 def write_report(
@@ -715,8 +1013,9 @@ def write_report(
         window: questions in the windowed accuracy curve.
         window_days: simulated days in the time-windowed curve.
         fading: fading factor of the fading-factor curve.
-        n_boot: bootstrap resamples of the halves tables (default: the spec's); the overall and
-            per-kind intervals are the ones in ``metrics.json``.
+        n_boot: bootstrap resamples of the gain-over-twin band and of the answer judges' twin tables
+            (default: the spec's); the headline twin table and the overall and per-kind intervals are
+            the ones in ``metrics.json``.
 
     Returns:
         Path of ``report.html``.
@@ -728,37 +1027,39 @@ def write_report(
     built = _build(run, window=window, window_days=window_days, fading=fading, n_boot=n_boot)
     title = f"memsim report: {run.path.name}"
     sections: list[tuple[str, str, str]] = []
-    spec_json = html.escape(json.dumps(run.spec.to_json(), indent=2, sort_keys=True))
-    spec_html = (
-        f"<p>{html.escape(_spec_summary(run))}</p>"
-        f"<details><summary>spec.json</summary><pre class='spec'>{spec_json}</pre></details>"
-    )
-    sections.append(("spec", "Spec", spec_html))
-    summary_html = ""
-    for metric, frame in built.summaries:
-        summary_html += f"<h3>Learning through use: {html.escape(metric)}</h3>" + _summary_table(frame).html()
-    summary_html += "<h3>Overall</h3>" + built.overview.html()
-    sections.append(("summary", "Summary", summary_html))
+    if built.learning:
+        lead = "".join(
+            (f"<h3>{html.escape(metric)}</h3>" if i else "") + table.html()
+            for i, (metric, table) in enumerate(built.learning)
+        )
+        lead += "".join(_figure_html(f) for f in built.figures if f.section == "learning")
+        sections.append(("learning", f"Learning through use: {run.metric}", lead))
+    sections.append(("summary", "Overall", built.overview.html()))
     for sid, title_s in (("curves", "Learning curves"), ("timelines", "Storage, latency and cost timelines")):
-        figs = [f for f in built.figures if f[0] == sid]
+        figs = [f for f in built.figures if f.section == sid]
         if figs:
-            sections.append((sid, title_s, "".join(_img(svg, alt, cap) for _, svg, alt, cap in figs)))
+            sections.append((sid, title_s, "".join(_figure_html(f) for f in figs)))
     if built.categories is not None:
-        figs = "".join(_img(svg, alt, cap) for s, svg, alt, cap in built.figures if s == "categories")
-        sections.append(("categories", "Per question kind", built.categories.html() + figs))
+        sections.append(("categories", f"Per question kind: {run.metric}", built.categories.html()))
     sections.append(("worst", "Worst questions per system", _worst_html(built.worst, run.metric)))
+    spec_json = html.escape(json.dumps(run.spec.to_json(), indent=2, sort_keys=True))
+    sections.append(("spec", "Spec", f"<details><summary>spec.json</summary><pre class='spec'>{spec_json}</pre></details>"))
     out = run.path / "report.html"
-    out.write_text(_page(title, sections), encoding="utf-8")
+    out.write_text(_page(title, _spec_summary(run), sections), encoding="utf-8")
 
     md = [f"# {title}", "", _spec_summary(run), ""]
-    for metric, frame in built.summaries:
-        md += [f"## Learning through use: {metric}", "", format_markdown(frame), ""]
+    for metric, table in built.learning:
+        md += [f"## Learning through use: {metric}", "", table.markdown(), ""]
+    for f in built.figures:
+        if f.svg is None:
+            md += [f"_{f.caption}_", ""]
     md += ["## Overall", "", built.overview.markdown(), ""]
     if built.categories is not None:
         md += ["## Per question kind", "", built.categories.markdown(), ""]
     md += ["## Worst questions", "", _worst_md(built.worst, run.metric)]
     (run.path / "report.md").write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
     return out
+
 
 
 # ---------------------------------------------------------------------------
@@ -904,7 +1205,7 @@ def compare_runs(
     if curve_figs:
         sections.append(("curves", "Learning curves", "".join(_img(svg, alt, alt) for _, svg, alt in curve_figs)))
     path = out / "compare.html"
-    path.write_text(_page("memsim comparison", sections), encoding="utf-8")
+    path.write_text(_page("memsim comparison", "", sections), encoding="utf-8")
     md = ["# memsim comparison", "", "## Summary per run", "", per_run.markdown(), "", "## Across runs", "", across.markdown()]
     if ranking_md:
         md += ["", "## Ranking", "", ranking_md]

@@ -22,8 +22,8 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fading", type=float, default=_FADING, help="fading factor in (0, 1] (default %(default)s)")
     parser.add_argument(
         "--n-boot", type=int, default=None,
-        help="bootstrap resamples of the halves tables (default: the run's; "
-        "the overall and per-kind intervals are the ones in metrics.json)",
+        help="bootstrap resamples of the gain-over-twin band and the answer judges' twin tables (default: the run's; "
+        "the headline twin table and the overall and per-kind intervals are the ones in metrics.json)",
     )
     parser.add_argument("--quiet", action="store_true", help="print only the report's path")
 

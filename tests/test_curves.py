@@ -104,3 +104,49 @@ def test_cost_curves_accumulate_reader_tokens_per_system() -> None:
     b = c.filter(pl.col("system") == "b")
     assert b["cum_completion_tokens"].to_list() == [0.0] * 5  # nulls count as zero
     assert cost_curves(_probes().drop("prompt_tokens", "completion_tokens")).height == 0
+
+
+def _paired(users: int, per_user: int) -> pl.DataFrame:
+    """A system and its twin on the same questions; the system wins every question of days 14 and later."""
+    rows = []
+    for u in range(users):
+        for q in range(per_user):
+            t = float(q * 28 // per_user)
+            for system, score in (("s", 1.0 if t >= 14 else float(q % 2)), ("s~twin", 0.0 if t >= 14 else 0.5)):
+                rows.append({"system": system, "question_id": f"u{u}q{q}", "user_id": f"u{u}", "thread_id": f"u{u}q{q}",
+                             "t_days": t, "error": None, METRIC: score})
+    return pl.DataFrame(rows)
+
+
+def test_gain_curve_band_matches_the_point_curve_and_resamples_users() -> None:
+    from analysis.learning import MIN_USERS, gain_curve, gain_curve_band
+
+    probes = _paired(MIN_USERS, 8)
+    band = gain_curve_band(probes, metric=METRIC, system="s", twin="s~twin", window_days=14.0,
+                           rng=np.random.default_rng(0), n_boot=300)
+    point = gain_curve(probes, metric=METRIC, system="s", twin="s~twin", window_days=14.0)
+    assert [(b["t_days"], b["gain"], b["n"]) for b in band] == [(p["t_days"], p["gain"], p["n"]) for p in point]
+    assert [b["unit"] for b in band] == ["user", "user"] and band[0]["units"] == MIN_USERS
+    # Window 1: every user gains exactly 1, so the band has no width; window 0 varies by user only through q % 2.
+    assert band[1]["lo"] == band[1]["hi"] == band[1]["gain"] == 1.0
+    assert band[0]["lo"] <= band[0]["gain"] <= band[0]["hi"]
+    # Fewer users than MIN_USERS: question threads are resampled (the band is conditional on the users).
+    few = gain_curve_band(_paired(3, 8), metric=METRIC, system="s", twin="s~twin", window_days=14.0,
+                          rng=np.random.default_rng(0), n_boot=300)
+    assert {b["unit"] for b in few} == {"thread"} and few[0]["units"] == 12
+    assert gain_curve_band(probes, metric=METRIC, system="s", twin="nope", rng=np.random.default_rng(0)) == []
+
+
+def test_system_styles_never_repeat_a_colour_and_style_pair() -> None:
+    from analysis.plots import PALETTE, system_styles
+
+    bases = [f"sys{i}" for i in range(2 * len(PALETTE) + 3)]
+    labels = [x for b in bases for x in (b, f"{b}~twin", f"{b}~placebo")]
+    styles = system_styles(labels)
+    pairs = {(s["color"], str(s["linestyle"])) for s in styles.values()}
+    assert len(pairs) == len(labels)
+    # A twin keeps its system's colour so a family reads as one.
+    assert styles["sys3~twin"]["color"] == styles["sys3"]["color"] != styles["sys4"]["color"]
+    assert styles["sys3"]["linestyle"] == "solid" and styles["sys3~twin"]["linestyle"] != "solid"
+    # "a~twin" without "a" among the labels is a system of its own.
+    assert system_styles(["x~twin"])["x~twin"]["linestyle"] == "solid"

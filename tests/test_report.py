@@ -28,7 +28,6 @@ from analysis.report import (
     summary_text,
     write_report,
 )
-from analysis.stats import MCNEMAR_TEST
 from analysis.summary import summarise, write_summary
 from memory.embed import HashEmbedder
 from memory.registry import Resources, SystemSpec
@@ -181,13 +180,42 @@ def _images(page: str) -> list[str]:
     return re.findall(r"src='data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)'", page)
 
 
+def _visible(page: str) -> str:
+    """The page's text as a reader sees it: tags removed, entities decoded."""
+    import html as html_lib
+
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def _svgs(page: str) -> dict[str, ET.Element]:
+    """Each figure of a page by its alt text, parsed."""
+    pairs = re.findall(r"<img class='plot' alt='([^']+)' src='data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)'", page)
+    return {alt: ET.fromstring(base64.b64decode(data)) for alt, data in pairs}
+
+
+def _by_id(root: ET.Element, prefix: str) -> list[ET.Element]:
+    return [el for el in root.iter() if (el.get("id") or "").startswith(prefix)]
+
+
+def _legend_labels(root: ET.Element) -> list[str]:
+    """Text of the figure's legend (``plots`` gives it the SVG id ``legend``)."""
+    legends = _by_id(root, "legend")
+    return ["".join(t.itertext()).strip() for lg in legends for t in lg.iter() if t.tag.endswith("text")]
+
+
+def _panels(root: ET.Element) -> list[ET.Element]:
+    return [el for el in root.iter() if re.fullmatch(r"axes_\d+", el.get("id") or "")]
+
+
 def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run")
     out = write_report(run, n_boot=300)
     assert out == run / "report.html"
     page = out.read_text()
-    for section in ("spec", "summary", "curves", "timelines", "categories", "worst"):
+    for section in ("learning", "spec", "summary", "curves", "timelines", "categories", "worst"):
         assert f"<section id='{section}'>" in page, section
+    # The report leads with learning through use.
+    assert page.index("<section id='learning'>") < page.index("<section id='summary'>")
     alts = re.findall(r"<img class='plot' alt='([^']+)'", page)
     assert alts == [
         "recall_all@10 accuracy over question index",
@@ -197,35 +225,50 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
         "storage and cost timeline",
         "latency timeline",
         "reader cost timeline",
-        "recall_all@10 per kind",
     ]
+    # No system here learns from feedback: the lead figure is a sentence, not an empty plot.
+    assert "No system in this run learns from feedback" in page
+    assert "<p class='nodata' data-figure='gain-over-twin'>" in page
     for data in _images(page):
         root = ET.fromstring(base64.b64decode(data))
         assert root.tag.endswith("svg")
     # Self-contained: nothing fetched from anywhere.
     assert not re.search(r"(src|href)=['\"](https?:)?//", page)
     assert "<link" not in page
-    # Summary carries the test name and the numbers of the constructed halves.
-    assert MCNEMAR_TEST in page and "DiD vs naive (pp)" in page
-    probes = pl.read_parquet(run / "probes.parquet")
-    gated = probes.filter((pl.col("system") == "gated") & (pl.col("q_index") >= 45))
-    assert f"{100 * gated[METRIC].mean():.1f} [" in page
-    # Every interval is metrics.json's: the overall one of each system, the per-kind ones.
+    # The lead table is metrics.json's learning table: per-user halves of the constructed rates and the
+    # DiD against the static control with its interval; 3 users, so intervals are conditional on them.
     metrics = json.loads((run / "metrics.json").read_text())
+    text = _visible(page)
+    assert "DiD vs static control (pp) [95% CI]" in page and "naive (static control)" in page
+    assert "CONDITIONAL ON THESE 3 USERS" in page
+    for system in ("gated", "decay"):
+        e = metrics["systems"][system]
+        assert f"{system}</td><td>{100 * e['first']:.1f}</td><td>{100 * e['second']:.1f}</td>" in page
+        assert f"{100 * e['did_control']:+.1f} [{100 * e['did_control_lo']:+.1f}, {100 * e['did_control_hi']:+.1f}]" in page
+    # Every interval is metrics.json's: the overall one of each system, the per-kind ones.
     for system, _, _ in SYSTEMS:
         head = metrics["systems"][system]["overall"]["scores"][METRIC]
         assert f"{100 * head['mean']:.1f} [{100 * head['lo']:.1f}, {100 * head['hi']:.1f}]" in page
         kind = metrics["systems"][system]["per_kind"]["temporal"]["scores"][METRIC]
-        assert f"{100 * kind['mean']:.1f} [{100 * kind['lo']:.1f}, {100 * kind['hi']:.1f}]" in page
-    # The halves table: DiD against the static control with its interval.
-    halves = halves_table(load_run(run))
-    assert halves is not None
-    for r in halves.filter(pl.col("system") != "naive").iter_rows(named=True):
-        assert f"{100 * r['did']:+.1f} [{100 * r['did_lo']:+.1f}, {100 * r['did_hi']:+.1f}]" in page
+        assert f"{100 * kind['mean']:.1f} [{100 * kind['lo']:.1f}, {100 * kind['hi']:.1f}]" in text
+    # Per kind: ONE table of systems x kinds, shaded by value.
+    assert page.count("<table class='heat'>") == 1
+    heat = page[page.index("<table class='heat'>"):]
+    heat = heat[: heat.index("</table>")]
+    # The header, then per metric (recall_all@10, answer_f1) a group row and one row per system.
+    assert heat.count("<tr") == 1 + 2 * (1 + len(SYSTEMS))
+    assert "temporal (n=30)" in heat and "style='background:rgba(" in heat
+    # Every figure: a complete legend, no empty panel.
+    for alt, root in _svgs(page).items():
+        labels = _legend_labels(root)
+        for system, _, _ in SYSTEMS:
+            assert system in labels, (alt, labels)
+        for ax in _panels(root):
+            assert _by_id(ax, "series-"), f"{alt}: an empty panel"
     # Worst questions show question, gold, answer and retrieved memories (escaped).
     assert "memory &lt;b&gt;" in page and "Acme " in page and "answer " in page
     md = (run / "report.md").read_text()
-    assert "| system | n | 1st half (%)" in md and "## Per question kind" in md and "## Worst questions" in md
+    assert "| system | 1st half (%) | 2nd half (%) | gain over twin" in md and "## Per question kind" in md and "## Worst questions" in md
     assert "## Learning through use: recall_all@10" in md and "## Learning through use: answer_f1" in md
 
 
@@ -247,11 +290,12 @@ def test_static_run_gets_tables_without_curves(tmp_path: Path) -> None:
     assert "<section id='curves'>" not in page and "<section id='timelines'>" not in page
     assert "Learning through use" not in page
     assert "temporal" in page and "gold 3" in page and "adversarial 8" in page
-    assert len(_images(page)) == 1
+    assert len(_images(page)) == 0  # per kind is a shaded table; a static run has no curves
+    assert page.count("<table class='heat'>") == 1 and "excluded adversarial 8" in page
     metrics = json.loads((run / "metrics.json").read_text())
     for kind in ("temporal", "single-hop"):
         score = metrics["systems"]["dense"]["per_kind"][kind]["scores"][METRIC]
-        assert f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]" in page
+        assert f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]" in _visible(page)
     # Headline figures, no curves: the per-kind tables of the one summariser.
     assert "overall" in summary_text(data) and "adversarial 8" in summary_text(data)
 
@@ -315,7 +359,7 @@ def test_cli_modules_write_and_print(tmp_path: Path, capsys: pytest.CaptureFixtu
     report_cli.report_arguments(parser)
     assert report_cli.report_main(parser.parse_args([str(run), "--n-boot", "200"])) == 0
     out = capsys.readouterr().out
-    assert "1st half (%)" in out and out.strip().endswith(f"report: {run / 'report.html'}")
+    assert "1st half %" in out and "DiD vs static control" in out and out.strip().endswith(f"report: {run / 'report.html'}")
     with pytest.raises(UserError, match="--fading"):
         report_cli.report_main(parser.parse_args([str(run), "--fading", "1.5"]))
     static = make_static_run(tmp_path / "static")
@@ -332,6 +376,14 @@ def test_cli_modules_write_and_print(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert (compare_cli._WINDOW, compare_cli._FADING) == (DEFAULT_WINDOW, DEFAULT_FADING)
 
 
+def _need_chromium() -> None:
+    """Skip without Debian's chromium, except on CI, where its absence is a failure."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} missing: CI must install Debian's chromium (apt-get install -y chromium)")
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install -y chromium)")
+
+
 def _render(page: Path) -> tuple[str, list[str]]:
     """DOM after load and the console lines chromium logged for ``page``."""
     proc = subprocess.run(
@@ -345,24 +397,21 @@ def _render(page: Path) -> tuple[str, list[str]]:
 
 @pytest.mark.slow
 def test_report_renders_in_headless_chromium_without_console_errors(tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CHROMIUM} missing: CI must install Debian's chromium (apt-get install -y chromium)")
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install -y chromium)")
+    _need_chromium()
     run = make_run(tmp_path / "run")
     page = write_report(run, n_boot=200)
     dom, console = _render(page)
     assert console == []
     body = re.search(r"<body[^>]*>", dom)
     assert body is not None
-    assert 'data-figures="8"' in body.group(0) and 'data-figures-ok="8"' in body.group(0)
+    assert 'data-figures="7"' in body.group(0) and 'data-figures-ok="7"' in body.group(0)
     # The check can fail: a figure that does not decode is reported on the console.
     html_text = page.read_text()
     broken = tmp_path / "broken.html"
     broken.write_text(re.sub(r"base64,[A-Za-z0-9+/=]+'", "base64,AAAA'", html_text, count=1))
     dom, console = _render(broken)
     assert any("figure failed to render" in line for line in console)
-    assert 'data-figures-ok="7"' in dom
+    assert 'data-figures-ok="6"' in dom
 
 
 def test_pipeline_writes_reports_of_both_run_kinds(tmp_path: Path) -> None:
@@ -391,4 +440,90 @@ def test_static_locomo_run_gets_a_report(tmp_path: Path, locomo_path: Path) -> N
     assert "adversarial" in page and "multi-hop" in page
     metrics = json.loads((out / "metrics.json").read_text())
     score = metrics["systems"]["naive"]["per_kind"]["single-hop"]["scores"]["recall_all@10"]
-    assert f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]" in page
+    assert f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]" in _visible(page)
+
+
+_CLIP_CHECK = """
+window.addEventListener('load', function () {
+  var clipped = [], svgs = document.querySelectorAll('svg');
+  svgs.forEach(function (svg, i) {
+    var box = svg.getBoundingClientRect();
+    svg.querySelectorAll('text').forEach(function (t) {
+      var r = t.getBoundingClientRect();
+      if (r.width > 0 && (r.left < box.left - 0.5 || r.right > box.right + 0.5 ||
+                          r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)) {
+        clipped.push(i + ':' + t.textContent);
+      }
+    });
+  });
+  document.body.setAttribute('data-svgs', String(svgs.length));
+  document.body.setAttribute('data-clipped', clipped.join('|'));
+});
+"""
+
+
+@pytest.mark.slow
+def test_real_run_report_leads_with_the_gain_over_twin_and_every_legend_is_complete_in_chromium(tmp_path: Path) -> None:
+    """A real run with a learning system: the lead table and figure, complete legends, no empty panel, nothing cut off."""
+    _need_chromium()
+    systems = (SystemSpec("naive"), SystemSpec("bm25"), SystemSpec("neuroplastic"))
+    spec = make_spec("longitudinal", "persona", {"users": 3, "months": 2.0}, systems, seed=2, n_boot=200, placebo=True)
+    out = tmp_path / "real"
+    execute(spec, out_dir=out, resources=Resources(rng=np.random.default_rng(2), embedder_factory=lambda: HashEmbedder(64)),
+            report=True)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["twins"] == {"neuroplastic": "neuroplastic~twin"}
+    labels = list(metrics["systems"])
+    assert {"neuroplastic~twin", "neuroplastic~placebo"} <= set(labels)
+    page = (out / "report.html").read_text()
+    # The lead: the twin table of metrics.json, then the gain-over-twin figure, before anything else.
+    first = re.search(r"<section id='(\w+)'>", page)
+    assert first is not None and first.group(1) == "learning"
+    lead = page[page.index("<section id='learning'>"):page.index("<section id='summary'>")]
+    e = metrics["systems"]["neuroplastic"]
+    gain = f"{100 * e['gain_second']:+.1f} [{100 * e['gain_second_lo']:+.1f}, {100 * e['gain_second_hi']:+.1f}]"
+    assert gain in lead and "neuroplastic~twin (twin of neuroplastic: feedback withheld)" in lead
+    assert "CONDITIONAL ON THESE 3 USERS" in lead
+    assert "alt='gain over twin over simulated time'" in lead
+    svgs = _svgs(page)
+    gain_svg = svgs["gain over twin over simulated time"]
+    assert "neuroplastic − twin" in _legend_labels(gain_svg)
+    assert "neuroplastic~placebo − twin" in _legend_labels(gain_svg)
+    # The point estimates are metrics.json's gain curve.
+    from analysis.learning import gain_curve_band
+    band = gain_curve_band(pl.read_parquet(out / "probes.parquet"), metric=METRIC, system="neuroplastic",
+                           twin="neuroplastic~twin", window_days=14.0, rng=np.random.default_rng(0), n_boot=200)
+    assert [round(b["gain"], 12) for b in band] == [round(p["gain"], 12) for p in metrics["gain_curves"]["neuroplastic"]]
+    # Every figure over systems names each system in full in its legend, and no panel is empty.
+    for alt, root in svgs.items():
+        legend = _legend_labels(root)
+        if alt != "gain over twin over simulated time":
+            for label in labels:
+                assert label in legend, (alt, label, legend)
+        panels = _panels(root)
+        assert panels, alt
+        for ax in panels:
+            assert _by_id(ax, "series-"), f"{alt}: an empty panel"
+    # No system LLM calls here: the token panel is left out and a sentence says so.
+    assert "No system made LLM calls of its own in this run" in page
+    storage_titles = " ".join("".join(t.itertext()) for t in svgs["storage and cost timeline"].iter() if t.tag.endswith("text"))
+    assert "LLM tokens" not in storage_titles
+    # In the browser: every figure decodes, and no text of any figure (legends included) falls outside it.
+    dom, console = _render(out / "report.html")
+    assert console == []
+    n = len(_images(page))
+    assert f'data-figures="{n}"' in dom and f'data-figures-ok="{n}"' in dom
+    harness = tmp_path / "figures.html"
+    # Inline (not as images) so that the browser's own text metrics can be read; the XML prologue goes.
+    inline = "".join("<div><svg" + base64.b64decode(data).decode("utf-8").split("<svg", 1)[1] + "</div>"
+                     for data in _images(page))
+    harness.write_text(f"<!DOCTYPE html><html><body>{inline}<script>{_CLIP_CHECK}</script></body></html>")
+    dom, console = _render(harness)
+    assert console == []
+    assert f'data-svgs="{n}"' in dom
+    assert 'data-clipped=""' in dom, re.search(r'data-clipped="([^"]*)"', dom)
+    # The check can fail: a label wider than its picture is reported.
+    cut = "<div><svg xmlns='http://www.w3.org/2000/svg' width='60' height='20'><text x='0' y='15'>neuroplastic~twin</text></svg></div>"
+    harness.write_text(f"<!DOCTYPE html><html><body>{cut}<script>{_CLIP_CHECK}</script></body></html>")
+    dom, _ = _render(harness)
+    assert 'data-clipped="0:neuroplastic~twin"' in dom
