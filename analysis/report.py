@@ -49,7 +49,6 @@ from analysis.learning import MIN_USERS, format_learning, gain_curve_band, learn
 from analysis.stats import (
     critical_difference_plot,
     friedman_ranking,
-    learning_summary,
     summarise_seeds,
 )
 from sim.errors import UserError
@@ -58,7 +57,6 @@ from sim.spec import RunSpec, read_spec
 __all__ = [
     "RunData",
     "load_run",
-    "halves_table",
     "scored_probes",
     "stats_rng",
     "summary_text",
@@ -214,24 +212,6 @@ def stats_rng(run: RunData) -> np.random.Generator:
 def scored_probes(run: RunData) -> pl.DataFrame:
     """Probe rows without a system error: a failed retrieval is not a scored question."""
     return run.probes.filter(pl.col("error").is_null())
-
-
-def halves_table(run: RunData, *, metric: str | None = None, n_boot: int | None = None) -> pl.DataFrame | None:
-    """First and second half, change and DiD against the static control per system (``learning_summary``).
-
-    Args:
-        run: a longitudinal run (static runs have no question stream over time: None).
-        metric: the column (default the run's metric).
-        n_boot: bootstrap resamples (default the spec's).
-
-    Returns:
-        The table, or None for a static run or a run without scored rows.
-    """
-    df = scored_probes(run)
-    metric = metric or run.metric
-    if not run.longitudinal or _scored_n(df, metric) == 0:
-        return None
-    return learning_summary(df, metric=metric, control=run.control, rng=stats_rng(run), n_boot=n_boot or run.spec.n_boot)
 
 
 def _scored_rows(run: RunData) -> pl.DataFrame:
@@ -1072,20 +1052,27 @@ def _run_label(run: RunData, others: Sequence[RunData]) -> str:
     return run.path.name if names.count(run.path.name) == 1 else str(run.path)
 
 
+_COMPARED = ("overall", "first", "second", "gain_second", "did_control")
+"""The per-run figures of ``compare_runs``, each from the run's ``metrics.json``."""
+
+
 def _per_run_rows(run: RunData, label: str) -> list[dict[str, Any]]:
-    """One row per system of a run: the metric overall (``metrics.json``) and, for longitudinal runs, halves and DiD."""
+    """One row per system of a run, the figures from its ``metrics.json``.
+
+    ``overall``: the metric over the run; for longitudinal runs ``first`` and ``second`` (the halves of each
+    user's questions), ``gain_second`` (gain over the twin in the second half; None for a system without a
+    twin) and ``did_control`` (difference in differences against the static control).
+    """
     rows = _scored_rows(run)
-    halves = halves_table(run)
-    learning = {r["system"]: r for r in halves.iter_rows(named=True)} if halves is not None else {}
     out = []
     for system in run.systems:
-        score = run.entry(system).get("overall", {}).get("scores", {}).get(run.metric) or {}
-        lr = learning.get(system, {})
+        e = run.entry(system)
+        score = e.get("overall", {}).get("scores", {}).get(run.metric) or {}
         out.append({
             "run": label, "system": system, "metric": run.metric,
             "n": _scored_n(rows.filter(pl.col("system") == system), run.metric),
-            "overall": score.get("mean"), "first": lr.get("first"), "second": lr.get("second"),
-            "diff": lr.get("diff"), "did": lr.get("did"),
+            "overall": score.get("mean"),
+            **{key: e.get(key) for key in _COMPARED[1:]},
         })
     return out
 
@@ -1099,10 +1086,11 @@ def compare_runs(
 ) -> Path:
     """Compare several run folders; write ``compare.html`` and ``compare.md`` into ``out_dir``.
 
-    Shows, per run and system, the headline metric (``metrics.json``) and,
-    for longitudinal runs, the halves and difference in differences against
-    the static control (``halves_table``); across runs (seeds), the mean and 95% t-interval of each figure per
-    system; and, with at least three systems in at least two runs, a
+    Shows, per run and system, figures of the run's ``metrics.json``: the
+    headline metric and, for longitudinal runs, the halves, the gain over the
+    twin in the second half and the difference in differences against the
+    static control; across runs (seeds), the mean and 95% t-interval of each
+    figure per system; and, with at least three systems in at least two runs, a
     Friedman ranking with Nemenyi post-hoc tests and a critical-difference
     diagram (runs as datasets).
 
@@ -1132,29 +1120,34 @@ def compare_runs(
             acc = cv.accuracy_curves(scored_probes(run), metric=metric, window=window, fading=fading)
             curve_parts.append(acc.with_columns((pl.lit(label + " / ") + pl.col("system")).alias("system")))
     table = pl.DataFrame(rows, schema={"run": pl.Utf8, "system": pl.Utf8, "metric": pl.Utf8, "n": pl.Int64,
-                                       "overall": pl.Float64, "first": pl.Float64, "second": pl.Float64,
-                                       "diff": pl.Float64, "did": pl.Float64})
+                                       **{key: pl.Float64 for key in _COMPARED}})
+    pct = ("overall", "first", "second")
+    controls = list(dict.fromkeys(r.control for r in runs if r.control is not None))
+    headers = ("overall (%)", "1st half (%)", "2nd half (%)", "gain over twin, 2nd half (pp)", "DiD vs static control (pp)")
     per_run = _Table(
-        ("run", "system", "metric", "n", "overall (%)", "1st half (%)", "2nd half (%)", "change (pp)", "DiD vs control (pp)"),
+        ("run", "system", "metric", "n", *headers),
         tuple(
-            (r["run"], r["system"], r["metric"], str(r["n"]), _pct(r["overall"]), _pct(r["first"]), _pct(r["second"]),
-             _pp(r["diff"]), _pp(r["did"]))
+            (r["run"], r["system"], r["metric"], str(r["n"]),
+             *((_pct if key in pct else _pp)(r[key]) for key in _COMPARED))
             for r in table.iter_rows(named=True)
         ),
-("overall: each run's metrics.json; halves and DiD: analysis.stats.learning_summary on its rows; "
-         "n = questions scored on the metric",),
+        ("every figure comes from the run's metrics.json: overall = the metric over the run; halves = each user's "
+         "questions split at that user's own median; gain over twin = system minus its twin (the same system with "
+         "feedback withheld) in the 2nd half, — for a system without a twin; DiD vs static control "
+         f"({', '.join(controls) or 'none'}) = (2nd - 1st)_system - (2nd - 1st)_control",
+         "n = questions scored on the metric"),
     )
     seed_rows = []
     for system in dict.fromkeys(table["system"].to_list()):
         part = table.filter(pl.col("system") == system)
         cells = [system]
-        for col in ("overall", "first", "second", "diff", "did"):
+        for col in _COMPARED:
             s = summarise_seeds(part[col].cast(pl.Float64).fill_null(math.nan).to_numpy())
-            fmt = _pct if col in ("overall", "first", "second") else _pp
+            fmt = _pct if col in pct else _pp
             cells.append("—" if s.n == 0 else f"{fmt(s.mean)} [{fmt(s.ci[0])}, {fmt(s.ci[1])}] (n={s.n})")
         seed_rows.append(tuple(cells))
     across = _Table(
-        ("system", "overall (%)", "1st half (%)", "2nd half (%)", "change (pp)", "DiD vs control (pp)"),
+        ("system", *headers),
         tuple(seed_rows),
         ("mean across runs with a 95% Student t interval; n = runs with a value (an interval needs n >= 2)",),
     )

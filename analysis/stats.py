@@ -1,4 +1,4 @@
-"""Statistics over per-question rows: intervals, halves, DiD, paired tests, rankings.
+"""Statistics over per-question rows: intervals, halves, DiD, rankings.
 
 Every function takes its random generator from the caller (``rng``), so the
 same seed gives the same numbers. NaN in a metric means *unscored* and is
@@ -31,31 +31,20 @@ from scipy import stats as sps
 from sim.errors import UserError
 
 __all__ = [
-    "MCNEMAR_TEST",
-    "PERMUTATION_TEST",
     "FRIEDMAN_TEST",
     "HalvesResult",
     "DiDResult",
-    "McNemarResult",
-    "PermutationResult",
     "SeedSummary",
     "FriedmanResult",
     "bootstrap_ci",
     "halves",
     "diff_in_diff",
-    "mcnemar_exact",
-    "paired_permutation",
     "summarise_seeds",
     "friedman_ranking",
     "critical_difference_plot",
-    "learning_summary",
     "cluster_labels",
-    "format_table",
-    "format_markdown",
 ]
 
-MCNEMAR_TEST = "exact McNemar (binomial)"
-PERMUTATION_TEST = "paired permutation (sign-flip)"
 FRIEDMAN_TEST = "Friedman chi-square, Nemenyi post-hoc"
 
 # Rows of bootstrap weights drawn at a time: bounds memory at
@@ -104,44 +93,6 @@ class DiDResult:
     """Paired questions in the first half."""
     n_second: int = 0
     """Paired questions in the second half."""
-
-
-@dataclass(frozen=True, slots=True)
-class McNemarResult:
-    """Exact McNemar test on paired binary outcomes ``a`` and ``b``."""
-
-    b01: int
-    """Pairs where ``a`` is false and ``b`` is true."""
-    b10: int
-    """Pairs where ``a`` is true and ``b`` is false."""
-    n: int
-    """All pairs (concordant and discordant)."""
-    p_value: float
-    """Two-sided exact p-value (binomial test of the discordant pairs at 1/2)."""
-    diff: float
-    """Effect size: proportion of ``a`` minus proportion of ``b``, ``(b10 - b01) / n``."""
-    odds_ratio: float
-    """Effect size: conditional odds ratio ``b10 / b01`` (inf when ``b01 == 0``, NaN when both are 0)."""
-    statistic: str = MCNEMAR_TEST
-    """Name of the test."""
-
-
-@dataclass(frozen=True, slots=True)
-class PermutationResult:
-    """Paired permutation test of the mean difference ``x - y``."""
-
-    diff: float
-    """Effect size: mean of ``x - y``."""
-    effect_dz: float
-    """Effect size: Cohen's d_z, mean difference over its standard deviation (NaN when that is 0)."""
-    p_value: float
-    """Two-sided p-value (exact enumeration when it fits in ``n_perm``, else Monte Carlo)."""
-    n: int
-    """Pairs with both values scored."""
-    exact: bool
-    """Whether every sign pattern was enumerated."""
-    statistic: str = PERMUTATION_TEST
-    """Name of the test."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,87 +433,6 @@ def diff_in_diff(
 
 
 # ---------------------------------------------------------------------------
-# Paired tests
-# ---------------------------------------------------------------------------
-
-
-def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemarResult:
-    """Exact McNemar test of paired binary outcomes.
-
-    Under the null the discordant pairs split 1/2 : 1/2, so the two-sided
-    p-value is ``min(1, 2 * P(Binomial(b01 + b10, 1/2) <= min(b01, b10)))``.
-
-    Args:
-        a: outcome of the first system per pair.
-        b: outcome of the second system per pair, same order.
-
-    Returns:
-        Counts, exact p-value and two effect sizes (difference in
-        proportions and conditional odds ratio).
-    """
-    x = np.asarray(a, dtype=bool)
-    y = np.asarray(b, dtype=bool)
-    if x.shape != y.shape:
-        raise ValueError(f"a and b must pair up, got {x.shape[0]} and {y.shape[0]} values")
-    b01 = int((~x & y).sum())
-    b10 = int((x & ~y).sum())
-    n = int(x.size)
-    nd = b01 + b10
-    p = 1.0 if nd == 0 else float(min(1.0, 2.0 * sps.binom.cdf(min(b01, b10), nd, 0.5)))
-    diff = (b10 - b01) / n if n else math.nan
-    if b01 == 0:
-        odds = math.nan if b10 == 0 else math.inf
-    else:
-        odds = b10 / b01
-    return McNemarResult(b01=b01, b10=b10, n=n, p_value=p, diff=diff, odds_ratio=odds)
-
-
-def paired_permutation(
-    x: Sequence[float] | np.ndarray,
-    y: Sequence[float] | np.ndarray,
-    *,
-    rng: np.random.Generator,
-    n_perm: int = 10000,
-) -> PermutationResult:
-    """Sign-flip permutation test of the mean paired difference.
-
-    Under the null each pair's difference is as likely positive as negative.
-    When ``2**n <= n_perm`` every sign pattern is enumerated (exact);
-    otherwise ``n_perm`` random patterns are drawn and the p-value is
-    ``(1 + #{|perm| >= |obs|}) / (1 + n_perm)``. Pairs with a NaN are dropped.
-    """
-    if n_perm < 1:
-        raise ValueError(f"n_perm must be positive, got {n_perm}")
-    xa = np.asarray(x, dtype=float)
-    ya = np.asarray(y, dtype=float)
-    if xa.shape != ya.shape:
-        raise ValueError(f"x and y must pair up, got {xa.shape[0]} and {ya.shape[0]} values")
-    d = xa - ya
-    d = d[~np.isnan(d)]
-    n = int(d.size)
-    if n == 0:
-        return PermutationResult(math.nan, math.nan, math.nan, 0, True)
-    obs = float(d.mean())
-    sd = float(d.std(ddof=1)) if n > 1 else 0.0
-    dz = obs / sd if sd > 0 else math.nan
-    # Tolerance so that ties equal to the observed value count despite rounding.
-    tol = 1e-12 * max(1.0, float(np.abs(d).sum()))
-    if n <= 30 and 2**n <= n_perm:
-        patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
-        means = patterns @ d / n
-        p = float(np.mean(np.abs(means) >= abs(obs) - tol))
-        return PermutationResult(obs, dz, p, n, True)
-    hits = 0
-    done = 0
-    while done < n_perm:
-        rows = min(_CHUNK * 4, n_perm - done)
-        signs = rng.integers(0, 2, size=(rows, n)) * 2 - 1
-        hits += int(np.sum(np.abs(signs @ d / n) >= abs(obs) - tol))
-        done += rows
-    return PermutationResult(obs, dz, (1 + hits) / (1 + n_perm), n, False)
-
-
-# ---------------------------------------------------------------------------
 # Across seeds, across systems
 # ---------------------------------------------------------------------------
 
@@ -735,202 +605,3 @@ def critical_difference_plot(result: FriedmanResult, *, title: str | None = None
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
-
-
-# ---------------------------------------------------------------------------
-# Learning summary and its tables
-# ---------------------------------------------------------------------------
-
-_SUMMARY_SCHEMA: dict[str, Any] = {
-    "system": pl.Utf8,
-    "n": pl.Int64,
-    "first": pl.Float64,
-    "first_lo": pl.Float64,
-    "first_hi": pl.Float64,
-    "second": pl.Float64,
-    "second_lo": pl.Float64,
-    "second_hi": pl.Float64,
-    "diff": pl.Float64,
-    "diff_lo": pl.Float64,
-    "diff_hi": pl.Float64,
-    "did": pl.Float64,
-    "did_lo": pl.Float64,
-    "did_hi": pl.Float64,
-    "did_n": pl.Int64,
-    "test": pl.Utf8,
-    "p_value": pl.Float64,
-    "p_n": pl.Int64,
-    "effect": pl.Float64,
-    "mcnemar_p": pl.Float64,
-    "mcnemar_n": pl.Int64,
-    "metric": pl.Utf8,
-    "control": pl.Utf8,
-}
-
-
-def _is_binary(values: np.ndarray) -> bool:
-    v = values[~np.isnan(values)]
-    return bool(v.size) and bool(np.all((v == 0.0) | (v == 1.0)))
-
-
-def learning_summary(
-    df: pl.DataFrame,
-    *,
-    metric: str,
-    control: str | None = "naive",
-    rng: np.random.Generator,
-    n_boot: int = 2000,
-    n_perm: int = 10000,
-) -> pl.DataFrame:
-    """One row per system: halves, difference in differences and a paired test.
-
-    Columns: ``system, n, first, first_lo, first_hi, second, second_lo,
-    second_hi, diff, diff_lo, diff_hi`` (halves, 95% bootstrap), ``did,
-    did_lo, did_hi, did_n`` (against ``control``), ``test, p_value, p_n,
-    effect`` (second-half questions both the system and the control scored:
-    exact McNemar for a 0/1 metric with effect = difference in proportions,
-    otherwise the paired permutation test with effect = mean difference),
-    ``mcnemar_p, mcnemar_n`` (the same p and n when the test is McNemar, else
-    null), and ``metric, control``. The control's own comparison columns are
-    null. Systems are listed in order of first appearance.
-
-    Args:
-        df: probe rows.
-        metric: metric column (a run's ``spec.metric``).
-        control: label of the static control, or None for no comparison.
-        rng: the run's random generator.
-        n_boot: bootstrap resamples per interval.
-        n_perm: permutations for non-binary metrics.
-
-    Raises:
-        UserError: unknown metric or control.
-    """
-    _require(df, metric, [control] if control is not None else [])
-    systems = list(dict.fromkeys(df["system"].to_list()))
-    binary = _is_binary(df[metric].cast(pl.Float64).to_numpy())
-    rows: list[dict[str, Any]] = []
-    for system in systems:
-        h = halves(df, metric=metric, system=system, rng=rng, n_boot=n_boot)
-        row: dict[str, Any] = {
-            "system": system,
-            "n": h.n_first + h.n_second,
-            "first": h.first,
-            "first_lo": h.first_ci[0],
-            "first_hi": h.first_ci[1],
-            "second": h.second,
-            "second_lo": h.second_ci[0],
-            "second_hi": h.second_ci[1],
-            "diff": h.diff,
-            "diff_lo": h.diff_ci[0],
-            "diff_hi": h.diff_ci[1],
-            "metric": metric,
-            "control": control,
-        }
-        if control is not None and system != control:
-            dd = diff_in_diff(df, metric=metric, system=system, control=control, rng=rng, n_boot=n_boot)
-            row.update(did=dd.did, did_lo=dd.ci[0], did_hi=dd.ci[1], did_n=dd.n)
-            pairs = _paired(df, metric, system, control)
-            late = pairs.filter(pl.Series(_split(pairs["q_index"].to_numpy())))
-            x, y = late["x"].to_numpy(), late["y"].to_numpy()
-            if binary:
-                mc = mcnemar_exact(x == 1.0, y == 1.0)
-                row.update(test=mc.statistic, p_value=mc.p_value, p_n=mc.n, effect=mc.diff)
-                row.update(mcnemar_p=mc.p_value, mcnemar_n=mc.n)
-            else:
-                pt = paired_permutation(x, y, rng=rng, n_perm=n_perm)
-                row.update(test=pt.statistic, p_value=pt.p_value, p_n=pt.n, effect=pt.diff)
-        rows.append(row)
-    return pl.DataFrame(rows, schema=_SUMMARY_SCHEMA)
-
-
-def _pct(v: Any) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
-
-
-def _pp(v: Any) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:+.1f}"
-
-
-def _with_ci(v: Any, lo: Any, hi: Any, fmt: Callable[[Any], str]) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        return fmt(v)
-    return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
-
-
-def _p(v: Any) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    return "<0.001" if v < 0.001 else f"{v:.3f}"
-
-
-def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]], list[str]]:
-    """Headers, cell strings and footnotes shared by the terminal and Markdown tables."""
-    metric = df["metric"][0] if df.height else "metric"
-    control = df["control"][0] if df.height else None
-    headers = [
-        "system",
-        "n",
-        "1st half (%)",
-        "2nd half (%)",
-        "change (pp)",
-        f"DiD vs {control} (pp)" if control else "DiD (pp)",
-        "p",
-        "p n",
-        "effect (pp)",
-    ]
-    rows = []
-    for r in df.iter_rows(named=True):
-        rows.append(
-            [
-                str(r["system"]),
-                str(r["n"]),
-                _with_ci(r["first"], r["first_lo"], r["first_hi"], _pct),
-                _with_ci(r["second"], r["second_lo"], r["second_hi"], _pct),
-                _with_ci(r["diff"], r["diff_lo"], r["diff_hi"], _pp),
-                _with_ci(r["did"], r["did_lo"], r["did_hi"], _pp),
-                _p(r["p_value"]),
-                "—" if r["p_n"] is None else str(r["p_n"]),
-                _pp(r["effect"]),
-            ]
-        )
-    tests = sorted({t for t in df["test"].to_list() if t})
-    notes = [
-        f"metric: {metric}, mean over scored questions (NaN = unscored, excluded); "
-        "halves split at the median question index",
-        "[lo, hi]: 95% percentile bootstrap interval (whole users resampled when there are 30 or more; else question threads)",
-    ]
-    if control and tests:
-        notes.append(
-            f"DiD: (2nd - 1st)_system - (2nd - 1st)_{control} on questions both scored; "
-            f"p: {' / '.join(tests)} on second-half questions both scored vs {control}, "
-            "n = paired questions, effect = system - control"
-        )
-    return headers, rows, notes
-
-
-def format_table(df: pl.DataFrame) -> str:
-    """The learning summary as an aligned plain-text table with units and footnotes."""
-    headers, rows, notes = _cells(df)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    right = {1, 7}
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    out = [line(headers), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in rows]
-    out.append("")
-    out += notes
-    return "\n".join(s.rstrip() for s in out)
-
-
-def format_markdown(df: pl.DataFrame) -> str:
-    """The learning summary as a Markdown (GitHub) table with footnotes."""
-    headers, rows, notes = _cells(df)
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-    out.append("")
-    out += [f"- {n}" for n in notes]
-    return "\n".join(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -10,11 +11,9 @@ import polars as pl
 import pytest
 
 from analysis.pipeline import Outcome, execute, make_spec
-from analysis.stats import learning_summary
 from memory.embed import HashEmbedder
 from memory.inject import inject_rows, receives_gold
 from memory.registry import Resources, SystemSpec, build_memory
-from sim.runner import random_streams
 
 SCENARIO = {"users": 3, "months": 3}
 SPAN_DAYS = 90.0
@@ -44,17 +43,29 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list:
 
 
 def _row(outcome: Outcome, name: str) -> dict:
-    """The halves row (DiD against naive) of the system registered as ``name``, from the run's rows.
+    """metrics.json's figures of the system registered as ``name`` (``did_control*``: DiD against naive).
 
-    ``learning_summary`` on the rows with the run's ``stats`` stream: the
-    statistics are the summariser's, whatever layout metrics.json gives them.
+    Read from the run folder's ``metrics.json``, as the report and ``memsim compare`` read them;
+    it is the summary the run returned.
     """
     spec = outcome.spec
     label = next(s.display for s in spec.systems if s.name == name)
-    scored = outcome.result.probes.filter(pl.col("error").is_null())
-    table = learning_summary(scored, metric=spec.metric, control="naive", rng=random_streams(spec.seed)["stats"],
-                             n_boot=spec.n_boot)
-    return table.filter(pl.col("system") == label).row(0, named=True)
+    metrics = json.loads((outcome.out_dir / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["control"] == "naive"
+    return {"system": label, **metrics["systems"][label]}
+
+
+def _pooled(rows: list[dict]) -> tuple[float, float, float]:
+    """Fixed-effect (inverse-variance) pool of the seeds' ``did_control``: estimate and 95% interval.
+
+    Each seed's standard error is read off its 95% bootstrap interval in metrics.json.
+    """
+    z = 1.959964
+    se = np.array([(r["did_control_hi"] - r["did_control_lo"]) / (2 * z) for r in rows])
+    w = 1.0 / se**2
+    mean = float(np.sum(w * np.array([r["did_control"] for r in rows])) / w.sum())
+    half = z / float(np.sqrt(w.sum()))
+    return mean, mean - half, mean + half
 
 
 def test_static_control_is_exactly_naive(runs) -> None:
@@ -65,25 +76,25 @@ def test_static_control_is_exactly_naive(runs) -> None:
         b = p.filter(pl.col("system") == "control-static").sort("q_index")["retrieved_ids"].to_list()
         assert a == b and len(a) > 50
         row = _row(result, "control-static")
-        assert row["did"] == 0.0 and row["did_lo"] == 0.0 and row["did_hi"] == 0.0
+        assert row["did_control"] == 0.0 and row["did_control_lo"] == 0.0 and row["did_control_hi"] == 0.0
+        assert row["did_control_mde"] == 0.0
 
 
 def test_decay_control_has_negative_did(runs) -> None:
-    """Forgetting a growing share of old memories reads as a negative DiD whose interval excludes 0."""
-    dids = []
-    for result in runs:
-        row = _row(result, "control-decay")
-        dids.append(row["did"])
-        assert row["did"] < 0, row
-    assert sum(_row(r, "control-decay")["did_hi"] < 0 for r in runs) >= 2
-    assert np.mean(dids) < -0.03
+    """Forgetting a growing share of old memories reads as a negative DiD: every seed below 0, pooled interval below 0."""
+    rows = [_row(result, "control-decay") for result in runs]
+    for row in rows:
+        assert row["did_control"] < 0, row
+    assert np.mean([r["did_control"] for r in rows]) < -0.03
+    pooled = _pooled(rows)
+    assert pooled[2] < 0, pooled
 
 
 def test_injection_is_detected_and_matches_rows(runs) -> None:
     """The oracle raises the DiD; replaying its rule on naive's rows gives the very same scores."""
     for result in runs:
         row = _row(result, "control-inject")
-        assert row["did"] > 0.05 and row["did_lo"] > 0, row
+        assert row["did_control"] > 0.05 and row["did_control_lo"] > 0, row
         p = result.result.probes
         label = row["system"]
         engine = p.filter(pl.col("system") == label).sort("q_index")[METRIC].to_list()
@@ -97,12 +108,9 @@ def test_metrics_carry_the_minimum_detectable_effect(runs) -> None:
     for result in runs:
         m = result.summary.metrics["systems"]
         decay = m[next(s.display for s in result.spec.systems if s.name == "control-decay")]
-        # The summariser names the DiD against the static control did (with the halves table) or
-        # did_control (with the twins' table); either way its MDE stands next to it.
-        key = "did" if "did_mde" in decay else "did_control"
-        width = decay[f"{key}_hi"] - decay[f"{key}_lo"]
-        assert decay[f"{key}_mde"] == pytest.approx(width * (1.959964 + 0.841621) / (2 * 1.959964), rel=1e-4)
-        assert m["control-static"][f"{key}_mde"] == 0.0
+        width = decay["did_control_hi"] - decay["did_control_lo"]
+        assert decay["did_control_mde"] == pytest.approx(width * (1.959964 + 0.841621) / (2 * 1.959964), rel=1e-4)
+        assert m["control-static"]["did_control_mde"] == 0.0
 
 
 class _Spy:
@@ -156,10 +164,7 @@ def test_learner_control_has_positive_did_over_seeds(tmp_path: Path) -> None:
     Real MiniLM embeddings: with the hashing fake, questions share too few words
     with their answers for lessons to transfer between similar questions.
     """
-    from analysis.sensitivity import pool_seeds
-    from analysis.stats import diff_in_diff
-
-    frames = []
+    rows = []
     resources = Resources()  # one real embedder (and cache) for every seed
     for seed in (0, 1, 3):
         spec = make_spec(
@@ -171,10 +176,7 @@ def test_learner_control_has_positive_did_over_seeds(tmp_path: Path) -> None:
             n_boot=500,
         )
         result = execute(spec, out_dir=tmp_path / f"learn{seed}", resources=resources)
-        assert _row(result, "control-learner")["did"] > 0.0, seed
-        frames.append(result.result.probes)
-    pooled = diff_in_diff(
-        pool_seeds(frames), metric=spec.metric, system="control-learner", control="naive",
-        rng=np.random.default_rng(0), n_boot=1000,
-    )
-    assert pooled.did > 0.0 and pooled.ci[0] > 0.0, pooled
+        rows.append(_row(result, "control-learner"))
+        assert rows[-1]["did_control"] > 0.0, seed
+    pooled = _pooled(rows)
+    assert pooled[0] > 0.0 and pooled[1] > 0.0, pooled

@@ -23,7 +23,6 @@ from analysis.report import (
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_DAYS,
     compare_runs,
-    halves_table,
     load_run,
     summary_text,
     write_report,
@@ -56,14 +55,15 @@ def _write_folder(path: Path, spec: RunSpec, probes: list[dict], timeline: list[
     return path
 
 
-def make_run(path: Path, *, seed: int = 0, reader: bool = True, n_questions: int = 90) -> Path:
-    """A longitudinal run folder with known per-half success rates per system."""
+def make_run(path: Path, *, seed: int = 0, reader: bool = True, n_questions: int = 90,
+             systems: tuple[tuple[str, float, float], ...] = SYSTEMS) -> Path:
+    """A longitudinal run folder with known per-half success rates per system (label, 1st half, 2nd half)."""
     rng = np.random.default_rng(seed)
     rows = []
     for q in range(n_questions):
         days = q * 2.0
         user = f"u{q % 3}"
-        for system, p1, p2 in SYSTEMS:
+        for system, p1, p2 in systems:
             hit = float(rng.random() < (p1 if q < n_questions / 2 else p2))
             row = {
                 "system": system,
@@ -117,11 +117,11 @@ def make_run(path: Path, *, seed: int = 0, reader: bool = True, n_questions: int
             "ingest_ms": 5.0,
         }
         for i in range(30)
-        for system, _, _ in SYSTEMS
+        for system, _, _ in systems
     ]
     spec = RunSpec(
         scenario=ScenarioEntry(name="persona", args={"users": 3}),
-        systems=system_entries([SystemSpec(s) for s, _, _ in SYSTEMS]),
+        systems=system_entries([SystemSpec(s) for s, _, _ in systems]),
         seed=seed,
         ks=(1, 5, 10),
         n_boot=300,
@@ -284,7 +284,8 @@ def test_report_is_deterministic(tmp_path: Path) -> None:
 def test_static_run_gets_tables_without_curves(tmp_path: Path) -> None:
     run = make_static_run(tmp_path / "static")
     data = load_run(run)
-    assert not data.longitudinal and data.metric == METRIC and halves_table(data) is None and data.control is None
+    assert not data.longitudinal and data.metric == METRIC and data.control is None
+    assert not {"first", "second", "gain_second", "did_control"} & set(data.entry("dense"))  # no halves in a static run
     page = write_report(run).read_text()
     assert "<section id='summary'>" in page and "<section id='categories'>" in page
     assert "<section id='curves'>" not in page and "<section id='timelines'>" not in page
@@ -330,19 +331,25 @@ def test_bad_run_folders_raise_user_error(tmp_path: Path) -> None:
 
 
 def test_compare_runs_ranks_systems_across_seeds(tmp_path: Path) -> None:
-    runs = [make_run(tmp_path / f"seed{s}", seed=s, reader=False) for s in range(3)]
+    twin = (("gated~twin", 0.3, 0.3),)
+    runs = [make_run(tmp_path / f"seed{s}", seed=s, reader=False, systems=SYSTEMS + twin) for s in range(3)]
     page = compare_runs(runs, tmp_path / "cmp").read_text()
     for section in ("runs", "summary", "seeds", "ranking", "curves"):
         assert f"<section id='{section}'>" in page, section
     assert len(_images(page)) == 2
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert "Friedman chi-square" in md and "Kendall's W" in md and "(n=3)" in md
-    # Per run, the figures are each run's metrics.json.
-    halves = halves_table(load_run(runs[1]))
-    assert halves is not None
-    did = halves.filter(pl.col("system") == "gated")["did"][0]
-    overall = json.loads((runs[1] / "metrics.json").read_text())["systems"]["gated"]["overall"]["scores"][METRIC]["mean"]
-    assert f"| seed1 | gated | {METRIC} | 90 | {100 * overall:.1f} |" in md and f"{100 * did:+.1f}" in md
+    # Per run, the figures are each run's metrics.json: overall, halves, gain over the twin, DiD vs static control.
+    assert "| gain over twin, 2nd half (pp) | DiD vs static control (pp) |" in md and "from the run's metrics.json" in md
+    systems = json.loads((runs[1] / "metrics.json").read_text())["systems"]
+    g = systems["gated"]
+    overall = g["overall"]["scores"][METRIC]["mean"]
+    assert (f"| seed1 | gated | {METRIC} | 90 | {100 * overall:.1f} | {100 * g['first']:.1f} | {100 * g['second']:.1f} "
+            f"| {100 * g['gain_second']:+.1f} | {100 * g['did_control']:+.1f} |") in md
+    d = systems["decay"]  # no twin: no gain; the static control has no DiD against itself
+    assert f"| {100 * d['second']:.1f} | — | {100 * d['did_control']:+.1f} |" in md
+    assert "gain_second" not in d and "did_control" not in systems["naive"]
+    assert f"| seed1 | naive | {METRIC} | 90 |" in md and md.count(" | — | — |") >= 3
     # Runs of different metrics are not ranked together.
     static = make_static_run(tmp_path / "static")
     assert compare_runs([static], tmp_path / "cmp-static").is_file()

@@ -10,18 +10,11 @@ import pytest
 from scipy import stats as sps
 
 from analysis.stats import (
-    MCNEMAR_TEST,
-    PERMUTATION_TEST,
     bootstrap_ci,
     critical_difference_plot,
     diff_in_diff,
-    format_markdown,
-    format_table,
     friedman_ranking,
     halves,
-    learning_summary,
-    mcnemar_exact,
-    paired_permutation,
     summarise_seeds,
 )
 from sim.errors import UserError
@@ -187,62 +180,6 @@ def test_diff_in_diff_interval_covers_known_effect() -> None:
     assert 0.89 <= hits / sims <= 0.99, hits / sims
 
 
-# --- paired tests --------------------------------------------------------------
-
-
-def test_mcnemar_exact_worked_example() -> None:
-    # 1 pair (a wrong, b right) vs 9 pairs (a right, b wrong), 5 concordant.
-    # p = 2 * P(Bin(10, 1/2) <= 1) = 2 * (1 + 10) / 1024 = 22 / 1024.
-    a = [False] + [True] * 9 + [True] * 3 + [False] * 2
-    b = [True] + [False] * 9 + [True] * 3 + [False] * 2
-    r = mcnemar_exact(a, b)
-    assert (r.b01, r.b10, r.n) == (1, 9, 15)
-    assert r.p_value == pytest.approx(22 / 1024)
-    assert r.diff == pytest.approx(8 / 15)
-    assert r.odds_ratio == pytest.approx(9.0)
-    assert r.statistic == MCNEMAR_TEST
-    swapped = mcnemar_exact(b, a)
-    assert swapped.p_value == pytest.approx(r.p_value)
-    assert swapped.diff == pytest.approx(-r.diff)
-    assert swapped.odds_ratio == pytest.approx(1 / 9)
-
-
-def test_mcnemar_exact_matches_binomial_test_and_edge_cases() -> None:
-    rng = np.random.default_rng(7)
-    a = rng.random(300) < 0.55
-    b = rng.random(300) < 0.45
-    r = mcnemar_exact(a, b)
-    ref = sps.binomtest(r.b10, r.b01 + r.b10, 0.5).pvalue
-    assert r.p_value == pytest.approx(ref)
-    same = mcnemar_exact([True, False], [True, False])
-    assert same.p_value == 1.0 and math.isnan(same.odds_ratio)
-    one_sided = mcnemar_exact([True] * 6, [False] * 6)
-    assert one_sided.p_value == pytest.approx(2 / 64) and math.isinf(one_sided.odds_ratio)
-
-
-def test_paired_permutation_exact_enumeration() -> None:
-    # d = 1,2,3,4: only all-plus and all-minus reach |mean| = 2.5 -> p = 2/16.
-    r = paired_permutation([1, 2, 3, 4], [0, 0, 0, 0], rng=np.random.default_rng(0))
-    assert r.exact and r.n == 4
-    assert r.p_value == pytest.approx(0.125)
-    assert r.diff == pytest.approx(2.5)
-    assert r.effect_dz == pytest.approx(2.5 / np.std([1, 2, 3, 4], ddof=1))
-    assert r.statistic == PERMUTATION_TEST
-
-
-def test_paired_permutation_monte_carlo_agrees_with_t_test_on_normal_data() -> None:
-    rng = np.random.default_rng(8)
-    x = rng.normal(0.3, 1.0, 60)
-    y = rng.normal(0.0, 1.0, 60)
-    r = paired_permutation(x, y, rng=rng, n_perm=20000)
-    assert not r.exact
-    t = sps.ttest_rel(x, y).pvalue
-    assert r.p_value == pytest.approx(t, abs=0.02)
-    a = paired_permutation(x, y, rng=np.random.default_rng(1), n_perm=2000)
-    b = paired_permutation(x, y, rng=np.random.default_rng(1), n_perm=2000)
-    assert a == b
-
-
 # --- across seeds and systems --------------------------------------------------
 
 
@@ -292,77 +229,3 @@ def test_critical_difference_plot_is_svg_naming_every_system() -> None:
     # Matplotlib renders text as paths by default; labels appear in the id/comments.
     for name in ("alpha", "beta", "gamma"):
         assert name in svg
-
-
-# --- learning summary and tables -----------------------------------------------
-
-
-def _learning_frame(seed: int) -> pl.DataFrame:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for q in range(120):
-        for system, p in (("naive", 0.5), ("gated", 0.3 if q < 60 else 0.8)):
-            rows.append(
-                {
-                    "system": system,
-                    "user_id": f"u{q % 4}",
-                    "question_id": f"q{q}",
-                    "q_index": q,
-                    METRIC: float(rng.random() < p),
-                    "ndcg@10": float(rng.random()),
-                }
-            )
-    return pl.DataFrame(rows)
-
-
-def test_learning_summary_columns_and_values() -> None:
-    df = _learning_frame(0)
-    s = learning_summary(df, metric=METRIC, control="naive", rng=np.random.default_rng(0), n_boot=300)
-    assert s["system"].to_list() == ["naive", "gated"]
-    for col in ("n", "first", "first_lo", "first_hi", "second", "second_lo", "second_hi", "diff", "diff_lo",
-                "diff_hi", "did", "did_lo", "did_hi", "mcnemar_p", "mcnemar_n"):
-        assert col in s.columns
-    gated = s.row(1, named=True)
-    naive = s.row(0, named=True)
-    h = halves(df, metric=METRIC, system="gated", rng=np.random.default_rng(1), n_boot=50)
-    assert gated["first"] == pytest.approx(h.first) and gated["second"] == pytest.approx(h.second)
-    d = diff_in_diff(df, metric=METRIC, system="gated", control="naive", rng=np.random.default_rng(1), n_boot=50)
-    assert gated["did"] == pytest.approx(d.did)
-    assert gated["test"] == MCNEMAR_TEST and gated["mcnemar_n"] == 60
-    late = df.filter(pl.col("q_index") >= 60)
-    mc = mcnemar_exact(
-        late.filter(pl.col("system") == "gated")[METRIC].to_numpy() == 1,
-        late.filter(pl.col("system") == "naive")[METRIC].to_numpy() == 1,
-    )
-    assert gated["mcnemar_p"] == pytest.approx(mc.p_value)
-    assert gated["effect"] == pytest.approx(mc.diff)
-    assert naive["did"] is None and naive["mcnemar_p"] is None
-
-
-def test_learning_summary_non_binary_metric_uses_permutation_test_and_same_seed_same_numbers() -> None:
-    df = _learning_frame(1)
-    a = learning_summary(df, metric="ndcg@10", control="naive", rng=np.random.default_rng(3), n_boot=200, n_perm=500)
-    b = learning_summary(df, metric="ndcg@10", control="naive", rng=np.random.default_rng(3), n_boot=200, n_perm=500)
-    assert a.equals(b)
-    gated = a.row(1, named=True)
-    assert gated["test"] == PERMUTATION_TEST and gated["mcnemar_p"] is None and gated["p_n"] == 60
-    with pytest.raises(UserError, match="unknown system 'static'; valid: gated, naive"):
-        learning_summary(df, metric=METRIC, control="static", rng=np.random.default_rng(0))
-
-
-def test_format_table_and_markdown_have_headers_units_and_test_names() -> None:
-    s = learning_summary(_learning_frame(2), metric=METRIC, control="naive", rng=np.random.default_rng(0), n_boot=200)
-    text = format_table(s)
-    lines = text.splitlines()
-    assert lines[0].split()[:2] == ["system", "n"]
-    assert "1st half (%)" in lines[0] and "DiD vs naive (pp)" in lines[0]
-    assert set(lines[1].replace(" ", "")) == {"-"}
-    assert lines[2].startswith("naive") and lines[3].startswith("gated")
-    assert MCNEMAR_TEST in text and "95% percentile bootstrap" in text
-    first = s.row(1, named=True)["first"]
-    assert f"{100 * first:.1f}" in lines[3]
-    md = format_markdown(s)
-    table = [ln for ln in md.splitlines() if ln.startswith("|")]
-    assert len(table) == 4 and table[1].startswith("|---")
-    assert all(ln.count("|") == table[0].count("|") for ln in table)
-
