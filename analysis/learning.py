@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-__all__ = ["MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "format_learning"]
+__all__ = ["MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning"]
 
 MIN_USERS = 30
 """Fewest users for resampling whole users (below: question threads, conditional on the users)."""
