@@ -379,32 +379,20 @@ def test_rerank_needs_an_existing_model_folder(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- real LoCoMo
 
 
-def _real_locomo() -> Path:
-    import os
-
-    env = os.environ.get("MEMSIM_LOCOMO")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-        pytest.skip(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-    return path
-
-
 # Measured 0.78 on conversation conv-26 with all-MiniLM-L6-v2 (naive: 0.73); the bar leaves room
 # for embedder builds that differ in the last digits, not for a broken gate or retrieval.
 MIN_LOCOMO_RECALL_AT_30 = 0.65
 
 
 @pytest.mark.slow
-def test_multisignal_on_real_locomo_compresses_and_keeps_evidence(minilm: Any) -> None:
+def test_multisignal_on_real_locomo_compresses_and_keeps_evidence(minilm: Any, locomo_path: Path) -> None:
     """On a real LoCoMo conversation the gate drops turns, says why it kept the rest,
     and still finds evidence for most questions."""
     from sim.scorers import evidence_scores
     from sim.events import Question, Session
     from static_benchmarks.locomo import load_locomo, locomo_episodes
 
-    episode = locomo_episodes(load_locomo(_real_locomo()), limit_conversations=1)[0]
+    episode = locomo_episodes(load_locomo(locomo_path), limit_conversations=1)[0]
     sessions = [e for e in episode.events if isinstance(e, Session)]
     questions = [e for e in episode.events if isinstance(e, Question)]
     uid = episode.episode_id
