@@ -85,6 +85,14 @@ def make_spec(
     Raises:
         UserError: unknown scenario, bad arguments or settings, a missing file.
     """
+    from memory.registry import check_system_args
+
+    for system in systems:  # typed and known arguments, before any work
+        try:
+            check_system_args(system.name, system.args)
+        except ValueError as exc:
+            where = f" ({source})" if source else ""
+            raise UserError(f"bad system{where}: {exc}") from None
     built = build_scenario(scenario, scenario_args, source=source)
     meta = built.meta() if callable(getattr(built, "meta", None)) else {}
     try:

@@ -26,6 +26,7 @@ __all__ = [
     "SystemSpec",
     "UnknownSystemError",
     "register_memory",
+    "check_system_args",
     "memory_names",
     "memory_description",
     "learns_from_feedback",
@@ -193,6 +194,52 @@ def build_memory(
         raise ValueError(f"bad arguments for memory system {name!r}: {exc}") from exc
 
 
+def check_system_args(name: str, args: Mapping[str, Any] | None = None) -> None:
+    """Check ``args`` against the constructor of system ``name`` before any work is done.
+
+    Every key must be a keyword of the constructor (``resources`` aside) and
+    every value must fit its annotation (``ltp=maybe`` for a ``bool`` is an
+    error). Raises ``ValueError`` naming the system, the key and what it takes.
+    """
+    import inspect
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    entry = _entry(name)
+    module_name, attr = entry.target.split(":", 1)
+    factory = getattr(importlib.import_module(module_name), attr)
+    init = factory.__init__ if inspect.isclass(factory) else factory
+    params = {
+        n: p for n, p in inspect.signature(init).parameters.items()
+        if n not in ("self", "resources") and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    }
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values())
+    namespace = {**vars(typing), **vars(importlib.import_module(factory.__module__))}
+    hints: dict[str, Any] = {}
+    for n, p in params.items():
+        try:  # annotations are strings under ``from __future__ import annotations``
+            hints[n] = eval(p.annotation, namespace) if isinstance(p.annotation, str) else p.annotation  # noqa: S307
+        except Exception:  # an annotation that cannot be resolved here is left unchecked
+            continue
+        if hints[n] is inspect.Parameter.empty:
+            del hints[n]
+    for key, value in {**entry.defaults, **dict(args or {})}.items():
+        if key not in params:
+            if open_ended:
+                continue
+            known = ", ".join(sorted(params)) or "none"
+            raise ValueError(f"memory system {name!r} has no argument {key!r}; its arguments: {known}")
+        hint = hints.get(key)
+        if hint is None:
+            continue
+        try:
+            TypeAdapter(hint).validate_python(value, strict=isinstance(value, str) and hint is not str)
+        except ValidationError:
+            kind = getattr(hint, "__name__", str(hint))
+            raise ValueError(f"memory system {name!r}: argument {key}={value!r} is not a valid {kind}") from None
+
+
 def parse_system(text: str) -> SystemSpec:
     """Parse a command-line system: ``name`` or ``name:key=value,key=value``.
 
@@ -211,6 +258,7 @@ def parse_system(text: str) -> SystemSpec:
                 args[key.strip()] = json.loads(raw)
             except json.JSONDecodeError:
                 args[key.strip()] = raw
+    check_system_args(name, args)
     return SystemSpec(name=name, args=args)
 
 
@@ -303,7 +351,7 @@ def _register_builtin() -> None:
     register_memory(
         "control-learner",
         "memory.controls:LearnerControl",
-        description="instrument: naive that pins what feedback confirmed and explores past what failed (known positive DiD)",
+        description="instrument: naive re-ranked by centred credit from feedback on questions like it (known positive gain over its twin, null placebo)",
     )
     register_memory(
         "control-decay",

@@ -11,8 +11,10 @@ evidence turns. Definitions used everywhere in memsim:
 
 - ``recall_any@k``: 1 if any gold turn is in the provenance of the top k.
 - ``recall_all@k``: 1 if every gold turn is in the provenance of the top k.
-- ``ndcg@k``: binary relevance per retrieved memory, discounted by
-  ``log2(rank + 1)``, divided by the ideal DCG of ``min(k, |gold|)`` relevant
+- ``ndcg@k``: a retrieved memory's gain is the number of gold turns in its
+  provenance not already covered by a memory ranked above it (a duplicate of
+  evidence already served gains nothing), discounted by ``log2(rank + 1)``,
+  divided by the ideal DCG of ``min(k, |gold|)`` single-turn relevant
   memories in front; capped at 1 (a merged memory can cover several gold
   turns at one rank).
 
@@ -78,10 +80,12 @@ def evidence_scores(
         covered: set[str] = set()
         dcg = 0.0
         for rank, sources in enumerate(top, start=1):
-            hit = gold_set.intersection(sources)
-            if hit:
-                covered |= hit
-                dcg += 1.0 / math.log2(rank + 1)
+            # Gain counts gold turns not already covered higher up: a second copy of the same
+            # evidence is not relevant again, and a memory merged from two gold turns counts two.
+            new = gold_set.intersection(sources) - covered
+            if new:
+                covered |= new
+                dcg += len(new) / math.log2(rank + 1)
         ideal = sum(1.0 / math.log2(r + 1) for r in range(1, min(k, len(gold_set)) + 1))
         out[f"recall_any@{k}"] = float(bool(covered))
         out[f"recall_all@{k}"] = float(covered == gold_set)

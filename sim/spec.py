@@ -109,7 +109,7 @@ class RunSpec(BaseModel):
     k: int = Field(10, ge=1)
     """Memories a reader sees; the headline cut-off."""
     ks: tuple[int, ...] = DEFAULT_KS
-    """Cut-offs scored (``k`` is added)."""
+    """Cut-offs scored (``k`` is added; cut-offs above the memories fetched are dropped)."""
     retrieve_k: int | None = Field(None, ge=1)
     """Memories fetched per question (None: ``k``); static runs fetch ``max(ks)`` and score prefixes."""
     scorers: tuple[str, ...] = ("evidence", "stale")
@@ -137,9 +137,15 @@ class RunSpec(BaseModel):
     def _resolve(self) -> RunSpec:
         if any(k <= 0 for k in self.ks):
             raise ValueError(f"ks: cut-offs must be positive, got {list(self.ks)}")
-        object.__setattr__(self, "ks", tuple(sorted({*self.ks, self.k})))
+        if self.retrieve_k is not None and self.retrieve_k < self.k:
+            raise ValueError(f"retrieve_k: {self.retrieve_k} fetches fewer memories than k = {self.k}")
+        # Only cut-offs that were retrieved are scored: recall@50 of 10 results would be recall@10.
+        object.__setattr__(self, "ks", tuple(sorted({*(c for c in self.ks if c <= self.fetch_k), self.k})))
         if not self.metric:
             object.__setattr__(self, "metric", f"recall_all@{self.k}")
+        cut = self.metric.rpartition("@")[2]
+        if cut.isdigit() and int(cut) not in self.ks:
+            raise ValueError(f"metric: {self.metric} is not scored (cut-offs {list(self.ks)}; raise retrieve_k to fetch more)")
         labels = [s.display for s in self.systems]
         if len(set(labels)) != len(labels):
             raise ValueError(f"systems: the same system is listed twice: {labels}")

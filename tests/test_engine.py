@@ -270,3 +270,26 @@ def test_endpoint_failure_stops_the_run_and_keeps_rows(tmp_path: Path):
     assert probes["error"].null_count() == 5 and "unreachable" in probes["error"].drop_nulls()[0]
     assert json.loads((tmp_path / "r" / "run.json").read_text())["complete"] is False
     assert (tmp_path / "r" / "parts").is_dir()  # kept: rerunning the command resumes
+
+
+def test_ndcg_gives_no_gain_to_a_second_copy_of_the_same_evidence():
+    from sim.scorers import evidence_scores
+
+    dup = evidence_scores([("a",), ("a",)], {"a", "b"}, ks=(2,))
+    assert dup["recall_all@2"] == 0.0
+    assert dup["ndcg@2"] == pytest.approx(1.0 / (1.0 + 1.0 / math.log2(3)))
+    both = evidence_scores([("a",), ("b",)], {"a", "b"}, ks=(2,))
+    assert both["recall_all@2"] == 1.0 and both["ndcg@2"] == pytest.approx(1.0)
+    merged = evidence_scores([("a", "b"), ("c",)], {"a", "b"}, ks=(2,))
+    assert merged["ndcg@2"] == 1.0
+
+
+def test_cut_offs_above_the_memories_fetched_are_not_reported():
+    from sim.spec import RunSpec, ScenarioEntry, SystemEntry
+
+    spec = RunSpec(scenario=ScenarioEntry(name="persona"), systems=(SystemEntry(name="naive"),), k=10)
+    assert spec.ks == (1, 5, 10)
+    wide = RunSpec(scenario=ScenarioEntry(name="persona"), systems=(SystemEntry(name="naive"),), k=10, retrieve_k=50)
+    assert wide.ks == (1, 5, 10, 30, 50)
+    with pytest.raises(ValueError, match="recall_all@30 is not scored"):
+        RunSpec(scenario=ScenarioEntry(name="persona"), systems=(SystemEntry(name="naive"),), k=10, metric="recall_all@30")

@@ -212,3 +212,19 @@ def test_list_prints_every_registry(capsys: pytest.CaptureFixture[str]):
         assert head in text
     for name in ("neuroplastic", "persona", "locomo", "cot", "f1_locomo", "lme_turn", "stale"):
         assert f"  {name} " in text
+
+
+def test_bad_system_arguments_fail_before_any_work(tmp_path, capsys) -> None:
+    from analysis.cli import main
+    from memory.registry import check_system_args
+
+    for system, needle in (("neuroplastic:ltp=maybe", "ltp='maybe' is not a valid bool"),
+                           ("neuroplastic:no_such_knob=1", "has no argument 'no_such_knob'"),
+                           ("control-learner:explore=2.5", "explore=2.5 is not a valid int")):
+        assert main(["run", "scenarios/configs/demo.toml", "--system", system, "--out", str(tmp_path / "x")]) == 2
+        assert needle in capsys.readouterr().err
+        assert not (tmp_path / "x").exists(), "nothing may be written for a bad argument"
+    # the same check guards specs built from a config file's systems
+    with pytest.raises(ValueError, match="explore=2.5 is not a valid int"):
+        check_system_args("control-learner", {"explore": 2.5})
+    check_system_args("control-learner", {"explore": 2, "rate": 0.2})
