@@ -35,10 +35,12 @@ def replay(
     every_s: float = 86400.0,
     feedback_from: str = "evidence",
     modes: Mapping[str, str] | None = None,
+    answer: Any = None,
 ) -> Replayed:
     """Play ``stream`` against unregistered systems (label -> object), scored on evidence and staleness at ``k``.
 
-    ``modes`` gives a system's feedback mode (``given``, ``withheld``, ``shuffled``) by label.
+    ``modes`` gives a system's feedback mode (``given``, ``withheld``, ``shuffled``) by label;
+    ``answer`` is the engine's answer callable (none: retrieval only).
     """
     env = simpy.Environment()
     rec = Recorder()
@@ -48,7 +50,8 @@ def replay(
     )
     modes = dict(modes or {})
     suts = [SystemUnderTest(label, label, system, feedback=modes.get(label, "given")) for label, system in systems.items()]
-    harness = Harness(env=env, systems=suts, recorder=rec, config=cfg, scorers=[build_scorer("evidence"), build_scorer("stale")])
+    harness = Harness(env=env, systems=suts, recorder=rec, config=cfg, scorers=[build_scorer("evidence"), build_scorer("stale")],
+                      answer=answer)
     start_processes(env, harness, stream.episodes())
     env.run(until=(stream.end - stream.start).total_seconds() + delay_s + 1)
     return Replayed(rec)

@@ -99,6 +99,34 @@ def test_adversarial_and_unusable_questions_are_excluded_and_counted() -> None:
     assert kinds["conv-a:q1"] == "temporal" and kinds["conv-a:q2"] == "multi-hop"
 
 
+def test_judges_get_the_file_category_code_and_the_trap_answer_is_not_gold() -> None:
+    """The stream hands the LoCoMo F1 judge the code ("1".."5") as the static path does."""
+    from helpers import replay
+
+    from memory.embed import HashEmbedder
+    from memory.naive import NaiveMemory
+    from sim.answer.judges import locomo_f1
+
+    stream = stream_of(data=str(QUIRKS), include_adversarial=True)
+    seen: dict[str, object] = {}
+
+    def answer(question, when, memories, gold, category, question_id):
+        seen[question_id] = category
+        reply = "That is not mentioned in the conversation." if category == "5" else str(gold)
+        return {"answer": reply, "answer_f1_locomo": locomo_f1(reply, gold, category),
+                "answer_trap": locomo_f1(str(gold), gold, category)}
+
+    naive = NaiveMemory(resources=Resources(embedder_factory=lambda: HashEmbedder(64)))
+    out = replay(stream, {"naive": naive}, k=5, answer=answer)
+    assert seen["conv-a:q2"] == "1" and seen["conv-a:q1"] == "2"
+    assert seen["conv-a:q3"] == "5" and seen["conv-b:q1"] == "5"
+    rows = {r["question_id"]: r for r in out.probes.iter_rows(named=True)}
+    # an abstention on an adversarial question is right; repeating the trap answer is wrong
+    assert rows["conv-a:q3"]["answer_f1_locomo"] == 1.0 and rows["conv-a:q3"]["answer_trap"] == 0.0
+    # the label would have meant plain F1, which scores a multi-hop answer differently
+    assert locomo_f1("Rome and Paris, Oslo", "Paris, Rome", "1") != locomo_f1("Rome and Paris, Oslo", "Paris, Rome", "multi-hop")
+
+
 @pytest.mark.parametrize("policy", ["after_evidence", "uniform"])
 def test_questions_never_precede_their_evidence_on_the_fixture(policy: str) -> None:
     for seed in range(5):
