@@ -111,8 +111,16 @@ def compare(
     other: str,
     rng: np.random.Generator,
     n_boot: int = 2000,
+    balance_kinds: bool = False,
 ) -> Pair | None:
-    """``system - other`` per half on the questions both scored, with unit-resampled intervals and p."""
+    """``system - other`` per half on the questions both scored, with unit-resampled intervals and p.
+
+    With ``balance_kinds``, each question is weighted by its kind's share of
+    all paired questions over its kind's share of its half, so both halves
+    count the kinds in the same proportions (a shift in the kind mix between
+    halves, such as "previous value" questions that only become askable
+    after facts change, then moves neither half).
+    """
     def scores(label: str) -> pl.DataFrame:
         return probes.filter((pl.col("system") == label) & pl.col("error").is_null()).select(
             "question_id", pl.col(metric).cast(pl.Float64).alias(label)
@@ -125,13 +133,24 @@ def compare(
     )
     if joined.height == 0:
         return None
+    if balance_kinds:
+        # Only kinds asked in both halves can be balanced; the others are left out of both.
+        both = joined.group_by("kind").agg(pl.col("half").n_unique().alias("_halves")).filter(pl.col("_halves") == 2)
+        joined = joined.join(both.select("kind"), on="kind", how="semi")
+        if joined.height == 0:
+            return None
+        overall = pl.col("kind").count().over("kind") / pl.len()
+        in_half = pl.col("kind").count().over(["half", "kind"]) / pl.col("kind").count().over("half")
+        joined = joined.with_columns((overall / in_half).alias("_w"))
+    else:
+        joined = joined.with_columns(pl.lit(1.0).alias("_w"))
     n_users = joined["user_id"].n_unique()
     unit_col = "user_id" if n_users >= MIN_USERS else "thread_id"
     units = joined.group_by(unit_col, maintain_order=True).agg(
-        pl.col("_d").filter(pl.col("half") == 0).sum().alias("s1"),
-        (pl.col("half") == 0).sum().alias("n1"),
-        pl.col("_d").filter(pl.col("half") == 1).sum().alias("s2"),
-        (pl.col("half") == 1).sum().alias("n2"),
+        (pl.col("_d") * pl.col("_w")).filter(pl.col("half") == 0).sum().alias("s1"),
+        pl.col("_w").filter(pl.col("half") == 0).sum().alias("n1"),
+        (pl.col("_d") * pl.col("_w")).filter(pl.col("half") == 1).sum().alias("s2"),
+        pl.col("_w").filter(pl.col("half") == 1).sum().alias("n2"),
     ).sort(unit_col)
     s1, n1 = units["s1"].to_numpy().astype(float), units["n1"].to_numpy().astype(float)
     s2, n2 = units["s2"].to_numpy().astype(float), units["n2"].to_numpy().astype(float)
@@ -184,6 +203,7 @@ def learning_table(
     control: str | None,
     rng: np.random.Generator,
     n_boot: int = 2000,
+    balance_kinds: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Per system (twins and placebos as their own rows): halves, gain over the twin, DiDs, p, MDE.
 
@@ -195,6 +215,7 @@ def learning_table(
         control: the static control's label (None: no "vs static control" column).
         rng: the run's ``stats`` stream.
         n_boot: bootstrap resamples.
+        balance_kinds: weight questions so that both halves have the same kind mix (``compare``).
     """
     scored = probes.filter(pl.col("error").is_null())
     halves = user_halves(scored)
@@ -214,7 +235,8 @@ def learning_table(
         }
         reference = twins.get(label) or placebos.get(label)
         if reference is not None:
-            pair = compare(scored, halves, metric=metric, system=label, other=reference, rng=rng, n_boot=n_boot)
+            pair = compare(scored, halves, metric=metric, system=label, other=reference, rng=rng, n_boot=n_boot,
+                           balance_kinds=balance_kinds)
             if pair is not None:
                 entry.update(
                     twin=reference,
@@ -226,7 +248,8 @@ def learning_table(
                 )
                 entry["gain_by_kind"] = _by_kind(scored, halves, metric, label, reference)
         if control is not None and label != control and label in primaries:
-            pair = compare(scored, halves, metric=metric, system=label, other=control, rng=rng, n_boot=n_boot)
+            pair = compare(scored, halves, metric=metric, system=label, other=control, rng=rng, n_boot=n_boot,
+                           balance_kinds=balance_kinds)
             if pair is not None:
                 entry.update(
                     did_control=pair.did, did_control_lo=pair.did_ci[0], did_control_hi=pair.did_ci[1],
@@ -317,8 +340,19 @@ def _p(v: Any) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
-def format_learning(table: Mapping[str, Mapping[str, Any]], *, metric: str, control: str | None) -> str:
-    """The learning-through-use table as text, with its footnotes."""
+def format_learning(
+    table: Mapping[str, Mapping[str, Any]],
+    *,
+    metric: str,
+    control: str | None,
+    missing_control: str | None = None,
+    balance_kinds: bool = False,
+) -> str:
+    """The learning-through-use table as text, with its footnotes.
+
+    ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
+    the footnote says why).
+    """
     head = ["system", "1st half %", "2nd half %", "gain 2nd half (pp)", "p", "DiD vs twin (pp)", "p", "MDE",
             "DiD vs static control (pp)"]
     rows: list[list[str]] = []
@@ -355,12 +389,20 @@ def format_learning(table: Mapping[str, Mapping[str, Any]], *, metric: str, cont
             f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
             f"(fewer than {MIN_USERS}); p: sign-flip test of per-thread gains, bootstrap p for the DiD"
         )
+    mix1, mix2 = any_entry.get("mix_first") or {}, any_entry.get("mix_second") or {}
+    if mix1 or mix2:
+        kinds = sorted(set(mix1) | set(mix2))
+        lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
+                     + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
+                        else "; not balanced (--balance-kinds weights both halves to the same mix)"))
     if any(label.endswith("~placebo") for label in table):
         lines.append("~placebo: the system fed its own feedback bits shuffled; its gain over the twin should be null")
     lines.append(
         "MDE: smallest second-half gain detectable at 80% power from this run's interval; "
         + (f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
-           if control else "no static control in this run")
+           if control else
+           f"DiD vs static control: not computed, the control {missing_control!r} is not among this run's systems "
+           f"(add --system {missing_control})" if missing_control else "no static control in this run")
     )
     return "\n".join(lines)
 

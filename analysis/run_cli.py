@@ -31,6 +31,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
+    parser.add_argument("--placebo", action="store_true", default=None,
+                        help="also play each learning system's placebo twin (feedback shuffled)")
+    parser.add_argument("--balance-kinds", action="store_true", default=None,
+                        help="weight questions so that both halves have the same question-kind mix")
     add_answer_arguments(parser)
 
 
@@ -85,7 +89,8 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
         raise UserError(f"no systems: give --system or [run] systems in {config_path}; known: {', '.join(memory_names())}")
     if args.k is not None and args.k <= 0:
         raise UserError(f"-k must be positive, got {args.k}")
-    spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args))
+    spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args),
+                            placebo=args.placebo, balance_kinds=args.balance_kinds)
     if spec.feedback_from == "answer" and spec.answer is None:
         raise UserError(f"{config_path}: feedback_from = \"answer\" needs a reader (--reader short or cot)")
     out = args.out or default_out_dir(spec.scenario.name)
@@ -132,7 +137,8 @@ def print_outcome(outcome: Any) -> None:
     print()
     if outcome.summary.learning is not None:
         print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")
-        print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control")))
+        print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
+                              missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds"))))
     systems = m.get("systems", {})
     if systems:
         print()

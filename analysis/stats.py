@@ -6,13 +6,17 @@ dropped before any statistic, never counted as zero.
 
 Conventions shared by the halves and difference-in-differences figures:
 
-- The question stream is split at the median ``q_index`` of the rows being
-  compared: rows with ``q_index`` below the median form the first half, the
-  rest the second half.
-- Intervals are percentile bootstrap intervals. With one user the questions
-  are resampled within each half (the half sizes stay fixed); with several
-  users whole users are resampled, so that questions about the same person,
-  which are not independent, move together.
+- Here the question stream is split at the median ``q_index`` of the rows
+  being compared: rows with ``q_index`` below the median form the first
+  half, the rest the second half. (The learning figures split each user's
+  questions at that user's own median instead: ``analysis.learning``.)
+- Intervals are percentile bootstrap intervals. The unit resampled
+  (``cluster_labels``) is the whole user when there are at least
+  ``MIN_USER_CLUSTERS`` (30) users, so that questions about the same person, which
+  are not independent, move together; with fewer users it is the question
+  thread (a question and its re-asks), and the interval is conditional on
+  those users; with neither, questions are resampled within each half (the
+  half sizes stay fixed).
 - Every p-value comes with the test's name, its n and an effect size.
 """
 

@@ -204,12 +204,16 @@ def summarise(
     if spec.kind == "longitudinal" and scored.height:
         control = spec.control if spec.control in systems else None
         metrics["control"] = control
+        if spec.control and control is None:
+            metrics["control_missing"] = spec.control
         metrics["feedback"] = spec.feedback_from
         twins = {s: f"{s}~twin" for s in systems if f"{s}~twin" in systems}
         placebos = {f"{s}~placebo": f"{s}~twin" for s in systems if f"{s}~placebo" in systems and f"{s}~twin" in systems}
         learning = learning_table(
-            scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot
+            scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
+            balance_kinds=spec.balance_kinds,
         )
+        metrics["balance_kinds"] = spec.balance_kinds
         metrics["twins"] = twins
         metrics["placebos"] = placebos
         metrics["gain_curves"] = {s: gain_curve(scored, metric=metric, system=s, twin=t) for s, t in twins.items()}

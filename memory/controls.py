@@ -9,12 +9,12 @@ difference in differences (DiD) against the naive control find it:
   exactly zero with a zero-width interval. Any other figure means the rows of
   two systems are paired or split wrongly (an A/A check of the plumbing).
 - ``control-learner`` (``LearnerControl``): a store whose ranking improves
-  with feedback. Memories that served a question marked correct are pinned
-  to that question and served first when it (or a close paraphrase) is asked
-  again; a question marked wrong drops the pins of questions like it. Naive
-  answers re-asks from an ever larger haystack, the learner from what worked,
-  so its advantage grows over the stream. Against naive it must show a
-  positive DiD on scenarios with re-asked questions.
+  with feedback. What served a question is served first again when it (or a
+  close paraphrase) is asked again, feedback or not; a question marked wrong
+  makes the next one like it explore past what failed. Its twin (fed
+  nothing) keeps the first part, so its gain over the twin comes from the
+  bits alone and must be positive; a placebo twin fed bits with no link to
+  its answers must show about none.
 - ``control-decay`` (``DecayControl``): a store that forgets progressively. A
   fixed random share of the memories older than ``min_age_days`` is hidden,
   and that share grows linearly with the time since the store was first
@@ -27,7 +27,7 @@ Registered under the ``control-`` prefix, which ``memsim demo`` leaves out.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -61,159 +61,105 @@ class StaticControl(NaiveMemory):
         return f"StaticControl(items={self.stats().items})"
 
 
-@dataclass(slots=True)
-class _Pin:
-    """A confirmed answer: the memories served for a question that feedback marked correct."""
-
-    query: np.ndarray
-    """Unit vector of the question as it was asked."""
-    ids: tuple[str, ...]
-    """The memory ids served, in the order served."""
-    correct: bool = True
-    """True: a confirmed answer to serve again; False: a failed one to explore past."""
-
-
 class LearnerControl:
     """A naive store that learns from feedback: the learning-through-use instrument.
 
-    Each question it serves is remembered with its vector and the memory ids
-    it was given. Feedback turns that into a lesson for later questions whose
-    vector has cosine at least ``similarity`` with it (re-asks, paraphrases,
-    questions on the same topic):
+    Every memory carries a credit, zero at first. Feedback on an answer moves
+    the credit of each memory that was served for it by ``rate x (bit - mean)``,
+    where ``mean`` is the share of that user's earlier bits that were "right".
+    Retrieval ranks naive's top ``explore x k`` candidates by cosine plus
+    credit. Memories that keep serving right answers rise; memories that
+    keep serving wrong ones sink below what naive would have served instead.
 
-    - marked correct: the served memories are pinned and served first, in
-      their old order, then naive's ranking fills the rest;
-    - marked wrong: the next similar question keeps the better half of what
-      failed and explores past the rest, drawing from naive's top
-      ``explore x k``; failures accumulate, so each one explores deeper.
-
-    A new lesson replaces the lessons of questions like it, so a pin that went
-    stale when a fact changed costs one wrong answer and is gone. Naive
-    answers from an ever larger haystack and slips; the learner draws on
-    more lessons the longer it runs, so its advantage grows over the stream
-    (a positive difference in differences, ``tests/test_controls.py``).
+    The centring makes the instrument's effect come from the information in
+    the bits alone: with no feedback (its twin) the credits stay zero and it
+    is naive, row for row; fed bits with no link to its answers (a placebo
+    twin), each credit is a sum of zero-mean steps, so on average nothing
+    rises or sinks. Only bits that say which answers were right move the
+    ranking one way (``tests/test_learning.py``).
 
     Args:
         resources: Run resources (the shared embedder).
-        similarity: Least query cosine at which a lesson applies (0..1].
-        explore: After a failure, how many times k candidates to explore.
+        rate: Credit moved per bit (cosine units).
+        explore: Candidates re-ranked, as a multiple of k.
     """
 
-    def __init__(self, *, resources: Resources, similarity: float = 0.6, explore: int = 4) -> None:
-        if not 0 < similarity <= 1:
-            raise ValueError(f"similarity must be in (0, 1], got {similarity}")
+    def __init__(self, *, resources: Resources, rate: float = 0.1, similarity: float = 0.6, explore: int = 4) -> None:
+        if not rate > 0:
+            raise ValueError(f"rate must be positive, got {rate}")
         if not isinstance(explore, int) or explore < 1:
             raise ValueError(f"explore must be a positive integer, got {explore!r}")
+        if not 0 < similarity <= 1:
+            raise ValueError(f"similarity must be in (0, 1], got {similarity}")
+        self.rate = float(rate)
         self.similarity = float(similarity)
         self.explore = explore
         self._inner = NaiveMemory(resources=resources)
-        self._pins: dict[str, list[_Pin]] = {}
-        # Served but not yet judged: (user, ids served) -> query vector.
+        self._lessons: dict[str, list[tuple[np.ndarray, tuple[str, ...], float]]] = {}
         self._served: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+        self._bits: dict[str, list[int]] = {}
 
     def __repr__(self) -> str:
-        return f"LearnerControl(similarity={self.similarity})"
+        return f"LearnerControl(rate={self.rate}, similarity={self.similarity})"
 
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
         """Store every turn as naive does."""
         self._inner.ingest(turns, user_id=user_id, now=now)
 
-    def _like(self, user_id: str, qv: np.ndarray) -> list[tuple[float, int]]:
-        pins = self._pins.get(user_id, [])
-        sims = [(float(np.dot(qv, p.query)), i) for i, p in enumerate(pins)]
-        return sorted((s for s in sims if s[0] >= self.similarity), reverse=True)
-
     def _rank(self, query: str, qv: np.ndarray, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """What to serve for ``query`` (unit vector ``qv``) under the lessons so far; changes nothing."""
-        like = self._like(user_id, qv)
-        pin = self._pins[user_id][like[0][1]] if like else None
-        if pin is not None and not pin.correct:
-            # A question like this failed: keep the best half of what was served, explore past the rest.
-            base = self._inner.probe(query, user_id=user_id, now=now, k=self.explore * k)
-            failed = set(pin.ids)
-            keep = [r for r in base[: k] if r.memory_id in failed][: k // 2]
-            kept = {r.memory_id for r in keep}
-            out = keep + [r for r in base if r.memory_id not in failed and r.memory_id not in kept]
-            out += [r for r in base if r.memory_id in failed and r.memory_id not in kept]
-            return out[:k]
-        base = self._inner.probe(query, user_id=user_id, now=now, k=k)
-        out: list[Retrieved] = []
-        if pin is not None:
-            held = {m.memory_id: m for m in self._inner.memories(user_id)}
-            for rank, mid in enumerate(pin.ids):
-                m = held.get(mid)
-                if m is not None and m.created_at <= now:
-                    out.append(Retrieved(m.memory_id, m.text, 2.0 - rank / (len(pin.ids) + 1), m.created_at, m.source_turn_ids))
-            seen = {r.memory_id for r in out}
-            out.extend(r for r in base if r.memory_id not in seen)
-            return out[:k]
-        return base
+        """Naive's top ``explore x k`` by cosine, re-ranked by cosine plus the credit of lessons like it."""
+        credit: dict[str, float] = {}
+        for lv, ids, step in self._lessons.get(user_id, ()):
+            if float(np.dot(qv, lv)) >= self.similarity:
+                for mid in ids:
+                    credit[mid] = credit.get(mid, 0.0) + step
+        if not credit:
+            return self._inner.probe(query, user_id=user_id, now=now, k=k)
+        base = self._inner.probe(query, user_id=user_id, now=now, k=self.explore * k)
+        scored = [replace(r, score=r.score + credit.get(r.memory_id, 0.0)) for r in base]
+        scored.sort(key=lambda r: -r.score)
+        return scored[:k]
 
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """Pinned memories of the most similar confirmed question first, then naive's ranking.
-
-        What is served is remembered with the question's vector, so that
-        feedback on it can become a lesson.
-        """
+        """Rank under the lessons so far; what is served is remembered for its feedback."""
         qv = self._inner.embedder.encode_one(query)
         out = self._rank(query, qv, user_id=user_id, now=now, k=k)
         self._served[(user_id, tuple(r.memory_id for r in out))] = qv
         return out
 
     def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
-        """The ranking ``retrieve`` gives at this moment, without remembering it as served.
-
-        A probe's results never become a lesson: feedback naming them finds
-        no served question unless a ``retrieve`` served the same ids.
-        """
+        """The ranking ``retrieve`` gives at this moment, without remembering it as served."""
         return self._rank(query, self._inner.embedder.encode_one(query), user_id=user_id, now=now, k=k)
 
     def feedback(
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:
-        """Pin what served a correct answer; drop pins of questions like one answered wrong."""
+        """Move the credit of every served memory by ``rate x (bit - mean of the user's earlier bits)``."""
+        seen = self._bits.setdefault(user_id, [0, 0])
+        mean = (seen[1] + 0.5) / (seen[0] + 1)
+        seen[0] += 1
+        seen[1] += int(correct)
+        step = self.rate * (float(correct) - mean)
         qv = self._served.pop((user_id, tuple(retrieved)), None)
-        if qv is None:
-            return
-        like = self._like(user_id, qv)
-        pins = self._pins.get(user_id, [])
-        failed: set[str] = set()
-        for _, i in like:
-            if not pins[i].correct:
-                failed.update(pins[i].ids)
-        drop = {i for _, i in like}
-        pins = [p for i, p in enumerate(pins) if i not in drop]
-        if retrieved:
-            # Wrong answers accumulate: each failure pushes exploration deeper.
-            ids = tuple(retrieved) if correct else tuple(dict.fromkeys([*failed, *retrieved]))
-            pins.append(_Pin(qv, ids, correct))
-        if pins:
-            self._pins[user_id] = pins
-        else:
-            self._pins.pop(user_id, None)
+        if qv is not None:
+            self._lessons.setdefault(user_id, []).append((qv, tuple(retrieved), step))
 
     def maintain(self, *, now: datetime) -> None:
         """Nothing to do."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
-        """Forget the memories of ``turn_ids`` and drop them from every pin."""
+        """Forget the memories of ``turn_ids`` and their credit."""
         self._inner.forget(turn_ids, user_id=user_id, now=now)
         held = {m.memory_id for m in self._inner.memories(user_id)}
-        pins = []
-        for p in self._pins.get(user_id, ()):
-            ids = tuple(m for m in p.ids if m in held)
-            if ids:
-                pins.append(_Pin(p.query, ids, p.correct))
-        if pins:
-            self._pins[user_id] = pins
-        else:
-            self._pins.pop(user_id, None)
+        lessons = [(qv, tuple(m for m in ids if m in held), step) for qv, ids, step in self._lessons.get(user_id, ())]
+        if lessons:
+            self._lessons[user_id] = [lesson for lesson in lessons if lesson[1]]
         self._served = {key: v for key, v in self._served.items() if key[0] != user_id or set(key[1]) <= held}
 
     def stats(self) -> MemoryStats:
-        """Naive's figures; pins count as metadata (query vector + ids)."""
+        """Naive's figures; lessons count as metadata (query vector, ids, a float64 step)."""
         base = self._inner.stats()
-        extra = sum(p.query.nbytes + sum(len(m.encode("utf-8")) + 8 for m in p.ids) for ps in self._pins.values() for p in ps)
+        extra = sum(qv.nbytes + 8 + sum(len(m.encode("utf-8")) + 8 for m in ids) for ls in self._lessons.values() for qv, ids, _ in ls)
         return MemoryStats(
             items=base.items,
             vector_bytes=base.vector_bytes,

@@ -126,7 +126,8 @@ class Harness:
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _threads: dict[str, str] = field(default_factory=dict)
     _rngs: dict[str, np.random.Generator] = field(default_factory=dict)
-    _bits: dict[tuple[str, str], list[bool]] = field(default_factory=dict)
+    _bits: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    """Placebo bookkeeping: (label, user or "") -> [bits seen, of which true]; "" totals the label."""
     _corrections: dict[tuple[str, str], list[Turn]] = field(default_factory=dict)
     _restated: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
@@ -224,7 +225,9 @@ class Harness:
                     # (a judge's rubric may depend on the id); systems never do.
                     when = q.extra.get("question_date", q.time)
                     qid = q.extra.get("question_id", q.question_id)
-                    row.update(self.answer(q.text, when, got[: self.config.k], q.gold, q.kind, qid))
+                    # A judge's per-category rules take the file's code (LoCoMo's "1".."5"), not the label.
+                    category = q.extra.get("category", q.kind)
+                    row.update(self.answer(q.text, when, got[: self.config.k], q.gold, category, qid))
                 except UserError as exc:
                     # The endpoint is gone (retries spent): keep this row and stop the run;
                     # every row recorded before stays on disk.
@@ -236,7 +239,9 @@ class Harness:
             self.recorder.probe(row)
             if self.config.feedback_from != "none" and sut.feedback != "withheld":
                 correct = self._signal(sut, q.user_id, self._correct(row))
-                if self.config.feedback_from == "correction":
+                if correct is None:
+                    pass
+                elif self.config.feedback_from == "correction":
                     if not correct:
                         self._restate(sut, q)
                 else:
@@ -256,16 +261,25 @@ class Harness:
             rng = self._rngs[label] = np.random.default_rng([self.config.seed, key])
         return rng
 
-    def _signal(self, sut: SystemUnderTest, user_id: str, correct: bool) -> bool:
-        """The bit the channel hands this system: noisy channels flip it, a placebo gets a shuffled one."""
+    def _signal(self, sut: SystemUnderTest, user_id: str, correct: bool) -> bool | None:
+        """The bit the channel hands this system (None: none): noisy channels flip it, a placebo gets a shuffled one."""
         channel = self.config.feedback_from
         if channel.startswith("noisy:") and self._rng(sut.label).random() < float(channel.split(":", 1)[1]):
             correct = not correct
         if sut.feedback == "shuffled":
-            # The placebo's own bits for this user, drawn at random: same rate, no link to the question.
-            bits = self._bits.setdefault((sut.label, user_id), [])
-            bits.append(correct)
-            correct = bits[int(self._rng(sut.label).integers(len(bits)))]
+            # The placebo gets a bit drawn from the bits its other users have earned so far: the same
+            # rate, and no link to this question or to this user's earlier answers (a re-asked
+            # question's earlier bit would leak). Before any other user has a bit, nothing is sent.
+            total = self._bits.setdefault((sut.label, ""), [0, 0])
+            mine = self._bits.setdefault((sut.label, user_id), [0, 0])
+            others, others_true = total[0] - mine[0], total[1] - mine[1]
+            total[0] += 1
+            mine[0] += 1
+            total[1] += int(correct)
+            mine[1] += int(correct)
+            if others == 0:
+                return None
+            return bool(self._rng(sut.label).random() * others < others_true)
         return correct
 
     def _restate(self, sut: SystemUnderTest, q: Question) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from memory.base import render_turn
 from memory.registry import Resources, build_memory, learns_from_feedback
 from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from sim.errors import UserError
-from sim.events import Deletion, Episode, Question, Session
+from sim.events import Deletion, Episode, Question, Session, Tick
 from sim.recorder import Recorder
 from sim.scorers import build_scorer
 from sim.spec import RunSpec
@@ -281,6 +281,22 @@ def _longitudinal(
     p.info["system_reports"] = _reports(suts)
 
 
+def _maintained_after_ingest(ep: Episode) -> Episode:
+    """The episode with one maintenance tick after its last session and before its first question.
+
+    Static protocols ingest everything, then ask: the tick lets a system
+    consolidate what it holds (as it would overnight) before it is asked.
+    Static runs carry no feedback, so nothing learned from feedback acts here.
+    """
+    events = list(ep.events)
+    first_q = next((i for i, e in enumerate(events) if isinstance(e, Question)), None)
+    if first_q is None or not any(isinstance(e, Session) for e in events[:first_q]):
+        return ep
+    last_session = max(e.time for e in events[:first_q] if isinstance(e, Session))
+    events.insert(first_q, Tick(time=max(last_session, events[first_q].time)))
+    return replace(ep, events=tuple(events))
+
+
 def _static(
     p: _Play, episodes: Iterable[Episode], start: datetime | None, end: datetime | None
 ) -> Iterator[Checkpoint]:
@@ -304,7 +320,7 @@ def _static(
             harness = p.harness(suts, ep.start, static=True)
             harness.q_index = q_offset
             harness.episode_of = {getattr(e, "user_id"): ep.episode_id for e in ep.events}
-            start_processes(harness.env, harness, [ep])
+            start_processes(harness.env, harness, [_maintained_after_ingest(ep)])
             harness.env.run()
             final = {s.label: {"items": s.system.stats().items, "bytes": s.system.stats().bytes} for s in suts}
             p.recorder.commit(part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)})

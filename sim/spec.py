@@ -68,6 +68,7 @@ class RunSettings(BaseModel):
     n_boot: int = Field(2000, ge=100, description="bootstrap resamples per interval")
     twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")
     placebo: bool = Field(False, description="also play each learning system's placebo twin (feedback shuffled)")
+    balance_kinds: bool = Field(False, description="weight questions so both halves have the same question-kind mix")
 
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
 
@@ -125,6 +126,8 @@ class RunSpec(BaseModel):
     twins: bool = True
     """Play each system that learns from feedback twice more: its twin (feedback withheld) and, with ``placebo``, a twin with shuffled feedback."""
     placebo: bool = False
+    balance_kinds: bool = False
+    """Weight questions so that both halves count the question kinds in the same proportions."""
 
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
     answer: dict[str, Any] | None = None

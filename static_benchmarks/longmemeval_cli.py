@@ -61,7 +61,7 @@ def add_longmemeval_arguments(sub: Any, common: Callable[..., None]) -> None:
     p.add_argument(
         "--empty-gold",
         choices=("skip", "official"),
-        default="skip",
+        default=None,
         help="instances with no gold user turn (single-session-assistant): skip = unscored (default); "
         "official = scored 0 / 1 / 0 as the official script, whose averages include them",
     )
@@ -107,6 +107,9 @@ def longmemeval_spec(
     if args.depth <= 0:
         raise UserError(f"--depth must be a positive integer, got {args.depth}")
     qa = answer is not None
+    if qa and args.empty_gold is not None:
+        raise UserError("--empty-gold applies to evidence scoring; with a reader the answers are judged "
+                        "and every question (abstention ones too) is asked: leave --empty-gold out")
     scenario_args: dict[str, Any] = {
         "granularity": args.granularity,
         # The retrieval corpus is the user turns; a reader sees whole conversations.
@@ -117,7 +120,7 @@ def longmemeval_spec(
         "limit": args.limit,
         # Abstention questions have no evidence to score; the QA protocol still asks them.
         "include_abstention": qa,
-        "empty_gold": args.empty_gold,
+        "empty_gold": args.empty_gold or "skip",
     }
     if args.data is not None:
         scenario_args["data"] = str(args.data)

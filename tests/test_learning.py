@@ -34,22 +34,48 @@ def _run(seed: int, systems: Sequence[str], **kw):
     return execute(spec, out_dir=None, resources=_hash())
 
 
+@pytest.fixture(scope="module")
+def known_effects() -> dict[int, dict]:
+    """Seeds 0-9 of the 40-user persona stream: the instruments, with control-learner's placebo twin."""
+    return {
+        seed: _run(seed, ("naive", "control-learner", "control-static", "control-decay"), placebo=True).summary.metrics
+        for seed in range(10)
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
-def test_known_effects_against_twins_on_seeds_0_to_9(seed: int) -> None:
-    outcome = _run(seed, ("naive", "control-learner", "control-static", "control-decay"))
-    m = outcome.summary.metrics["systems"]
+def test_known_effects_against_twins_on_seeds_0_to_9(known_effects: dict[int, dict], seed: int) -> None:
+    metrics = known_effects[seed]
+    m = metrics["systems"]
     learner = m["control-learner"]
     # learns from feedback alone: a positive second-half gain over its twin, interval above 0
     assert learner["users"] == 40 and learner["unit"] == "user"
     assert learner["gain_second"] > 0 and learner["gain_second_lo"] > 0, learner
     # systems whose feedback is a no-op get no twin: their gain from use is zero by construction
-    assert set(outcome.summary.metrics["twins"]) == {"control-learner"}
+    assert set(metrics["twins"]) == {"control-learner"}
     assert "gain_second" not in m["naive"] and "gain_second" not in m["control-static"]
     # naive under another name: exactly no difference against the static control
     assert m["control-static"]["did_control"] == 0.0
     # forgets with time, not with feedback: a loss against the static control, no twin to differ from
     assert m["control-decay"]["did_control"] < 0 and "gain_second" not in m["control-decay"]
+
+
+@pytest.mark.slow
+def test_placebo_of_the_learner_is_null_on_seeds_0_to_9(known_effects: dict[int, dict]) -> None:
+    """Bits with no link to the answers teach control-learner nothing: its placebo's gain is null.
+
+    Each seed's 95% interval should cover 0 about 19 times in 20, so at least
+    8 of 10 must (a null effect fails this with probability about 1%), and the
+    placebo's gains centre on 0 while the learner's do not.
+    """
+    placebo = [known_effects[s]["systems"]["control-learner~placebo"] for s in range(10)]
+    learner = [known_effects[s]["systems"]["control-learner"] for s in range(10)]
+    covers = sum(p["gain_second_lo"] <= 0 <= p["gain_second_hi"] for p in placebo)
+    assert covers >= 8, [(p["gain_second_lo"], p["gain_second_hi"]) for p in placebo]
+    mean_placebo = float(np.mean([p["gain_second"] for p in placebo]))
+    mean_learner = float(np.mean([p["gain_second"] for p in learner]))
+    assert abs(mean_placebo) < 0.01 and mean_learner > 0.03, (mean_placebo, mean_learner)
 
 
 def test_twin_differs_only_in_feedback() -> None:
@@ -141,7 +167,31 @@ def test_withheld_twin_gets_no_feedback_and_placebo_keeps_the_rate() -> None:
     given, twin, placebo = Recorder(), Recorder(), Recorder()
     replay(_stream(), {"s": given, "s~twin": twin, "s~placebo": placebo}, k=1,
            modes={"s~twin": "withheld", "s~placebo": "shuffled"})
-    assert twin.bits == [] and len(placebo.bits) == len(given.bits)
+    assert twin.bits == []
+    # a lone user: no other user's bits to draw from, so the placebo is told nothing
+    assert given.bits and placebo.bits == []
+
+
+def _two_users() -> ScenarioStream:
+    """User ``a`` is always answered right (one memory), user ``b`` always wrong (k=1 sees only chatter)."""
+    events = list(_stream().events)
+    fact = Turn("a-fact", "a", "user", "My brother lives in Rome.", T0, "a-s0")
+    events.append(Session("a-s0", "a", T0, (fact,)))
+    for i in range(1, 6):
+        when = T0 + timedelta(days=i, hours=2)
+        events.append(Question(f"a-q{i}", "a", when, "Where does my brother live?", "Rome", "current", ("a-fact",)))
+    return ScenarioStream(start=T0, end=T0 + timedelta(days=7), events=tuple(sort_events(events)))
+
+
+def test_placebo_bits_come_from_other_users_and_carry_no_link_to_the_answer() -> None:
+    given, placebo = Recorder(), Recorder()
+    replay(_two_users(), {"s": given, "s~placebo": placebo}, k=1, modes={"s~placebo": "shuffled"})
+    truth = dict(given.bits)
+    assert {q for q, c in truth.items() if c} == {f"a-q{i}" for i in range(1, 6)}
+    told = dict(placebo.bits)
+    # the first bit of the run has no other user to come from; after that, every bit is the other user's
+    assert set(told) == set(truth) - {"a-q1"}
+    assert all(told[q] is (not truth[q]) for q in told), told
 
 
 def test_correction_channel_restates_the_fact_for_that_system_only() -> None:
@@ -215,3 +265,47 @@ def test_halves_are_per_user() -> None:
     # a global median split would put all of a's early questions first; per user, each user has both halves
     assert [halves[q] for q in ("a1", "a2", "a3", "a4")] == [0, 0, 1, 1]
     assert [halves[q] for q in ("b1", "b2", "b3", "b4")] == [0, 0, 1, 1]
+
+
+def test_a_run_without_its_static_control_says_why_the_did_column_is_empty() -> None:
+    from analysis.learning import format_learning
+
+    outcome = _run(0, ("control-learner",))
+    m = outcome.summary.metrics
+    assert m["control"] is None and m["control_missing"] == "naive"
+    text = format_learning(outcome.summary.learning, metric=m["metric"], control=None, missing_control="naive")
+    assert "not computed, the control 'naive' is not among this run's systems (add --system naive)" in text
+
+
+def test_balanced_halves_remove_a_shift_in_the_kind_mix() -> None:
+    """A kind where the system is always 0.2 better, asked more often late, moves the plain DiD, not the balanced one."""
+    rows = []
+    for u in range(40):
+        for i in range(20):
+            late = i >= 10
+            kind = "previous" if (late and i % 2) or i == 0 else "current"
+            for system, value in (("s", 0.5 + (0.2 if kind == "previous" else 0.0)), ("t", 0.5)):
+                rows.append({"system": system, "user_id": f"u{u}", "question_id": f"u{u}q{i}", "thread_id": f"u{u}q{i}",
+                             "q_index": u * 100 + i, "kind": kind, "m": value, "error": None})
+    df = pl.DataFrame(rows)
+    halves = user_halves(df)
+    plain = compare(df, halves, metric="m", system="s", other="t", rng=np.random.default_rng(0), n_boot=200)
+    balanced = compare(df, halves, metric="m", system="s", other="t", rng=np.random.default_rng(0), n_boot=200,
+                       balance_kinds=True)
+    assert plain is not None and balanced is not None
+    # 1 of 10 first-half questions and 5 of 10 second-half ones are "previous": +0.02 vs +0.10
+    assert plain.did == pytest.approx(0.08)
+    # weighted to the same mix (6 of 20 "previous") both halves gain 0.06: no difference in differences
+    assert balanced.first == pytest.approx(0.06) and balanced.second == pytest.approx(0.06)
+    assert balanced.did == pytest.approx(0.0, abs=1e-12)
+    # a kind asked in one half only cannot be balanced: it is left out of both halves
+    late_only = df.with_columns(
+        pl.when((pl.col("kind") == "previous") & (pl.col("q_index") % 100 >= 10)).then(pl.lit("when"))
+        .otherwise(pl.col("kind")).alias("kind")
+    )
+    kept = late_only.filter(pl.col("kind") != "when")
+    got = compare(late_only, user_halves(late_only), metric="m", system="s", other="t", rng=np.random.default_rng(0),
+                  n_boot=200, balance_kinds=True)
+    want = compare(kept, user_halves(late_only), metric="m", system="s", other="t", rng=np.random.default_rng(0),
+                   n_boot=200, balance_kinds=True)
+    assert got is not None and want is not None and (got.first, got.second) == (want.first, want.second)

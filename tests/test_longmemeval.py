@@ -675,6 +675,11 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "unknown memory system 'nosuch'" in capsys.readouterr().err
     assert main(["static", "longmemeval", "--data", str(MINI), "--depth", "0"]) == 2
     assert "--depth must be a positive integer" in capsys.readouterr().err
+    # evidence-scoring options mean nothing when answers are judged: an error, not silence
+    assert main(["static", "longmemeval", "--data", str(MINI), "--reader", "short", "--empty-gold", "official",
+                 "--out", str(tmp_path / "qa")]) == 2
+    assert "--empty-gold applies to evidence scoring" in capsys.readouterr().err
+    assert not (tmp_path / "qa").exists()
 
 
 # ---------------------------------------------------------------------------- benchmark file, real parts

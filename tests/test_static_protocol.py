@@ -63,7 +63,7 @@ class OverlapMemory:
         return None
 
     def maintain(self, *, now: datetime) -> None:
-        return None
+        self.calls.append(("maintain", "", now, None))
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         return None
@@ -157,16 +157,19 @@ def test_fresh_system_per_conversation_sessions_in_order() -> None:
         ("ingest", "a", T0 + timedelta(days=10), ("a:D3", "a:D4")),
     ]
     assert set(a.turns) == {"a"} and set(b.turns) == {"b"}
+    # Maintenance runs once, after the last ingest and before the first question (consolidation acts).
+    assert a.calls[2][0] == "maintain" and [c[0] for c in b.calls].count("maintain") == 1
     # Every question retrieves max(k, 50) at the question's time, after all ingests.
     retrieves = [c for c in a.calls if c[0] == "retrieve"]
-    assert len(retrieves) == 5 and a.calls[2:] == retrieves
+    assert len(retrieves) == 5 and a.calls[3:] == retrieves
     assert all(c[2] == T0 + timedelta(days=11) and c[3] == 50 for c in retrieves)
     assert _spec().ks == (1, 2, 5, 10, 30, 50)
     parts = result.info["parts"]
     assert [p["totals"]["turns"] for p in parts] == [4, 1]
     assert [p["stats"]["overlap"]["items"] for p in parts] == [4, 1]
-    # no feedback and no maintenance in a static run
-    assert not any(c[0] in ("feedback", "maintain") for m in made for c in m.calls)
+    # no feedback in a static run, and no maintenance but that one
+    assert not any(c[0] == "feedback" for m in made for c in m.calls)
+    assert sum(c[0] == "maintain" for m in made for c in m.calls) == 2
 
 
 def test_scores_match_hand_computed_values() -> None:
