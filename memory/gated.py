@@ -30,9 +30,11 @@ README's table of differences).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
+import math
 import re
 import threading
 from collections import Counter, deque
@@ -312,6 +314,17 @@ class GateDecision:
     ``surprise``, ``temporal``, ``entity``."""
 
 
+def _percentile_sorted(values: Sequence[float], q: float) -> float:
+    """``numpy.percentile(values, q)`` (linear method) of already sorted ``values``."""
+    # The virtual index as numpy computes it, so results match to the last bit.
+    h = (len(values) - 1) * (q / 100.0)
+    lo = int(math.floor(h))
+    hi = min(lo + 1, len(values) - 1)
+    a, b, t = values[lo], values[hi], h - lo
+    # numpy's lerp: from the nearer end, so that t = 0 and t = 1 give the elements themselves.
+    return float(b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t)
+
+
 class _Gate:
     """Per-(user, speaker) gate state: turns seen, memories stored, novelty scores."""
 
@@ -402,10 +415,13 @@ class SurpriseMemory:
             if not past:
                 return self.threshold
             return max(self.min_threshold, float(np.percentile(np.asarray(past, dtype=float), self.percentile)))
-        gate.scores.append(novelty)
-        if len(gate.scores) < self.warmup:
+        scores = gate.scores
+        assert isinstance(scores, list)
+        # Kept sorted, so a turn costs one insertion, not a percentile over the whole history.
+        bisect.insort(scores, novelty)
+        if len(scores) < self.warmup:
             return 0.0
-        return max(self.min_threshold, float(np.percentile(np.asarray(gate.scores, dtype=float), self.percentile)))
+        return max(self.min_threshold, _percentile_sorted(scores, self.percentile))
 
     def _warm(self, turns: Sequence[Turn], user_id: str) -> list[bool]:
         """Whether each turn falls in its gate's warm-up (warm-up turns are always stored)."""

@@ -346,3 +346,13 @@ def test_static_locomo_per_speaker_scores_the_union(tmp_path: Path) -> None:
     assert rows.height > 0 and "recall_all@4" in rows.columns
     for r in rows.iter_rows(named=True):
         assert r["n_retrieved"] <= 4
+
+
+def test_sorted_percentile_matches_numpy_to_the_last_bit() -> None:
+    from memory.gated import _percentile_sorted
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 3, 7, 100):
+        values = sorted(rng.random(n).tolist())
+        for q in (0.0, 10.0, 33.3, 50.0, 90.0, 100.0, float(rng.random() * 100)):
+            assert _percentile_sorted(values, q) == float(np.percentile(values, q))
