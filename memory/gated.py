@@ -703,6 +703,7 @@ class MultiSignalMemory(SurpriseMemory):
         cache_dir = getattr(self._embedder, "cache_dir", None) if ner_cache else None
         if cache_dir is not None and getattr(self._embedder, "cache", True) is None:
             cache_dir = None  # an embedder run without its cache gets no entity cache either
+        # Its computed / cached counts are left out of report(): a report is the same cold or warm.
         self.recognizer = EntityRecognizer(cache_dir)
         # (user, speaker) -> entity key -> marks by live turns; user -> turn -> (speaker, keys, text).
         self._known: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
@@ -759,9 +760,3 @@ class MultiSignalMemory(SurpriseMemory):
                     if known[k] <= 0:
                         del known[k]
         self.recognizer.purge(texts)
-
-    def report(self) -> dict[str, Any]:
-        """The gate's figures plus the recogniser's: ``ner_computed``, ``ner_cached`` (texts)."""
-        out = super().report()
-        out.update(ner_computed=self.recognizer.computed, ner_cached=self.recognizer.cached)
-        return out

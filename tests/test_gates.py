@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Collection, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
