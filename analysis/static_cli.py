@@ -46,6 +46,9 @@ def static_arguments(parser: argparse.ArgumentParser) -> None:
                    help="category names: locomo (the data's codes) or mem0 (Mem0's table names)")
     p.add_argument("--captions", action="store_true", help="append ' [image: <caption>]' to turns with an image")
     p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    p.add_argument("--per-speaker", action="store_true",
+                   help="published retrieval: one store per speaker, top k of each (up to 2k memories to the reader), "
+                        "evidence recall on the union")
     try:
         from static_benchmarks.longmemeval_cli import add_longmemeval_arguments
     except ImportError:  # pragma: no cover - the LongMemEval adapter is part of the package
@@ -76,21 +79,48 @@ def _resources(args: argparse.Namespace) -> Any:
     return Resources(rng=random_streams(args.seed)["systems"], embedder_factory=factory)
 
 
+def per_speaker_systems(systems: Any, k: int) -> list[Any]:
+    """Each system as ``per-speaker`` over it: a store per speaker, the top ``k`` of each."""
+    from memory.registry import SystemSpec
+
+    return [
+        SystemSpec(
+            "per-speaker",
+            {"inner": s.name, "inner_args": dict(s.args), "k_per_speaker": k},
+            label=f"{s.display}/per-speaker",
+        )
+        for s in systems
+    ]
+
+
 def locomo_spec(args: argparse.Namespace) -> Any:
-    """The static LoCoMo spec the options describe (every cut-off scored on one list of max(ks))."""
+    """The static LoCoMo spec the options describe (every cut-off scored on one list of max(ks)).
+
+    With ``--per-speaker`` each system keeps one store per speaker and
+    returns the top ``k`` of each (LoCoMo has two speakers): the reader sees
+    up to ``2k`` memories and the one cut-off scored is ``2k``, evidence
+    recall on the union.
+    """
     from analysis.pipeline import answer_options, make_spec
     from sim.spec import DEFAULT_KS
 
     scenario_args = {"captions": args.captions, "limit_conversations": args.limit_conversations}
     if args.data is not None:
         scenario_args["data"] = str(args.data)
+    systems = _systems(args)
+    k, ks, fetch = args.k, DEFAULT_KS, max(max(DEFAULT_KS), args.k)
+    if getattr(args, "per_speaker", False):
+        systems = per_speaker_systems(systems, args.k)
+        k = fetch = 2 * args.k
+        ks = (k,)
     return make_spec(
         "static",
         "locomo",
         scenario_args,
-        _systems(args),
-        k=args.k,
-        retrieve_k=max(max(DEFAULT_KS), args.k),
+        systems,
+        k=k,
+        ks=ks,
+        retrieve_k=fetch,
         scorers=("evidence",),
         seed=args.seed,
         n_boot=args.n_boot,
@@ -154,9 +184,9 @@ def static_main(args: argparse.Namespace) -> int:
         if lat["p50"] is not None:
             print(f"retrieve latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
         report = m.get("system_reports", {}).get(system, {})
-        if "compression_ratio" in report:
+        if "kept" in report:
             print(f"stored {report['turns_stored']} of {report['turns_seen']} turns: "
-                  f"compression ratio {report['compression_ratio']:.3f}")
+                  f"kept {report['kept']:.3f}, compression {report['compression']:.3f}")
     if "llm" in outcome.result.info:
         print(format_cost(outcome.result.info["llm"]))
     print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")

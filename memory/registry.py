@@ -272,13 +272,34 @@ def _register_builtin() -> None:
     register_memory(
         "surprise",
         "memory.gated:SurpriseMemory",
-        description="turn stored when 1 - max cosine to its speaker's memories >= 0.2; first 3 per speaker kept",
+        description="as published: turn stored when 1 - max cosine to its speaker's memories >= 0.2; first 3 per speaker kept",
+        learns=False,
+    )
+    register_memory(
+        "surprise-adaptive",
+        "memory.gated:SurpriseMemory",
+        description="as published, adaptive: threshold = the 50th percentile of every novelty the speaker's gate scored",
+        defaults={"adaptive": True, "threshold": 0.5},
+        learns=False,
+    )
+    register_memory(
+        "surprise-adaptive-window",
+        "memory.gated:SurpriseMemory",
+        description="memsim's adaptive gate: median of the last 200 earlier novelties (current one left out)",
+        defaults={"adaptive": True, "percentile": 50.0, "window": 200},
         learns=False,
     )
     register_memory(
         "multisignal",
         "memory.gated:MultiSignalMemory",
-        description="surprise gate OR temporal markers OR novel named entities (spaCy); reports compression",
+        description="as published: surprise OR temporal markers OR a novel (text, label) entity (spaCy), seen once checked",
+        learns=False,
+    )
+    register_memory(
+        "multisignal-extended",
+        "memory.gated:MultiSignalMemory",
+        description="memsim's multisignal: wider temporal vocabulary, entities by text, known only from stored turns",
+        defaults={"markers": "extended", "entity_key": "text", "entity_seen": "stored"},
         learns=False,
     )
     register_memory(
@@ -314,29 +335,50 @@ def _register_builtin() -> None:
     )
     register_memory(
         "recency",
+        "memory.variants:PositionRecencyMemory",
+        description="as published: any system (inner=NAME), score x (1 + 0.15 x position in the user's history), 2k candidates",
+        standalone=False,
+        learns=None,
+    )
+    register_memory(
+        "recency-halflife",
         "memory.variants:RecencyMemory",
-        description="any system (inner=NAME) with scores boosted by recency",
+        description="memsim's recency: any system (inner=NAME), score + 0.1 x 0.5^(age days / 30)",
         standalone=False,
         learns=None,
     )
     register_memory(
         "rerank",
         "memory.variants:RerankMemory",
-        description="any system (inner=NAME) reranked by a local cross-encoder (model=PATH)",
+        description="any system (inner=NAME): 50 candidates reranked by a local cross-encoder (model=PATH), top k",
+        standalone=False,
+        learns=None,
+    )
+    register_memory(
+        "per-speaker",
+        "memory.variants:PerSpeakerMemory",
+        description="as published for LoCoMo: any system (inner=NAME), one store per speaker, top 30 of each",
         standalone=False,
         learns=None,
     )
     register_memory(
         "naive+recency",
+        "memory.variants:PositionRecencyMemory",
+        description="naive with the published position boost: score x (1 + 0.15 x position)",
+        defaults={"inner": "naive"},
+        learns=None,
+    )
+    register_memory(
+        "naive+recency-halflife",
         "memory.variants:RecencyMemory",
-        description="naive with scores boosted by recency (half-life 30 days)",
+        description="naive with memsim's recency boost (half-life 30 days)",
         defaults={"inner": "naive"},
         learns=None,
     )
     register_memory(
         "naive+rerank",
         "memory.variants:RerankMemory",
-        description="naive top-30 reranked by a local cross-encoder (model=PATH)",
+        description="naive top-50 reranked by a local cross-encoder (model=PATH), top k",
         standalone=False,
         defaults={"inner": "naive"},
         learns=None,
