@@ -767,7 +767,7 @@ def run_sweep(
             _write_index(out, [records[c.cell_id] for c in cells])
             where = ", ".join(f"{k}={v}" for k, v in cell.point.items()) or "base"
             line = (f"[{done}/{len(todo)}] {rec['state']:<6} {cell.cell_id} {cell.scenario} ({where}) "
-                    f"{'+'.join(cell.systems)} seed {cell.seed}")
+                    f"{' & '.join(cell.systems)} seed {cell.seed}")
             if rec.get("wall_seconds") is not None:
                 line += f" {rec['wall_seconds']:.1f} s"
             if rec["state"] == "failed":
@@ -898,7 +898,7 @@ def format_cells(cells: Sequence[Cell], costs: Sequence[Mapping[str, Any]] | Non
              + (f" {'state':<7}" if records else "")]
     for i, c in enumerate(cells):
         point = ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in c.point.items()) or "base"
-        line = f"{c.index:>4} {c.cell_id:<16} {c.scenario:<12} {point[:34]:<34} {'+'.join(c.systems)[:34]:<34} {c.seed:>5}"
+        line = f"{c.index:>4} {c.cell_id:<16} {c.scenario:<12} {point[:34]:<34} {' & '.join(c.systems)[:34]:<34} {c.seed:>5}"
         if costs:
             e = costs[i]
             line += f" {e['turns']:>6} {e['questions']:>6} {e['seconds']:>7.1f} {e['llm_calls']:>9} {e['tokens']:>9}"
