@@ -77,6 +77,10 @@ __all__ = [
     "is_sweep_dir",
     "package_versions",
     "project_revision",
+    "config_sweep",
+    "require_done",
+    "headline",
+    "index_frame",
 ]
 
 EXECUTORS = ("local", "dask")
@@ -915,3 +919,63 @@ def iter_done(out_dir: str | Path, cells: Iterable[Cell]) -> Iterator[tuple[Cell
         rec = path / CELL_FILE
         if rec.is_file() and json.loads(rec.read_text(encoding="utf-8")).get("state") == "done":
             yield c, json.loads((path / "metrics.json").read_text(encoding="utf-8"))
+
+
+def config_sweep(
+    config: Any,
+    *,
+    systems: Sequence[Any],
+    seeds: int,
+    embedder: str = "minilm",
+    name: str = "sweep",
+    scenario_grid: Mapping[str, Sequence[Any]] | None = None,
+    run_grid: Mapping[str, Sequence[Any]] | None = None,
+    design: str = "one-at-a-time",
+    **run_overrides: Any,
+) -> SweepSpec:
+    """A sweep over a loaded run config: its scenario, ``systems`` in one cell, ``seeds`` seeds from its own.
+
+    This is how ``memsim power`` and ``memsim sensitivity`` express their runs
+    (every system in one cell, so that the DiD against the control is paired).
+
+    Args:
+        config: a loaded config (``scenarios.config.RunConfig``).
+        systems: ``memory.registry.SystemSpec`` values, the control among them or not (it is added first).
+        seeds: consecutive seeds from ``config.run.seed``.
+        embedder: ``minilm`` or ``hash`` (256 dimensions).
+        name: the sweep's name.
+        scenario_grid: scenario knob -> values.
+        run_grid: run setting -> values.
+        design: ``one-at-a-time`` or ``factorial``.
+        **run_overrides: run settings for every cell (``n_boot``...).
+
+    Raises:
+        UserError: a bad knob or value (named).
+    """
+    scen = dict(config.scenario)
+    if scenario_grid:
+        scen["grid"] = {k: list(v) for k, v in scenario_grid.items()}
+    run = config.run.model_dump(mode="json", exclude={"systems"})
+    run.update({k: v for k, v in run_overrides.items() if v is not None})
+    if run_grid:
+        run["grid"] = {k: list(v) for k, v in run_grid.items()}
+    data = {
+        "sweep": {"name": name, "seeds": seeds, "embedder": embedder, "design": design, "split": "together"},
+        "scenario": scen,
+        "systems": [{"name": s.name, "args": dict(s.args), "label": s.label} for s in systems],
+        "run": run,
+    }
+    return sweep_from_mapping(data, source=config.source)
+
+
+def require_done(result: SweepResult) -> None:
+    """Raise when some cells of a sweep did not finish (the caller needs them all).
+
+    Raises:
+        UserError: naming the failed cells and their errors.
+    """
+    bad = [r for r in result.records if r.state != "done"]
+    if bad:
+        first = "; ".join(f"{r.cell.cell_id}: {r.error}" for r in bad[:3])
+        raise UserError(f"{len(bad)} of {len(result.records)} cells did not finish ({first}); "
+                        f"the finished ones are kept in {result.out_dir}: rerun the same command to resume")
