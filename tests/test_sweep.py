@@ -221,3 +221,39 @@ def test_killed_sweep_resumes_to_identical_results(tmp_path: Path, uninterrupted
     assert _metrics(out) == _metrics(uninterrupted)
     index = read_index(out)
     assert set(index["state"].to_list()) == {"done"}
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+def test_compare_sweep_aggregates_over_seeds_ranks_and_plots_each_knob(tmp_path: Path, capsys) -> None:
+    from analysis.cli import main
+    from analysis.stats import summarise_seeds
+    from analysis.sweep_compare import aggregate, rankings
+
+    text = (TINY.replace("seeds = 5", "seeds = 3").replace('name = "tiny"', 'name = "tiny"\nsplit = "together"')
+            .replace("months = 1", "months = 1\n[scenario.grid]\nreask_rate = [0.0, 0.6]"))
+    spec = load_sweep(_write(tmp_path, text))
+    run_sweep(spec, tmp_path / "sw", workers=2)
+    index = read_index(tmp_path / "sw")
+    assert index.height == 2 * 3 * 3 and set(index["state"]) == {"done"}  # 2 points x 3 seeds x 3 systems
+    table = aggregate(index)
+    assert table.height == 2 * 3 and set(table["seeds"]) == {3}
+    point = '{"scenario.reask_rate": 0.6}'
+    neuro = index.filter((pl.col("system") == "neuroplastic") & (pl.col("point") == point))
+    row = table.filter((pl.col("system") == "neuroplastic") & (pl.col("point") == point)).row(0, named=True)
+    expect = summarise_seeds(neuro["accuracy"].to_numpy())
+    assert row["accuracy"] == pytest.approx(expect.mean) and row["accuracy_lo"] == pytest.approx(expect.ci[0])
+    assert table.filter(pl.col("system") == "naive")["did_twin_n"].to_list() == [0, 0]  # naive has no twin
+    ranked = rankings(index, "accuracy")[f"persona {point}"]
+    assert [e["mean"] for e in ranked] == sorted((e["mean"] for e in ranked), reverse=True)
+    assert {e["system"] for e in ranked} == {"naive", "neuroplastic", "control-learner"}
+    assert all("friedman_rank" in e for e in ranked)  # three systems over three seeds
+    assert {e["system"] for e in rankings(index, "did_twin")[f"persona {point}"]} == {"neuroplastic", "control-learner"}
+    assert main(["compare", str(tmp_path / "sw")]) == 0
+    out = capsys.readouterr().out
+    assert "Ranking on learning effect" in out and "reask_rate = 0.6" in out and "(n=3)" in out
+    plot = tmp_path / "sw" / "compare" / "plots" / "knob-scenario-reask_rate.png"
+    assert plot.read_bytes()[:4] == b"\x89PNG" and plot.stat().st_size > 5000
+    assert (tmp_path / "sw" / "compare" / "summary.parquet").is_file()
+    assert "<table>" in (tmp_path / "sw" / "compare" / "compare.html").read_text()
