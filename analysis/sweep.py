@@ -30,6 +30,8 @@ of workers or interruptions: a cell's numbers come from its seed alone.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -447,19 +449,28 @@ def expand(spec: SweepSpec) -> list[Cell]:
 # --------------------------------------------------------------------------- one cell (runs on a worker)
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of the packages that shape a cell's numbers (absent ones left out), and Python's."""
-    out = {"python": sys.version.split()[0]}
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> tuple[tuple[str, str], ...]:
+    out = [("python", sys.version.split()[0])]
     for name in _PACKAGES:
         try:
-            out[name] = version(name)
+            out.append((name, version(name)))
         except PackageNotFoundError:
             continue
-    return out
+    return tuple(out)
 
 
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that shape a cell's numbers (absent ones left out), and Python's."""
+    return dict(_package_versions())
+
+
+@functools.lru_cache(maxsize=1)
 def project_revision() -> str:
-    """The project's git revision (``<sha>`` plus ``+dirty`` with uncommitted changes), or ``unknown``."""
+    """The project's git revision (``<sha>`` plus ``+dirty`` with uncommitted changes), or ``unknown``.
+
+    Read once per process (a worker reports the code it imported).
+    """
     root = Path(__file__).resolve().parent.parent
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -543,6 +554,10 @@ def run_cell(task: Mapping[str, Any]) -> dict[str, Any]:
         resources = Resources(rng=random_streams(spec.seed)["systems"], embedder_factory=_embedder_factory(task["embedder"]))
         outcome = execute(spec, out_dir=out, resources=resources)
         record.update(state="done", error=None, headline=headline(outcome.summary.metrics))
+        made = resources.made_embedder
+        if made is not None and hasattr(made, "stats"):
+            # Hits: texts found in the embedding cache that other cells (or runs) had already embedded.
+            record["embeddings"] = {"model": getattr(made, "model_id", None), **dataclasses.asdict(made.stats)}
     except Exception as exc:  # a failing cell is recorded; the sweep goes on
         record.update(state="failed", error=f"{type(exc).__name__}: {exc}",
                       traceback="".join(traceback.format_exception(exc))[-4000:], headline={})

@@ -257,3 +257,26 @@ def test_compare_sweep_aggregates_over_seeds_ranks_and_plots_each_knob(tmp_path:
     assert plot.read_bytes()[:4] == b"\x89PNG" and plot.stat().st_size > 5000
     assert (tmp_path / "sw" / "compare" / "summary.parquet").is_file()
     assert "<table>" in (tmp_path / "sw" / "compare" / "compare.html").read_text()
+
+
+@pytest.mark.slow
+def test_minilm_workers_share_the_embedding_cache(tmp_path: Path) -> None:
+    """With the real model, a text embedded by one cell is read from the shared cache by the others."""
+    text = (TINY.replace('"neuroplastic", "control-learner"', '"control-learner"').replace("seeds = 5", "seeds = 1")
+            .replace('embedder = "hash"', 'embedder = "minilm"'))
+    spec = load_sweep(_write(tmp_path, text))
+    first = run_sweep(spec, tmp_path / "a", workers=1)
+    assert first.counts["done"] == 2
+
+    def stats(out: Path) -> list[dict]:
+        return [json.loads((out / "cells" / r.cell.cell_id / "cell.json").read_text())["embeddings"]
+                for r in first.records]
+
+    naive, both = stats(tmp_path / "a")
+    assert naive["model"] == "all-MiniLM-L6-v2" and naive["misses"] > 100
+    assert both["misses"] == 0 and both["hits"] >= naive["misses"]  # same seed: every text already embedded
+    # Another sweep of the same cells on two worker processes reads everything from the cache file.
+    again = run_sweep(spec, tmp_path / "b", workers=2)
+    assert again.counts["done"] == 2
+    assert all(s["misses"] == 0 and s["hits"] > 100 for s in stats(tmp_path / "b"))
+    assert _metrics(tmp_path / "a") == _metrics(tmp_path / "b")
