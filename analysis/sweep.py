@@ -575,10 +575,19 @@ def _local(tasks: Sequence[dict[str, Any]], workers: int) -> Iterator[dict[str, 
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
         futures = {pool.submit(run_cell, t): t for t in tasks}
         for fut in as_completed(futures):
             yield _result(fut, futures[fut])
+    except BaseException:
+        # Interrupted (Ctrl-C, an error here): queued cells are dropped and the cells in flight stopped;
+        # their folders keep every committed day, and the next run resumes them.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        raise
+    pool.shutdown()
 
 
 def _result(fut: Any, task: Mapping[str, Any]) -> dict[str, Any]:
@@ -763,6 +772,33 @@ def run_sweep(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cells = expand(spec)
+    from filelock import FileLock, Timeout
+
+    # One sweep process per folder: a second would play the same pending cells. The OS drops the lock
+    # of a killed process, so a restart after kill -9 is not refused.
+    lock = FileLock(str(out / ".sweep.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UserError(f"{out}: another memsim sweep is playing this folder; wait for it or choose another --out") from None
+    try:
+        return _run_locked(spec, out, cells, executor=executor, workers=workers, scheduler=scheduler,
+                           retry_failed=retry_failed, progress=progress)
+    finally:
+        lock.release()
+
+
+def _run_locked(
+    spec: SweepSpec,
+    out: Path,
+    cells: list[Cell],
+    *,
+    executor: str,
+    workers: int,
+    scheduler: str | None,
+    retry_failed: bool,
+    progress: Callable[[str], None] | None,
+) -> SweepResult:
     _atomic_json(out / SWEEP_FILE, spec.to_json())
     t0 = time.perf_counter()
     records = {r.cell.cell_id: r for r in read_records(out, cells)}

@@ -8,7 +8,9 @@ include starting the workers (and, for Dask, the cluster), as a user waits
 for them. Printed: cells per minute, the parallel efficiency at 2 workers
 (cells per minute at 2 / twice those at 1), Dask's extra wall time per cell
 against the local pool at the same worker count, the mean time of a cell
-inside its worker, the machine's cores and load average before and after.
+inside its worker, the time to start a 2-worker LocalCluster (and the
+overhead per cell without it), the machine's cores and load average before
+and after.
 """
 
 from __future__ import annotations
@@ -78,9 +80,20 @@ def bench_sweep(*, users: int = 4, months: float = 2.0, seeds: int = 4, dask: bo
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = figures["cells"]
+    if dask:
+        import logging
+
+        from dask.distributed import Client, LocalCluster
+
+        t0 = time.perf_counter()
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
+                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster):
+            figures["dask_cluster_start_s"] = round(time.perf_counter() - t0, 2)
     figures["parallel_efficiency_2"] = round(walls["local_1"] / (2 * walls["local_2"]), 3)
     if "dask_2" in walls:
         figures["dask_overhead_per_cell_s"] = round((walls["dask_2"] - walls["local_2"]) / n, 3)
+        figures["dask_overhead_per_cell_after_start_s"] = round(
+            (walls["dask_2"] - figures["dask_cluster_start_s"] - walls["local_2"]) / n, 3)
     figures["load_after"] = [round(x, 2) for x in os.getloadavg()]
     return figures
 

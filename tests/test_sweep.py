@@ -280,3 +280,18 @@ def test_minilm_workers_share_the_embedding_cache(tmp_path: Path) -> None:
     assert again.counts["done"] == 2
     assert all(s["misses"] == 0 and s["hits"] > 100 for s in stats(tmp_path / "b"))
     assert _metrics(tmp_path / "a") == _metrics(tmp_path / "b")
+
+
+def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+                               "FileLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+                               str(out / ".sweep.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError, match="another memsim sweep is playing this folder"):
+            run_sweep(load_sweep(_write(tmp_path, TINY)), out, workers=1)
+    finally:
+        holder.kill()
+        holder.wait()
