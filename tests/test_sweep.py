@@ -286,7 +286,7 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
-                               "FileLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+                               "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(60)",
                                str(out / ".sweep.lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
