@@ -930,7 +930,9 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     judges_llm = 0
     reader = spec.answer is not None
     if reader:
-        judges_llm = sum(1 for j in (spec.answer.get("judge") or []) if j not in ("contains", "f1_locomo", "exact", "f1"))
+        from sim.answer.judges import LLM_JUDGES
+
+        judges_llm = sum(1 for j in (spec.answer.get("judge") or []) if j in LLM_JUDGES)
     out = []
     embedded: set[str] = set()
     for c, (w, eps, _) in zip(cells, sized):

@@ -295,3 +295,23 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_dry_run_lists_cells_with_their_cost(tmp_path: Path, capsys) -> None:
+    from analysis.cli import main
+    from analysis.sweep import estimate
+
+    text = TINY.replace("seeds = 5", "seeds = 2").replace('"neuroplastic", "control-learner"', '"neuroplastic"')
+    path = _write(tmp_path, text + '\n[answer]\nreader = "short"\njudge = ["contains", "llm_locomo"]\n')
+    spec = load_sweep(path)
+    cells = expand(spec)
+    costs = estimate(spec, cells, calibrate_s=1.0)
+    assert [c["played"] for c in costs] == [1, 1, 3, 3]  # naive; naive + neuroplastic + its twin
+    for c in costs:
+        assert c["seconds"] > 0 and c["questions"] > 0
+        assert c["llm_calls"] == c["questions"] * c["played"] * 2  # the reader and one LLM judge
+        assert c["tokens"] > c["llm_calls"] * 150
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--dry-run", "--calibrate-s", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("persona") == 4 and "4 cells; estimated" in out and "LLM calls" in out
+    assert not (tmp_path / "out").exists()  # nothing ran
