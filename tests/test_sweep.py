@@ -315,3 +315,18 @@ def test_dry_run_lists_cells_with_their_cost(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert out.count("persona") == 4 and "4 cells; estimated" in out and "LLM calls" in out
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_dask_executor_on_an_existing_scheduler(tmp_path: Path, uninterrupted: Path) -> None:
+    """``--scheduler ADDRESS``: cells go to a cluster started elsewhere (here a LocalCluster on loopback)."""
+    distributed = pytest.importorskip("distributed")
+    spec = load_sweep(_write(tmp_path, TINY.replace("seeds = 5", "seeds = 2")))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
+                                  scheduler_port=0) as cluster:
+        result = run_sweep(spec, tmp_path / "out", executor="dask", scheduler=cluster.scheduler_address)
+    assert result.counts == {"done": 6, "failed": 0, "pending": 0}
+    local = _metrics(uninterrupted)
+    assert all(local[k] == v for k, v in _metrics(tmp_path / "out").items()) and len(_metrics(tmp_path / "out")) == 6
+    with pytest.raises(UserError, match="--scheduler needs --executor dask"):
+        run_sweep(spec, tmp_path / "x", executor="local", scheduler=cluster.scheduler_address)
