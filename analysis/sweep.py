@@ -225,8 +225,10 @@ def load_sweep(path: str | Path) -> SweepSpec:
 def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpec:
     """Validate a parsed sweep spec: tables ``sweep``, ``scenario``, ``systems``, ``run``, ``answer``.
 
-    Every scenario point and system is checked here (names, argument keys,
-    values), so a bad spec fails before any cell runs.
+    Every table, every scenario point (its arguments and values), every run
+    setting and every system name is checked here, so a bad spec fails
+    before any cell runs. A system's own arguments are checked when a cell
+    builds it (that can load models); a bad one fails its cells, recorded.
 
     Raises:
         UserError: naming the file and the dotted key at fault.
@@ -273,9 +275,9 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
             raise UserError(f"{bad}: {key}.name: unknown memory system {entry.name!r}; known: {', '.join(sorted(known))}")
         systems.append(entry)
 
-    raw_run = dict(data.get("run", {}))
     if not isinstance(data.get("run", {}), Mapping):
         raise UserError(f"{bad}: run: expected a table")
+    raw_run = dict(data.get("run", {}))
     run_grid = _grid(raw_run.pop("grid", None), key="run.grid", source=source)
     if "systems" in raw_run:
         raise UserError(f"{bad}: run.systems: list the systems in the top-level 'systems' array instead")
