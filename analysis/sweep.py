@@ -535,6 +535,7 @@ def run_cell(task: Mapping[str, Any]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     record: dict[str, Any] = {
         "cell_id": task["cell_id"],
         "seed": task["seed"],
@@ -564,6 +565,7 @@ def run_cell(task: Mapping[str, Any]) -> dict[str, Any]:
         record.update(state="failed", error=f"{type(exc).__name__}: {exc}",
                       traceback="".join(traceback.format_exception(exc))[-4000:], headline={})
     record["wall_seconds"] = round(time.perf_counter() - t0, 3)
+    record["cpu_seconds"] = round(time.process_time() - c0, 3)
     record["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     _atomic_json(out / CELL_FILE, record)
     return record
