@@ -5,9 +5,7 @@ turns a run folder's rows into its tables and ``metrics.json``,
 ``analysis.stats`` holds the statistics (bootstrap intervals, halves,
 difference in differences, rankings), ``analysis.curves`` the
 learning curves and timelines, ``analysis.plots`` the figures and
-``analysis.report`` the HTML and Markdown reports, ``analysis.sweep`` the
-sweeps (scenarios x systems x seeds on a process pool or Dask) and
-``analysis.sweep_compare`` their aggregation. Names are imported on first
+``analysis.report`` the HTML and Markdown reports. Names are imported on first
 use, so that the command line starts without loading scipy or polars.
 """
 
@@ -22,7 +20,5 @@ __all__, __getattr__ = lazy_exports(
         "analysis.summary": ("summarise", "summarise_folder",),
         "analysis.stats": ("bootstrap_ci", "halves", "diff_in_diff", "summarise_seeds", "friedman_ranking",),
         "analysis.report": ("write_report", "compare_runs", "load_run",),
-        "analysis.sweep": ("load_sweep", "expand", "run_sweep",),
-        "analysis.sweep_compare": ("compare_sweep",),
     },
 )
