@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -967,15 +967,6 @@ def format_cells(cells: Sequence[Cell], costs: Sequence[Mapping[str, Any]] | Non
             line += f" {records[i].state:<7}"
         lines.append(line)
     return "\n".join(lines)
-
-
-def iter_done(out_dir: str | Path, cells: Iterable[Cell]) -> Iterator[tuple[Cell, Mapping[str, Any]]]:
-    """Finished cells with their ``metrics.json``."""
-    for c in cells:
-        path = Path(out_dir) / CELLS / c.cell_id
-        rec = path / CELL_FILE
-        if rec.is_file() and json.loads(rec.read_text(encoding="utf-8")).get("state") == "done":
-            yield c, json.loads((path / "metrics.json").read_text(encoding="utf-8"))
 
 
 def config_sweep(
