@@ -6,6 +6,7 @@
 - ``llm``: answers per second of the local model with the ``short`` and ``cot`` readers.
 - ``engine``: events per second of the simulator with a memory that does nothing.
 - ``demo``: wall time of ``memsim demo``, cold and warm cache.
+- ``sweep``: cells per minute of a sweep with 1 and 2 workers, Dask's overhead per cell.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("llm", "answers per second of the local model (short, cot)", "sim.answer.bench"),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
     ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
+    ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "analysis.sweep_bench"),
 )
 
 

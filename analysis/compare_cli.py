@@ -1,4 +1,10 @@
-"""``memsim compare RUN_DIR...``: one comparison page across run folders (figures from their metrics.json)."""
+"""``memsim compare RUN_DIR...`` or ``memsim compare SWEEP_DIR``: one comparison page (figures from metrics.json).
+
+Given run folders, one page across them (``analysis.report.compare_runs``).
+Given one sweep folder (``memsim sweep``), its cells aggregated over seeds,
+systems ranked on the learning effect and on accuracy, and a plot per knob
+(``analysis.sweep_compare.compare_sweep``).
+"""
 
 from __future__ import annotations
 
@@ -14,22 +20,35 @@ _FADING = 0.98
 
 def compare_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim compare``."""
-    parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run folders to compare (e.g. one per seed)")
-    parser.add_argument("--out", type=Path, default=Path("runs/compare"), help="output folder (default %(default)s)")
+    parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
+                        help="run folders to compare (e.g. one per seed), or one sweep folder")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default runs/compare; for a sweep, SWEEP_DIR/compare)")
     parser.add_argument("--window", type=int, default=_WINDOW, help="questions in the windowed curve (default %(default)s)")
     parser.add_argument("--fading", type=float, default=_FADING, help="fading factor in (0, 1] (default %(default)s)")
 
 
 def compare_main(args: argparse.Namespace) -> int:
     """Write compare.html and compare.md, print the Markdown summary and the page's path."""
-    from analysis.report import compare_runs
+    from analysis.sweep import is_sweep_dir
     from sim.errors import UserError
+
+    if len(args.run_dirs) == 1 and is_sweep_dir(args.run_dirs[0]):
+        from analysis.sweep_compare import compare_sweep
+
+        md = compare_sweep(args.run_dirs[0], args.out)
+        print(md.read_text(encoding="utf-8"))
+        print(f"comparison: {md.parent / 'compare.html'}")
+        return 0
+    if any(is_sweep_dir(d) for d in args.run_dirs):
+        raise UserError("compare: give one sweep folder alone, or run folders (a sweep's cells are under SWEEP_DIR/cells/)")
+    from analysis.report import compare_runs
 
     if args.window < 1:
         raise UserError(f"--window must be a positive number of questions, got {args.window}")
     if not 0 < args.fading <= 1:
         raise UserError(f"--fading must be in (0, 1], got {args.fading}")
-    path = compare_runs(args.run_dirs, args.out, window=args.window, fading=args.fading)
+    path = compare_runs(args.run_dirs, args.out or Path("runs/compare"), window=args.window, fading=args.fading)
     print((path.parent / "compare.md").read_text(encoding="utf-8"))
     print(f"comparison: {path}")
     return 0

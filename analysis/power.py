@@ -22,7 +22,9 @@ answered here on a scenario's own rows:
   exchangeable static arms that keep a random top-k' (k' uniform in 1..k) of
   the same recorded ranking, whose true DiD is 0 by symmetry.
 - ``run_seeds`` plays a config on consecutive seeds through the one pipeline
-  (``analysis.pipeline.execute``) and keeps the probe rows.
+  (``analysis.pipeline.execute``) and keeps the probe rows, in this process;
+  ``power_sweep`` expresses the same runs as a sweep (``analysis.sweep``: a
+  process pool or Dask, resumable) and ``seed_runs_from_sweep`` reads them back.
 
 Nothing here replays retrieval: every figure comes from recorded probe rows.
 The metric is the run's own (``RunSpec.metric``, ``recall_all@k`` unless a
@@ -56,6 +58,8 @@ __all__ = [
     "aa_coverage",
     "SeedRuns",
     "run_seeds",
+    "power_sweep",
+    "seed_runs_from_sweep",
     "DEFAULT_EFFECTS",
 ]
 
@@ -328,3 +332,42 @@ def run_seeds(
         if progress is not None:
             progress(seed, outcome)
     return SeedRuns(tuple(frames), tuple(played), span, k, metric)
+
+
+def power_sweep(config: Any, *, systems: Sequence[Any], seeds: int, embedder: str = "minilm") -> Any:
+    """The runs behind a power curve as a sweep spec: ``systems`` in one cell per seed, cheap summaries.
+
+    Played with ``analysis.sweep.run_sweep``, its cells hold the same probe
+    rows as ``run_seeds`` (same seeds, same random streams).
+
+    Raises:
+        UserError: fewer than 1 seed, or a bad config or system.
+    """
+    from analysis.sweep import config_sweep
+
+    if seeds < 1:
+        raise UserError(f"seeds must be at least 1, got {seeds}")
+    # Only the rows are used: the runs' own summaries are kept cheap (n_boot does not change rows).
+    return config_sweep(config, systems=systems, seeds=seeds, embedder=embedder, name="power", n_boot=100)
+
+
+def seed_runs_from_sweep(result: Any) -> SeedRuns:
+    """The probe rows of a finished power sweep (``analysis.sweep.SweepResult``), in seed order.
+
+    Raises:
+        UserError: a cell did not finish.
+    """
+    import json
+    from pathlib import Path
+
+    from analysis.sweep import cell_probes, require_done
+
+    require_done(result)
+    cells = sorted((r.cell for r in result.records), key=lambda c: c.seed)
+    frames, spans = [], []
+    for c in cells:
+        frames.append(cell_probes(result.out_dir, c))
+        metrics = json.loads((Path(result.out_dir) / "cells" / c.cell_id / "metrics.json").read_text(encoding="utf-8"))
+        spans.append(float(metrics.get("span_days") or 0.0))
+    first = cells[0].spec
+    return SeedRuns(tuple(frames), tuple(c.seed for c in cells), max(spans, default=0.0), int(first["k"]), str(first["metric"]))

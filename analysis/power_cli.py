@@ -5,6 +5,10 @@ base system, when it is another one), then injects known effects into the
 base system's recorded rows (``analysis.power.power_curve``) and prints the
 share of seeds whose DiD interval lies above 0, per effect, and the smallest
 effect reaching 80% power.
+
+The seeds are played as a sweep (``analysis.power.power_sweep``, one cell per
+seed, one run folder each under ``--sweep-dir``) on a process pool or Dask,
+so they run in parallel and a killed run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
                         help="minilm (packaged all-MiniLM-L6-v2) or hash (fast bag-of-words, for quick looks)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
+    parser.add_argument("--sweep-dir", type=Path, default=None,
+                        help="sweep folder of the seeds' runs (default runs/power-<config name>); finished seeds are reused")
+    from analysis.sweep_cli import add_executor_arguments
+
+    add_executor_arguments(parser)
 
 
 def power_main(args: argparse.Namespace) -> int:
@@ -31,7 +40,8 @@ def power_main(args: argparse.Namespace) -> int:
     import numpy as np
     import polars as pl
 
-    from analysis.power import DEFAULT_EFFECTS, minimum_detectable_effect, power_curve, run_seeds
+    from analysis.power import DEFAULT_EFFECTS, minimum_detectable_effect, power_curve, power_sweep, seed_runs_from_sweep
+    from analysis.sweep import run_sweep
     from memory.registry import SystemSpec
     from scenarios.config import load_config
     from sim.errors import UserError
@@ -44,18 +54,13 @@ def power_main(args: argparse.Namespace) -> int:
     control = config.run.control
     base = args.system or control
     systems = [SystemSpec(control)] + ([SystemSpec(base)] if base != control else [])
-    embedder = None
-    if args.embedder == "hash":
-        from memory.embed import HashEmbedder
-
-        embedder = lambda: HashEmbedder(256)  # noqa: E731
-
-    def progress(seed: int, outcome: object) -> None:
-        probes = outcome.result.probes  # type: ignore[attr-defined]
-        print(f"seed {seed}: {probes.filter(pl.col('system') == control).height} questions", flush=True)
-
-    # Only the rows are used: the runs' own summaries are kept cheap (n_boot does not change rows).
-    runs = run_seeds(config, systems=systems, seeds=args.seeds, embedder_factory=embedder, progress=progress, n_boot=100)
+    spec = power_sweep(config, systems=systems, seeds=args.seeds, embedder=args.embedder)
+    out = args.sweep_dir or Path("runs") / f"power-{args.config.stem}"
+    result = run_sweep(spec, out, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
+                       progress=lambda line: print(line, flush=True))
+    runs = seed_runs_from_sweep(result)
+    for seed, probes in zip(runs.seeds, runs.probes):
+        print(f"seed {seed}: {probes.filter(pl.col('system') == control).height} questions")
     effects = sorted({*DEFAULT_EFFECTS, float(args.effect)})
     points = power_curve(list(runs.probes), system=base, control=control, effects=effects, k=runs.k,
                          span_days=runs.span_days, metric=runs.metric, rng=np.random.default_rng(config.run.seed),

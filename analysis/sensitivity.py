@@ -14,6 +14,11 @@ interval is ``analysis.stats.diff_in_diff``'s paired bootstrap over question
 threads (or users, when there are many), so three seeds give one interval
 that is narrower than any seed's own.
 
+``sensitivity_sweep`` expresses the same grid as a sweep spec
+(``analysis.sweep``: one cell per point and seed, played on a process pool
+or Dask, resumable) and ``grid_from_sweep`` measures its cells exactly as
+``sensitivity_grid`` measures its in-process runs.
+
 Knobs live either in the scenario table (``reask_rate``, ``topic_skew``,
 ``change_rate``) or in the run table (``feedback_delay_hours``); a
 ``Knob`` names which.
@@ -21,6 +26,7 @@ Knobs live either in the scenario table (``reask_rate``, ``topic_skew``,
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +46,8 @@ __all__ = [
     "DEFAULT_KNOBS",
     "pool_seeds",
     "sensitivity_grid",
+    "sensitivity_sweep",
+    "grid_from_sweep",
     "grid_frame",
     "format_table",
     "plot_grid",
@@ -170,24 +178,11 @@ def sensitivity_grid(
         UserError: unknown knob, fewer than 1 seed, or the system is the control.
     """
     from analysis.power import run_seeds
-    from scenarios.base import build_scenario
 
-    if seeds < 1:
-        raise UserError(f"seeds must be at least 1, got {seeds}")
-    spec_sys = system if isinstance(system, SystemSpec) else SystemSpec(system)
-    control = config.run.control
-    if spec_sys.display == control:
-        raise UserError(f"the system under study is the control {control!r}; choose another system")
-    scen = dict(config.scenario)
-    name = scen.pop("name")
-    resolved = build_scenario(name, scen).spec_args()
-    base = {"scenario": resolved, "run": config.run.model_dump()}
+    spec_sys, control, base = _check(config, system, seeds)
     cache: dict[tuple[str, str, float] | None, tuple[tuple[pl.DataFrame, ...], str]] = {}
-    points: list[GridPoint] = []
-    rng = np.random.default_rng(config.run.seed)
-    label = spec_sys.display
-    for knob, value, is_base in _points(knobs, base):
-        key = None if is_base else (knob.table, knob.name, value)
+
+    def frames(knob: Knob, value: float, key: tuple[str, str, float] | None) -> tuple[tuple[pl.DataFrame, ...], str]:
         if key not in cache:
             point_config = config
             # The runs' own summaries are not used here; 100 resamples keep them cheap.
@@ -206,17 +201,116 @@ def sensitivity_grid(
             runs = run_seeds(point_config, systems=[SystemSpec(control), spec_sys], seeds=seeds,
                              embedder_factory=embedder_factory, progress=report, **overrides)
             cache[key] = (tuple(f.filter(pl.col("error").is_null()) for f in runs.probes), runs.metric)
-        frames, metric = cache[key]
+        return cache[key]
+
+    return _measure(knobs, base, frames, label=spec_sys.display, control=control,
+                    rng=np.random.default_rng(config.run.seed), n_boot=n_boot)
+
+
+def _measure(
+    knobs: Sequence[Knob],
+    base: dict[str, dict[str, Any]],
+    frames: Callable[[Knob, float, tuple[str, str, float] | None], tuple[tuple[pl.DataFrame, ...], str]],
+    *,
+    label: str,
+    control: str,
+    rng: np.random.Generator,
+    n_boot: int,
+) -> list[GridPoint]:
+    """The grid's points from each point's per-seed rows (``frames(knob, value, key)``; key None = base)."""
+    points: list[GridPoint] = []
+    for knob, value, is_base in _points(knobs, base):
+        key = None if is_base else (knob.table, knob.name, value)
+        rows, metric = frames(knob, value, key)
         per_seed = []
-        for f in frames:
+        for f in rows:
             d = diff_in_diff(f, metric=metric, system=label, control=control, rng=rng, n_boot=100)
             per_seed.append(d.did)
-        pooled = diff_in_diff(pool_seeds(frames), metric=metric, system=label, control=control, rng=rng, n_boot=n_boot)
+        pooled = diff_in_diff(pool_seeds(rows), metric=metric, system=label, control=control, rng=rng, n_boot=n_boot)
         points.append(
-            GridPoint(knob.name, value, is_base, len(frames), pooled.n, pooled.did, pooled.ci[0], pooled.ci[1],
+            GridPoint(knob.name, value, is_base, len(rows), pooled.n, pooled.did, pooled.ci[0], pooled.ci[1],
                       tuple(per_seed), metric)
         )
     return points
+
+
+def _check(config: Any, system: str | SystemSpec, seeds: int) -> tuple[SystemSpec, str, dict[str, dict[str, Any]]]:
+    from scenarios.base import build_scenario
+
+    if seeds < 1:
+        raise UserError(f"seeds must be at least 1, got {seeds}")
+    spec_sys = system if isinstance(system, SystemSpec) else SystemSpec(system)
+    control = config.run.control
+    if spec_sys.display == control:
+        raise UserError(f"the system under study is the control {control!r}; choose another system")
+    scen = dict(config.scenario)
+    name = scen.pop("name")
+    resolved = build_scenario(name, scen).spec_args()
+    return spec_sys, control, {"scenario": resolved, "run": config.run.model_dump()}
+
+
+def sensitivity_sweep(
+    config: Any,
+    *,
+    system: str | SystemSpec = "neuroplastic",
+    knobs: Sequence[Knob] = DEFAULT_KNOBS,
+    seeds: int = 3,
+    embedder: str = "hash",
+) -> Any:
+    """The grid as a sweep spec: one-at-a-time over ``knobs``, the control and the system in each cell.
+
+    Raises:
+        UserError: unknown knob, fewer than 1 seed, or the system is the control.
+    """
+    from analysis.sweep import config_sweep
+
+    spec_sys, control, base = _check(config, system, seeds)
+    grids: dict[str, dict[str, list[float]]] = {"scenario": {}, "run": {}}
+    for knob, value, is_base in _points(knobs, base):
+        if not is_base:
+            grids[knob.table].setdefault(knob.name, []).append(value)
+    return config_sweep(config, systems=[SystemSpec(control), spec_sys], seeds=seeds, embedder=embedder,
+                        name="sensitivity", scenario_grid=grids["scenario"], run_grid=grids["run"],
+                        design="one-at-a-time", n_boot=100)
+
+
+def grid_from_sweep(
+    result: Any,
+    config: Any,
+    *,
+    system: str | SystemSpec = "neuroplastic",
+    knobs: Sequence[Knob] = DEFAULT_KNOBS,
+    n_boot: int = 1000,
+) -> list[GridPoint]:
+    """The grid's points from a finished ``sensitivity_sweep`` (``analysis.sweep.SweepResult``).
+
+    Raises:
+        UserError: a cell did not finish, or a point of the grid has no cells.
+    """
+    from analysis.sweep import cell_probes, require_done
+
+    require_done(result)
+    seeds = len({r.cell.seed for r in result.records})
+    spec_sys, control, base = _check(config, system, seeds)
+    by_point: dict[str, list[Any]] = {}
+    for r in result.records:
+        by_point.setdefault(json.dumps(r.cell.point, sort_keys=True), []).append(r.cell)
+
+    def frames(knob: Knob, value: float, key: tuple[str, str, float] | None) -> tuple[tuple[pl.DataFrame, ...], str]:
+        point = {} if key is None else {f"{knob.table}.{knob.name}": value}
+        cells = next((cs for p, cs in by_point.items() if _same_point(json.loads(p), point)), None)
+        if not cells:
+            raise UserError(f"sweep {result.out_dir}: no cells for {knob.name} = {value:g}")
+        cells = sorted(cells, key=lambda c: c.seed)
+        rows = tuple(cell_probes(result.out_dir, c).filter(pl.col("error").is_null()) for c in cells)
+        return rows, str(cells[0].spec["metric"])
+
+    return _measure(knobs, base, frames, label=spec_sys.display, control=control,
+                    rng=np.random.default_rng(config.run.seed), n_boot=n_boot)
+
+
+def _same_point(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return set(a) == set(b) and all(float(a[k]) == float(b[k]) for k in a)
 
 
 def grid_frame(points: Sequence[GridPoint]) -> pl.DataFrame:

@@ -2,7 +2,10 @@
 
 Varies re-ask rate, topic skew, fact change rate and feedback delay one at a
 time around the config's values (``analysis.sensitivity``), prints the table
-and writes the four-panel plot.
+and writes the four-panel plot. The grid's runs are a sweep
+(``analysis.sensitivity.sensitivity_sweep``: one cell per point and seed, a
+run folder each under ``--sweep-dir``) played on a process pool or Dask and
+resumed where a killed run stopped.
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ def sensitivity_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hash (fast bag-of-words, default) or minilm (packaged all-MiniLM-L6-v2)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
     parser.add_argument("--out", type=Path, default=Path("analysis/figures/sensitivity.png"), help="plot file (PNG or SVG)")
+    parser.add_argument("--sweep-dir", type=Path, default=None,
+                        help="sweep folder of the grid's runs (default runs/sensitivity-<config name>); finished cells are reused")
+    from analysis.sweep_cli import add_executor_arguments
+
+    add_executor_arguments(parser)
 
 
 def sensitivity_main(args: argparse.Namespace) -> int:
     """Run the grid, print the table, write the plot."""
-    from analysis.sensitivity import DEFAULT_KNOBS, format_table, plot_grid, sensitivity_grid
+    from analysis.sensitivity import DEFAULT_KNOBS, format_table, grid_from_sweep, plot_grid, sensitivity_sweep
+    from analysis.sweep import run_sweep
     from memory.registry import parse_system
     from scenarios.config import load_config
     from sim.errors import UserError
@@ -37,13 +46,11 @@ def sensitivity_main(args: argparse.Namespace) -> int:
         raise UserError(f"--out must end in .png or .svg, got {args.out}")
     config = load_config(args.config)
     system = parse_system(args.system)
-    embedder = None
-    if args.embedder == "hash":
-        from memory.embed import HashEmbedder
-
-        embedder = lambda: HashEmbedder(256)  # noqa: E731
-    points = sensitivity_grid(config, system=system, knobs=DEFAULT_KNOBS, seeds=args.seeds, embedder_factory=embedder,
-                              n_boot=args.n_boot, progress=lambda line: print(line, flush=True))
+    spec = sensitivity_sweep(config, system=system, knobs=DEFAULT_KNOBS, seeds=args.seeds, embedder=args.embedder)
+    out = args.sweep_dir or Path("runs") / f"sensitivity-{args.config.stem}"
+    result = run_sweep(spec, out, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
+                       progress=lambda line: print(line, flush=True))
+    points = grid_from_sweep(result, config, system=system, knobs=DEFAULT_KNOBS, n_boot=args.n_boot)
     print()
     print(f"DiD of {system.display} against {config.run.control}, one knob at a time around {args.config}, "
           f"{args.seeds} seeds pooled per point, {args.embedder} embedder")

@@ -147,6 +147,11 @@ def test_shipped_configs_load():
     from scenarios.config import CONFIG_DIR
 
     for path in sorted(CONFIG_DIR.glob("*.toml")):
+        if path.name.startswith("sweep_"):  # sweep specs (analysis.sweep), not run configs
+            from analysis.sweep import load_sweep
+
+            assert load_sweep(path).scenarios
+            continue
         cfg = load_config(path)
         assert cfg.scenario["name"]
 
