@@ -53,6 +53,7 @@ __all__ = [
     "injection_gain",
     "calibrate_p_end",
     "power_curve",
+    "gain_power_curve",
     "minimum_detectable_effect",
     "random_cutoff_rows",
     "aa_coverage",
@@ -194,6 +195,68 @@ def power_curve(
             dids.append(dd.did)
             hits += int(dd.ci[0] > 0)
         points.append(PowerPoint(effect, hits / n if n else math.nan, n, float(np.mean(dids)) if dids else math.nan))
+    return points
+
+
+def gain_power_curve(
+    runs: Sequence[pl.DataFrame],
+    *,
+    system: str,
+    effects: Sequence[float] = DEFAULT_EFFECTS,
+    k: int,
+    span_days: float,
+    metric: str,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+) -> list[PowerPoint]:
+    """Power of the headline (second-half gain over the twin) to detect an effect injected into ``system``.
+
+    The system under test is the base: the effect is injected into its own
+    recorded rows (what it missed and could be fixed, on its question
+    stream) and the injected rows are compared with the same rows without
+    it, with each user's questions split at that user's median and users
+    resampled (``analysis.learning.compare``), as a run's headline is
+    computed. The gain a learning system really has over its twin is thus
+    not counted as injected effect; the run's own ``gain_mde`` (from its
+    interval against the twin) also carries the noise of that divergence.
+    The oracle probability is calibrated per seed so that the expected
+    second-half gain it adds equals the effect; ``PowerPoint.mean_did``
+    holds the measured second-half gain.
+    """
+    from analysis.learning import compare, user_halves
+
+    points = []
+    for effect in effects:
+        hits, n, gains = 0, 0, []
+        for probes in runs:
+            base = probes.filter(pl.col("system") == system)
+            if base.height == 0:
+                raise UserError(f"power: the runs have no rows of {system!r}")
+            reference = base.with_columns(pl.lit("reference").alias("system"))
+            halves = user_halves(base)
+            ordered = base.sort("q_index")
+            fix, ramp, _ = _fix_and_time(ordered, k, span_days, metric)
+            half_of = dict(zip(halves["question_id"].to_list(), halves["half"].to_list(), strict=True))
+            second = np.array([half_of.get(q) == 1 for q in ordered["question_id"].to_list()], dtype=bool)
+            per_unit = float((fix * ramp)[second].mean()) if second.any() else 0.0
+            if effect == 0:
+                p_end = 0.0
+            elif per_unit <= 0 or effect / per_unit > 1.0:
+                continue
+            else:
+                p_end = effect / per_unit
+            key = int(rng.integers(2**62))
+            injected = inject_rows(
+                probes, system=system, p_end=p_end, span_days=span_days, seed=key, k=k, metric=metric, label="injected"
+            )
+            frame = pl.concat([reference, injected.select(reference.columns)], how="vertical_relaxed")
+            pair = compare(frame, halves, metric=metric, system="injected", other="reference", rng=rng, n_boot=n_boot)
+            if pair is None or math.isnan(pair.second):
+                continue
+            n += 1
+            gains.append(pair.second)
+            hits += int(pair.second_ci[0] > 0)
+        points.append(PowerPoint(effect, hits / n if n else math.nan, n, float(np.mean(gains)) if gains else math.nan))
     return points
 
 

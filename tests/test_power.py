@@ -76,3 +76,30 @@ def test_missing_metric_column_is_a_user_error(naive_runs) -> None:
     with pytest.raises(UserError, match="'recall_all@7'"):
         power_curve(naive_runs, system="naive", control="naive", effects=(0.05,), k=7, span_days=90,
                     metric="recall_all@7", rng=np.random.default_rng(0), n_boot=100)
+
+
+@pytest.fixture(scope="module")
+def learner_runs(tmp_path_factory: pytest.TempPathFactory) -> list:
+    """control-learner (and its twin) on two seeds of a 30-user persona scenario (user-level intervals)."""
+    out = []
+    for seed in range(2):
+        spec = make_spec("longitudinal", "persona", {"users": 30, "months": 2}, (SystemSpec("control-learner"),),
+                         seed=seed, n_boot=200)
+        outcome = execute(spec, out_dir=None,
+                          resources=Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: HashEmbedder(256)))
+        out.append(outcome.result.probes)
+    return out
+
+
+def test_gain_power_uses_the_system_under_test_as_base(learner_runs) -> None:
+    """The effect goes into the system's own rows; the learner's real gain over its twin is not counted."""
+    from analysis.power import gain_power_curve
+
+    pts = gain_power_curve(learner_runs, system="control-learner", effects=(0.0, 0.1), k=10, span_days=60,
+                           metric=METRIC, rng=np.random.default_rng(0), n_boot=300)
+    assert pts[0].mean_did == 0.0 and pts[0].power == 0.0
+    assert pts[1].seeds == 2 and pts[1].mean_did == pytest.approx(0.1, abs=0.04)
+    assert pts[1].power == 1.0
+    with pytest.raises(UserError, match="no rows of 'naive'"):
+        gain_power_curve(learner_runs, system="naive", effects=(0.05,), k=10, span_days=60, metric=METRIC,
+                         rng=np.random.default_rng(0))
