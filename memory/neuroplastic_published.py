@@ -275,10 +275,13 @@ class PublishedNeuroplasticMemory:
             kept = [t for t in turns if (d := decide(t.turn_id, user_id=user_id)) is not None and d.stored]
         else:
             kept = list(turns)
-        self._store(kept, user_id, None)
+        self._store(kept, user_id, None, fresh=True)
 
     def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
-        """Store ``turns`` without gating (snapshots, large benchmark stores); they join the next pass.
+        """Store ``turns`` without gating (snapshots, large benchmark stores).
+
+        Loaded memories count as already revised and consolidated: the next
+        passes compare only later memories with them.
 
         Args:
             turns: the turns to store.
@@ -291,9 +294,9 @@ class PublishedNeuroplasticMemory:
         bulk = getattr(self._gate, "bulk_load", None)
         if callable(bulk):
             bulk(turns, user_id=user_id, vectors=vectors)
-        self._store(list(turns), user_id, vectors)
+        self._store(list(turns), user_id, vectors, fresh=False)
 
-    def _store(self, turns: Sequence[Turn], user_id: str, vectors: np.ndarray | None) -> None:
+    def _store(self, turns: Sequence[Turn], user_id: str, vectors: np.ndarray | None, *, fresh: bool) -> None:
         if not turns:
             return
         u = self._users.get(user_id)
@@ -302,6 +305,7 @@ class PublishedNeuroplasticMemory:
         texts = [render_turn(t) for t in turns]
         vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
         # One partition per speaker, as the gate keeps them: revision and merging compare a speaker's memories.
+        added: list[int] = []
         by_speaker: dict[str, list[int]] = {}
         for n, t in enumerate(turns):
             by_speaker.setdefault(t.speaker, []).append(n)
@@ -317,8 +321,10 @@ class PublishedNeuroplasticMemory:
                 u.inhibition[i] = 0.0
                 u.session[i] = turns[n].session_id
                 u.speaker[i] = speaker
-                u.fresh.append(i)
-        u.fresh.sort()
+                added.append(i)
+        if fresh:
+            # Ids only grow, so the new ones all come after those already waiting.
+            u.fresh.extend(sorted(added))
 
     # -- retrieval -----------------------------------------------------------
 
@@ -405,10 +411,15 @@ class PublishedNeuroplasticMemory:
         for user_id in sorted(self._users):
             u = self._users[user_id]
             fresh = [i for i in u.fresh if self._index.has(user_id, i)]
+            # One nearest-neighbour search per new memory serves both passes (no memory is added between them).
+            near: dict[int, list[tuple[int, float]]] = {}
+            if self.inhibition or self.consolidation:
+                k = max(self.revision_neighbors if self.inhibition else 0, self.merge_neighbors - 1)
+                near = {j: self._neighbours(user_id, u, j, k) for j in fresh}
             if self.inhibition:
-                self._revise(user_id, u, fresh)
+                self._revise(user_id, u, fresh, near)
             if self.consolidation:
-                self._merge(user_id, u, fresh)
+                self._merge(user_id, u, fresh, near)
                 u.extra_decays += 1
                 self._counts["consolidations"] += 1
             u.fresh = []
@@ -419,11 +430,11 @@ class PublishedNeuroplasticMemory:
         hits = self._index.search(user_id, vec, k + 1, partition=u.speaker[i])
         return [(j, cos) for j, cos in hits if j != i][:k]
 
-    def _revise(self, user_id: str, u: _User, fresh: list[int]) -> None:
+    def _revise(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
         """Each new memory inhibits the older memories of its speaker it revises (once each)."""
         for j in fresh:
             newer = self._index.get(user_id, j)
-            for i, cos in self._neighbours(user_id, u, j, self.revision_neighbors):
+            for i, cos in near[j][: self.revision_neighbors]:
                 if cos <= self.revision_threshold:
                     break
                 if i in u.revised or u.session[i] == u.session[j]:
@@ -435,16 +446,17 @@ class PublishedNeuroplasticMemory:
                 u.revised.add(i)
                 self._counts["inhibitions"] += 1
 
-    def _merge(self, user_id: str, u: _User, fresh: list[int]) -> None:
+    def _merge(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
         """Each new memory against its near-duplicates: the weaker of a pair is inhibited, none deleted."""
         lost: set[int] = set()
+        new = set(fresh)
         for j in fresh:
             if j in lost:
                 continue
-            for i, cos in self._neighbours(user_id, u, j, self.merge_neighbors - 1):
+            for i, cos in near[j][: self.merge_neighbors - 1]:
                 if cos <= self.merge_threshold:
                     break
-                if i in lost or (i > j and i in fresh):
+                if i in lost or (i > j and i in new):
                     # A pair of two new memories is handled once, from the later one.
                     continue
                 older, newer = (i, j) if i < j else (j, i)
