@@ -18,12 +18,13 @@ through four mechanisms, each switchable for the published ablations:
   the candidates are added, scored ``link_bonus x count``.
 - ``inhibition`` (belief revision): one pass over new memories in which an
   older memory of the same speaker gets ``+inhibition_step`` (capped at
-  ``inhibition_cap``) when a later memory from a different session has cosine
-  above ``revision_threshold``; each memory is revised at most once. Queries
+  ``inhibition_cap``) when a later memory from a different session, among
+  the later one's ``revision_neighbors`` nearest, has cosine above
+  ``revision_threshold``; each memory is revised at most once. Queries
   with a past-state cue (whole words: "used to", "originally", "before", ...)
   see only ``1 - past_cue_relief`` of any inhibition.
 - ``consolidation``: near-duplicates of the same speaker (cosine above
-  ``merge_threshold``) are merged by inhibiting the loser (the lower weight;
+  ``merge_threshold``, among a new memory's ``merge_neighbors`` nearest) are merged by inhibiting the loser (the lower weight;
   the older on a tie) by ``inhibition_step``; nothing is deleted. Memories
   never strengthened decay by an extra ``unretrieved_decay`` once per
   consolidation.
@@ -144,8 +145,8 @@ class PublishedNeuroplasticMemory:
     ``weight_floor=0.1``, ``decay_every=10``; ``link_after=3``,
     ``link_bonus=0.05``, ``expand_top=10``; ``revision_threshold=0.85``,
     ``inhibition_step=0.7``, ``inhibition_cap=0.95``, ``past_cue_relief=0.7``,
-    ``revision_neighbors=10``; ``merge_threshold=0.92``,
-    ``merge_neighbors=5``, ``unretrieved_decay=0.95``;
+    ``revision_neighbors=9``; ``merge_threshold=0.92``,
+    ``merge_neighbors=4``, ``unretrieved_decay=0.95``;
     ``candidate_factor=3``. Abstractions (off in the published defaults)
     are not offered here; ``neuroplastic-daily-decay`` has them.
     """
@@ -173,9 +174,9 @@ class PublishedNeuroplasticMemory:
         inhibition_step: float = 0.7,
         inhibition_cap: float = 0.95,
         past_cue_relief: float = 0.7,
-        revision_neighbors: int = 10,
+        revision_neighbors: int = 9,
         merge_threshold: float = 0.92,
-        merge_neighbors: int = 5,
+        merge_neighbors: int = 4,
         unretrieved_decay: float = 0.95,
         candidate_factor: int = 3,
     ) -> None:
@@ -414,7 +415,7 @@ class PublishedNeuroplasticMemory:
             # One nearest-neighbour search per new memory serves both passes (no memory is added between them).
             near: dict[int, list[tuple[int, float]]] = {}
             if self.inhibition or self.consolidation:
-                k = max(self.revision_neighbors if self.inhibition else 0, self.merge_neighbors - 1)
+                k = max(self.revision_neighbors if self.inhibition else 0, self.merge_neighbors)
                 near = {j: self._neighbours(user_id, u, j, k) for j in fresh}
             if self.inhibition:
                 self._revise(user_id, u, fresh, near)
@@ -453,7 +454,7 @@ class PublishedNeuroplasticMemory:
         for j in fresh:
             if j in lost:
                 continue
-            for i, cos in near[j][: self.merge_neighbors - 1]:
+            for i, cos in near[j][: self.merge_neighbors]:
                 if cos <= self.merge_threshold:
                     break
                 if i in lost or (i > j and i in new):
