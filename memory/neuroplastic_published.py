@@ -24,10 +24,10 @@ through four mechanisms, each switchable for the published ablations:
   with a past-state cue (whole words: "used to", "originally", "before", ...)
   see only ``1 - past_cue_relief`` of any inhibition.
 - ``consolidation``: near-duplicates of the same speaker (cosine above
-  ``merge_threshold``, among a new memory's ``merge_neighbors`` nearest) are merged by inhibiting the loser (the lower weight;
-  the older on a tie) by ``inhibition_step``; nothing is deleted. Memories
-  never strengthened decay by an extra ``unretrieved_decay`` once per
-  consolidation.
+  ``merge_threshold``, among a new memory's ``merge_neighbors`` nearest)
+  are merged by inhibiting the loser (the lower weight; the older on a tie)
+  by ``inhibition_step``; nothing is deleted. Memories never strengthened
+  decay by an extra ``unretrieved_decay`` once per consolidation.
 
 Ranking: the ``candidate_factor x k`` nearest memories by cosine are scored
 ``cosine x weight x (1 - inhibition)``, link neighbours are added, and the

@@ -174,8 +174,11 @@ def test_link_forms_at_the_third_co_retrieval_right_or_wrong(associations: bool)
     table = {"anchor": unit(1), "partner": axis(7), "ask": unit(1)}
     table |= {f"filler{n}": axis(n, 0.1) for n in range(1, 7)}
     m = make(table, ltp=False, inhibition=False, consolidation=False, associations=associations)
-    m.ingest([turn(0, "anchor"), turn(1, "partner")] + [turn(1 + n, f"filler{n}") for n in range(1, 7)], user_id="u", now=T0)
-    pair = [r.memory_id for r in m.probe("partner anchor", user_id="u", now=FAR, k=8) if r.source_turn_ids[0] in ("u:0", "u:1")]
+    fillers = [turn(1 + n, f"filler{n}") for n in range(1, 7)]
+    m.ingest([turn(0, "anchor"), turn(1, "partner"), *fillers], user_id="u", now=T0)
+    everything = m.probe("ask", user_id="u", now=FAR, k=8)
+    pair = [r.memory_id for r in everything if r.source_turn_ids[0] in ("u:0", "u:1")]
+    assert len(pair) == 2
     for n in range(2):
         m.feedback(f"q{n}", pair, n == 0, user_id="u", now=FAR)
         assert ids(m.probe("ask", user_id="u", now=FAR, k=2)) == ["u:0", "u:2"], f"linked after {n + 1}"
@@ -329,7 +332,10 @@ def test_default_stores_what_the_multisignal_gate_stores() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [{"gate": "bm25"}, {"decay_every": 0}, {"ltp": "maybe"}, {"decay": 1.5}, {"inhibition_cap": 2}, {"gate": "none", "gate_args": {"warmup": 1}}],
+    [
+        {"gate": "bm25"}, {"decay_every": 0}, {"ltp": "maybe"}, {"decay": 1.5}, {"inhibition_cap": 2},
+        {"gate": "none", "gate_args": {"warmup": 1}},
+    ],
     ids=["gate", "decay_every", "ltp", "decay", "cap", "gate_args"],
 )
 def test_bad_arguments_are_user_errors(args: dict[str, object]) -> None:
