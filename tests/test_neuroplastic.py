@@ -169,10 +169,10 @@ def test_consolidation_decays_never_strengthened_memories_once_per_pass() -> Non
 
 @pytest.mark.parametrize("associations", [True, False])
 def test_link_forms_at_the_third_co_retrieval_right_or_wrong(associations: bool) -> None:
-    # The anchor answers the query; six fillers (cosine 0.1) fill the pool of 3 x k = 6; the
+    # The anchor answers the query; six fillers (cosine 0.08) fill the pool of 3 x k = 6; the
     # partner (cosine 0) is outside it and can only come back through a link.
     table = {"anchor": unit(1), "partner": axis(7), "ask": unit(1)}
-    table |= {f"filler{n}": axis(n, 0.1) for n in range(1, 7)}
+    table |= {f"filler{n}": axis(n, 0.08) for n in range(1, 7)}
     m = make(table, ltp=False, inhibition=False, consolidation=False, associations=associations)
     fillers = [turn(1 + n, f"filler{n}") for n in range(1, 7)]
     m.ingest([turn(0, "anchor"), turn(1, "partner"), *fillers], user_id="u", now=T0)
