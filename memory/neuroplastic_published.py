@@ -27,7 +27,9 @@ through four mechanisms, each switchable for the published ablations:
   ``merge_threshold``, among a new memory's ``merge_neighbors`` nearest)
   are merged by inhibiting the loser (the lower weight; the older on a tie)
   by ``inhibition_step``; nothing is deleted. Memories never strengthened
-  decay by an extra ``unretrieved_decay`` once per consolidation.
+  decay by an extra ``unretrieved_decay`` once per consolidation (a user's
+  consolidation runs at a ``maintain`` that finds memories stored since the
+  last one).
 
 Ranking: the ``candidate_factor x k`` nearest memories by cosine are scored
 ``cosine x weight x (1 - inhibition)``, link neighbours are added, and the
@@ -408,10 +410,19 @@ class PublishedNeuroplasticMemory:
     # -- maintenance ---------------------------------------------------------
 
     def maintain(self, *, now: datetime) -> None:
-        """The inhibition pass, then consolidation, over the memories stored since the last call."""
+        """The inhibition pass, then consolidation, for each user who stored something since the last call.
+
+        The published system consolidates once after encoding; a tick that
+        finds nothing new for a user is not a consolidation, so it brings no
+        extra decay (else a daily tick would age idle users' memories by
+        ``unretrieved_decay`` a day).
+        """
         for user_id in sorted(self._users):
             u = self._users[user_id]
             fresh = [i for i in u.fresh if self._index.has(user_id, i)]
+            u.fresh = []
+            if not fresh:
+                continue
             # One nearest-neighbour search per new memory serves both passes (no memory is added between them).
             near: dict[int, list[tuple[int, float]]] = {}
             if self.inhibition or self.consolidation:
@@ -423,7 +434,6 @@ class PublishedNeuroplasticMemory:
                 self._merge(user_id, u, fresh, near)
                 u.extra_decays += 1
                 self._counts["consolidations"] += 1
-            u.fresh = []
 
     def _neighbours(self, user_id: str, u: _User, i: int, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest other memories of ``i``'s speaker, by cosine."""

@@ -152,16 +152,20 @@ def test_ablations_separate_learning_from_ageing(name: str, strengthened: bool, 
     assert m.probe("ask", user_id="u", now=FAR, k=1)[0].score == pytest.approx(want, rel=1e-6)
 
 
-def test_consolidation_decays_never_strengthened_memories_once_per_pass() -> None:
+def test_consolidation_decays_never_strengthened_memories_once_per_consolidation() -> None:
     table = {"used": unit(1), "idle": unit(0, 1), "ask": unit(1)}
     m = make(table, associations=False, inhibition=False)
     m.ingest([turn(0, "used"), turn(1, "idle")], user_id="u", now=T0)
     got = m.retrieve("ask", user_id="u", now=FAR, k=1)
     m.feedback("q", [got[0].memory_id], True, user_id="u", now=FAR)
     m.maintain(now=FAR)
+    m.maintain(now=FAR)  # nothing new since the last pass: no consolidation, no extra decay
+    assert by_turn(m.probe("idle", user_id="u", now=FAR, k=2))["u:1"] == pytest.approx(0.95, rel=1e-6)
+    m.ingest([turn(2, "fresh news", session="s2")], user_id="u", now=T0)
     m.maintain(now=FAR)
-    assert by_turn(m.probe("idle", user_id="u", now=FAR, k=2))["u:1"] == pytest.approx(0.95**2, rel=1e-6)
+    assert by_turn(m.probe("idle", user_id="u", now=FAR, k=3))["u:1"] == pytest.approx(0.95**2, rel=1e-6)
     assert by_turn(m.probe("ask", user_id="u", now=FAR, k=1))["u:0"] == pytest.approx(1.05, rel=1e-6)
+    assert m.report()["consolidations"] == 2
 
 
 # ----------------------------------------------------------------------------- associations
