@@ -47,10 +47,11 @@ How the published loop maps onto memsim's protocol:
 - "never retrieved" means never strengthened (the published retrieval
   count grows only with a correct answer).
 - the inhibition and consolidation passes run in ``maintain`` (the published
-  code runs them once after encoding; memsim's static protocols call
-  ``maintain`` once after each episode's ingest, its longitudinal runs at
-  every maintenance tick) and examine only the memories stored since the last
-  pass, each through a nearest-neighbour search of the vector index.
+  code runs them once after encoding; a longitudinal run calls ``maintain``
+  at every maintenance tick, and a static run acts on them only if it calls
+  ``maintain`` after an episode's ingest) and examine only the memories
+  stored since the last pass, each through a nearest-neighbour search of the
+  vector index. Until a pass has run, memories rank by cosine alone.
 
 Weights decay lazily: a memory keeps its weight and the user's decay counts
 at the moment it was last set, and its current weight is computed when it is
