@@ -1,4 +1,19 @@
-"""A memory that changes through use: strengthening, association, revision, consolidation.
+"""memsim's daily-decay neuroplastic variant (``neuroplastic-daily-decay``).
+
+The default ``neuroplastic`` is the published mechanism
+(``memory.neuroplastic_published``). This module keeps memsim's earlier port,
+registered as ``neuroplastic-daily-decay``, with its behaviour unchanged. It
+differs from the published system in: every turn is stored (no write gate);
+weights decay at every ``maintain`` (memsim's daily tick) rather than every
+10 questions, and the extra decay of never-retrieved memories (a memory
+counts as retrieved once any ``retrieve`` returned it) runs at every tick
+too; the weight cap is 2.0 and the candidate pool 50; co-retrievals are
+counted on correct answers only, over the first 10 ids, and a link adds a
+fixed bonus to the neighbour's own score; each new memory inhibits, at
+ingest, every older memory from another session among its 5 nearest above
+the threshold (any speaker); near-duplicates are merged into one memory
+(union of provenance, the originals deleted); the past-state cues are four
+("used to", "originally", "before", "previously").
 
 Four mechanisms, each switchable so that every ablation is one flag away:
 
@@ -43,7 +58,7 @@ from sim.errors import UserError
 if TYPE_CHECKING:
     from memory.registry import Resources
 
-__all__ = ["NeuroplasticMemory", "has_past_cue"]
+__all__ = ["DailyDecayNeuroplasticMemory", "NeuroplasticMemory", "has_past_cue"]
 
 _PAST_CUE = re.compile(r"\b(?:used to|originally|before|previously)\b", re.IGNORECASE)
 
@@ -94,7 +109,7 @@ class _User:
             self.co = {p: n for p, n in self.co.items() if p[0] not in gone and p[1] not in gone}
 
 
-class NeuroplasticMemory:
+class DailyDecayNeuroplasticMemory:
     """Every turn stored; ranking and contents adapt through feedback and maintenance.
 
     See the module docstring for the four mechanisms. Defaults: all four on;
@@ -452,3 +467,8 @@ class NeuroplasticMemory:
         out["inhibited_now"] = sum(1 for u in self._users.values() for v in u.inhibition.values() if v > 0)
         out["mean_weight"] = float(np.mean(weights)) if weights else float("nan")
         return out
+
+
+NeuroplasticMemory = DailyDecayNeuroplasticMemory
+"""The daily-decay variant under its earlier class name (the registered ``neuroplastic`` is
+``memory.neuroplastic_published.PublishedNeuroplasticMemory``)."""

@@ -304,17 +304,30 @@ def _register_builtin() -> None:
     )
     register_memory(
         "neuroplastic",
-        "memory.neuroplastic:NeuroplasticMemory",
-        description="every turn stored; strengthening, association links, belief revision, consolidation",
+        "memory.neuroplastic_published:PublishedNeuroplasticMemory",
+        description="published mechanism on the multi-signal gate: strengthening with decay every 10 questions, "
+        "Hebbian links, belief revision by inhibition, consolidation by inhibiting near-duplicates",
     )
-    # Ablations: each mechanism off in turn.
+    # Ablations as published: each mechanism off in turn (no-ltp also stops the periodic decay).
     for mechanism in ("ltp", "associations", "inhibition", "consolidation"):
         register_memory(
             f"neuroplastic-no-{mechanism}",
-            "memory.neuroplastic:NeuroplasticMemory",
-            description=f"neuroplastic with {mechanism} switched off",
+            "memory.neuroplastic_published:PublishedNeuroplasticMemory",
+            description=f"neuroplastic with {mechanism} switched off"
+            + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
             defaults={mechanism: False},
         )
+    register_memory(
+        "neuroplastic-decay-only",
+        "memory.neuroplastic_published:PublishedNeuroplasticMemory",
+        description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
+        defaults={"strengthen": False},
+    )
+    register_memory(
+        "neuroplastic-daily-decay",
+        "memory.neuroplastic:DailyDecayNeuroplasticMemory",
+        description="memsim's earlier port: every turn stored, decay at every daily tick, merges that delete",
+    )
     register_memory(
         "fullcontext",
         "memory.fullcontext:FullContextMemory",

@@ -71,6 +71,7 @@ def test_every_builtin_is_checked() -> None:
     """The systems this suite must cover are registered (a missing one would silently escape it)."""
     expected = {"naive", "surprise", "multisignal", "neuroplastic", "fullcontext", "bm25", "hybrid"}
     expected |= {f"neuroplastic-no-{m}" for m in ("ltp", "associations", "inhibition", "consolidation")}
+    expected |= {"neuroplastic-decay-only", "neuroplastic-daily-decay"}
     assert expected <= set(memory_names())
 
 
@@ -88,7 +89,7 @@ def test_real_embedder(name: str, check: str, minilm: Any, cross_encoder_dir: Pa
     _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: minilm))
 
 
-LEAKY_PROBES = [("neuroplastic", {}), ("control-learner", {}), ("control-inject", {"p_end": 1.0})]
+LEAKY_PROBES = [("neuroplastic", {}), ("neuroplastic-daily-decay", {}), ("control-learner", {}), ("control-inject", {"p_end": 1.0})]
 
 
 @pytest.mark.parametrize(("name", "args"), LEAKY_PROBES, ids=[n for n, _ in LEAKY_PROBES])
@@ -105,5 +106,7 @@ def test_probe_check_catches_a_probe_that_retrieves(
         args=args,
         make_resources=lambda: Resources(rng=np.random.default_rng(7), embedder_factory=HashEmbedder),
     )
-    with pytest.raises(AssertionError, match="differs from the unprobed twin|otherwise than its twin"):
+    with pytest.raises(
+        AssertionError, match="differs from the unprobed twin|otherwise than its twin|probes changed what the system reports"
+    ):
         CHECKS["probe_changes_nothing"](subject)

@@ -1,0 +1,526 @@
+"""Neuroplastic memory as published: four plasticity mechanisms on top of the multi-signal gate.
+
+This is the default ``neuroplastic``. It stores what its write gate stores
+(the multi-signal gate by default) and adapts the ranking of those memories
+through four mechanisms, each switchable for the published ablations:
+
+- ``ltp`` (strengthening and decay): on a correct answer every memory that
+  was retrieved for it gets ``weight *= 1 + ltp_boost`` (capped at
+  ``weight_cap``); every ``decay_every`` questions of a user all of that
+  user's weights are multiplied by ``decay`` (never below ``weight_floor``).
+  The periodic decay belongs to this mechanism, so ``ltp=False`` stops both;
+  ``strengthen=False`` stops the boost but keeps the decay, which separates
+  learning from feedback from ageing.
+- ``associations`` (Hebbian links): every feedback, right or wrong, counts a
+  co-retrieval for each pair of memories retrieved together; a pair with at
+  least ``link_after`` co-retrievals is linked. At retrieval the linked
+  neighbours of the top ``expand_top`` candidates that are not already among
+  the candidates are added, scored ``link_bonus x count``.
+- ``inhibition`` (belief revision): one pass over new memories in which an
+  older memory of the same speaker gets ``+inhibition_step`` (capped at
+  ``inhibition_cap``) when a later memory from a different session, among
+  the later one's ``revision_neighbors`` nearest, has cosine above
+  ``revision_threshold``; each memory is revised at most once. Queries
+  with a past-state cue (whole words: "used to", "originally", "before", ...)
+  see only ``1 - past_cue_relief`` of any inhibition.
+- ``consolidation``: near-duplicates of the same speaker (cosine above
+  ``merge_threshold``, among a new memory's ``merge_neighbors`` nearest)
+  are merged by inhibiting the loser (the lower weight; the older on a tie)
+  by ``inhibition_step``; nothing is deleted. Memories never strengthened
+  decay by an extra ``unretrieved_decay`` once per consolidation (a user's
+  consolidation runs at a ``maintain`` that finds memories stored since the
+  last one).
+
+Ranking: the ``candidate_factor x k`` nearest memories by cosine are scored
+``cosine x weight x (1 - inhibition)``, link neighbours are added, and the
+best ``k`` are returned.
+
+How the published loop maps onto memsim's protocol:
+
+- "a question" is one ``retrieve`` (the engine retrieves once per question;
+  ``probe`` is a measurement and is not counted). The decay clock counts
+  retrieves per user, so a twin with feedback withheld ages exactly like the
+  system it shadows.
+- "a correct answer" is ``feedback(..., correct=True)``; "the memories
+  retrieved for it" are the ids that ``feedback`` names (the engine passes
+  what ``retrieve`` served).
+- "never retrieved" means never strengthened (the published retrieval
+  count grows only with a correct answer).
+- the inhibition and consolidation passes run in ``maintain`` (the published
+  code runs them once after encoding; a longitudinal run calls ``maintain``
+  at every maintenance tick, and a static run acts on them only if it calls
+  ``maintain`` after an episode's ingest) and examine only the memories
+  stored since the last pass, each through a nearest-neighbour search of the
+  vector index. Until a pass has run, memories rank by cosine alone.
+
+Weights decay lazily: a memory keeps its weight and the user's decay counts
+at the moment it was last set, and its current weight is computed when it is
+read. Decay is a multiplication with a floor, so k steps at once equal k
+steps one by one, and nothing costs time per memory at a question or a tick.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memory.base import Memory, MemoryStats, MemorySystem, Retrieved, Turn, render_turn
+from memory.dense import DenseIndex, parse_memory_id
+from sim.errors import UserError
+
+if TYPE_CHECKING:
+    from memory.registry import Resources
+
+__all__ = ["PublishedNeuroplasticMemory", "PAST_STATE_CUES", "past_state_cue", "GATES"]
+
+PAST_STATE_CUES: tuple[str, ...] = (
+    "used to", "originally", "before", "previously", "at first",
+    "initially", "back when", "former", "old", "earlier",
+)
+"""The published past-state cues; a query asks about a past state when one occurs as whole words."""
+
+_PAST_RE = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in PAST_STATE_CUES) + r")\b", re.IGNORECASE)
+
+GATES: tuple[str, ...] = ("multisignal", "surprise", "none")
+"""Write gates neuroplastic can sit on (``none``: every turn is stored)."""
+
+
+def past_state_cue(query: str) -> str | None:
+    """The first past-state cue in ``query`` as whole words ("used to" yes, "refused to" no), else None."""
+    m = _PAST_RE.search(query)
+    return m.group(0).lower() if m else None
+
+
+class _User:
+    """One user's plasticity state, by memory id."""
+
+    __slots__ = (
+        "weight", "stamp", "used", "inhibition", "revised", "session", "speaker",
+        "co", "links", "fresh", "questions", "decays", "extra_decays",
+    )
+
+    def __init__(self) -> None:
+        # Weight as last set, and the user's (decays, extra_decays) counts at that moment.
+        self.weight: dict[int, float] = {}
+        self.stamp: dict[int, tuple[int, int]] = {}
+        self.used: set[int] = set()
+        self.inhibition: dict[int, float] = {}
+        self.revised: set[int] = set()
+        self.session: dict[int, str] = {}
+        self.speaker: dict[int, str] = {}
+        # Co-retrieval counts, symmetric: co[a][b] == co[b][a]; links: the pairs at or above the threshold.
+        self.co: dict[int, dict[int, int]] = {}
+        self.links: dict[int, dict[int, int]] = {}
+        # Memories stored since the last inhibition / consolidation pass, in id order.
+        self.fresh: list[int] = []
+        self.questions = 0
+        self.decays = 0
+        self.extra_decays = 0
+
+    def drop(self, ids: Collection[int]) -> None:
+        gone = set(ids)
+        for i in gone:
+            for table in (self.weight, self.stamp, self.inhibition, self.session, self.speaker):
+                table.pop(i, None)  # type: ignore[attr-defined]
+            self.used.discard(i)
+            self.revised.discard(i)
+            for graph in (self.co, self.links):
+                for j in graph.pop(i, {}):
+                    peers = graph.get(j)
+                    if peers is not None:
+                        peers.pop(i, None)
+                        if not peers:
+                            del graph[j]
+        if gone:
+            self.fresh = [i for i in self.fresh if i not in gone]
+
+
+class PublishedNeuroplasticMemory:
+    """Neuroplastic memory with the published mechanisms and defaults (see the module docstring).
+
+    Defaults: ``gate="multisignal"`` (``gate_args`` go to the gate);
+    ``ltp_boost=0.05``, ``weight_cap=5.0``, ``decay=0.99``,
+    ``weight_floor=0.1``, ``decay_every=10``; ``link_after=3``,
+    ``link_bonus=0.05``, ``expand_top=10``; ``revision_threshold=0.85``,
+    ``inhibition_step=0.7``, ``inhibition_cap=0.95``, ``past_cue_relief=0.7``,
+    ``revision_neighbors=9``; ``merge_threshold=0.92``,
+    ``merge_neighbors=4``, ``unretrieved_decay=0.95``;
+    ``candidate_factor=3``. Abstractions (off in the published defaults)
+    are not offered here; ``neuroplastic-daily-decay`` has them.
+    """
+
+    def __init__(
+        self,
+        *,
+        resources: Resources,
+        gate: str = "multisignal",
+        gate_args: Mapping[str, Any] | None = None,
+        ltp: bool = True,
+        strengthen: bool = True,
+        associations: bool = True,
+        inhibition: bool = True,
+        consolidation: bool = True,
+        ltp_boost: float = 0.05,
+        weight_cap: float = 5.0,
+        decay: float = 0.99,
+        weight_floor: float = 0.1,
+        decay_every: int = 10,
+        link_after: int = 3,
+        link_bonus: float = 0.05,
+        expand_top: int = 10,
+        revision_threshold: float = 0.85,
+        inhibition_step: float = 0.7,
+        inhibition_cap: float = 0.95,
+        past_cue_relief: float = 0.7,
+        revision_neighbors: int = 9,
+        merge_threshold: float = 0.92,
+        merge_neighbors: int = 4,
+        unretrieved_decay: float = 0.95,
+        candidate_factor: int = 3,
+    ) -> None:
+        """Make an empty memory; the gate is built from the registry (``gate``, ``gate_args``)."""
+        name = "neuroplastic"
+        for key, value in (
+            ("ltp", ltp), ("strengthen", strengthen), ("associations", associations),
+            ("inhibition", inhibition), ("consolidation", consolidation),
+        ):
+            if not isinstance(value, bool):
+                raise UserError(f"{name}: {key} must be true or false, got {value!r}")
+        for key, value in (
+            ("decay_every", decay_every), ("link_after", link_after), ("expand_top", expand_top),
+            ("revision_neighbors", revision_neighbors), ("merge_neighbors", merge_neighbors),
+            ("candidate_factor", candidate_factor),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"{name}: {key} must be a positive integer, got {value!r}")
+        reals = {
+            "ltp_boost": ltp_boost, "weight_cap": weight_cap, "decay": decay, "weight_floor": weight_floor,
+            "link_bonus": link_bonus, "revision_threshold": revision_threshold,
+            "inhibition_step": inhibition_step, "inhibition_cap": inhibition_cap,
+            "past_cue_relief": past_cue_relief, "merge_threshold": merge_threshold,
+            "unretrieved_decay": unretrieved_decay,
+        }
+        for key, value in reals.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise UserError(f"{name}: {key} must be a number, got {value!r}")
+        for key in ("decay", "unretrieved_decay", "weight_floor"):
+            if not 0.0 < reals[key] <= 1.0:
+                raise UserError(f"{name}: {key} must be in (0, 1], got {reals[key]!r}")
+        for key in ("inhibition_step", "inhibition_cap", "past_cue_relief"):
+            if not 0.0 <= reals[key] <= 1.0:
+                raise UserError(f"{name}: {key} must be in [0, 1], got {reals[key]!r}")
+        if ltp_boost < 0.0 or weight_cap < 1.0 or link_bonus < 0.0:
+            raise UserError(
+                f"{name}: need ltp_boost >= 0, weight_cap >= 1 and link_bonus >= 0, "
+                f"got {ltp_boost!r}, {weight_cap!r}, {link_bonus!r}"
+            )
+        if gate not in GATES:
+            raise UserError(f"{name}: gate must be one of {', '.join(GATES)}, got {gate!r}")
+        if gate == "none" and gate_args:
+            raise UserError(f"{name}: gate_args given but gate is 'none'")
+        self.gate_name = gate
+        self.ltp, self.strengthen = ltp, strengthen
+        self.associations, self.inhibition, self.consolidation = associations, inhibition, consolidation
+        self.ltp_boost, self.weight_cap = float(ltp_boost), float(weight_cap)
+        self.decay, self.weight_floor, self.decay_every = float(decay), float(weight_floor), int(decay_every)
+        self.link_after, self.link_bonus, self.expand_top = int(link_after), float(link_bonus), int(expand_top)
+        self.revision_threshold, self.inhibition_step = float(revision_threshold), float(inhibition_step)
+        self.inhibition_cap, self.past_cue_relief = float(inhibition_cap), float(past_cue_relief)
+        self.revision_neighbors = int(revision_neighbors)
+        self.merge_threshold, self.merge_neighbors = float(merge_threshold), int(merge_neighbors)
+        self.unretrieved_decay, self.candidate_factor = float(unretrieved_decay), int(candidate_factor)
+        self._embedder = resources.embedder
+        self._gate: MemorySystem | None = None
+        if gate != "none":
+            from memory.registry import build_memory
+
+            try:
+                self._gate = build_memory(gate, dict(gate_args or {}), resources=resources)
+            except ValueError as exc:
+                raise UserError(f"{name}: bad gate_args for gate {gate!r}: {exc}") from None
+        self._index = DenseIndex(self._embedder.dim)
+        self._users: dict[str, _User] = {}
+        self._counts = {
+            "questions": 0, "decay_rounds": 0, "strengthened": 0, "links": 0, "expansions": 0,
+            "inhibitions": 0, "merges": 0, "consolidations": 0,
+        }
+
+    # -- weights -------------------------------------------------------------
+
+    def _weight(self, u: _User, i: int) -> float:
+        """The current weight of ``i``: its last set weight with the decays since, floored."""
+        w = u.weight[i]
+        d, e = u.stamp[i]
+        factor = 1.0
+        if u.decays > d:
+            factor *= self.decay ** (u.decays - d)
+        if u.extra_decays > e and i not in u.used:
+            factor *= self.unretrieved_decay ** (u.extra_decays - e)
+        return w if factor == 1.0 else max(self.weight_floor, w * factor)
+
+    def _set_weight(self, u: _User, i: int, w: float) -> None:
+        u.weight[i] = w
+        u.stamp[i] = (u.decays, u.extra_decays)
+
+    # -- ingest --------------------------------------------------------------
+
+    def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
+        """Pass the turns through the gate and keep the ones it stores (weight 1, no inhibition)."""
+        if not turns:
+            return
+        if self._gate is not None:
+            self._gate.ingest(turns, user_id=user_id, now=now)
+            decide = self._gate.decision  # type: ignore[attr-defined]
+            kept = [t for t in turns if (d := decide(t.turn_id, user_id=user_id)) is not None and d.stored]
+        else:
+            kept = list(turns)
+        self._store(kept, user_id, None, fresh=True)
+
+    def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
+        """Store ``turns`` without gating (snapshots, large benchmark stores).
+
+        Loaded memories count as already revised and consolidated: the next
+        passes compare only later memories with them.
+
+        Args:
+            turns: the turns to store.
+            user_id: whose memories they become.
+            vectors: unit vectors of ``render_turn(turn)``, one per turn;
+                embedded with the run's embedder when None.
+        """
+        if not turns:
+            return
+        bulk = getattr(self._gate, "bulk_load", None)
+        if callable(bulk):
+            bulk(turns, user_id=user_id, vectors=vectors)
+        self._store(list(turns), user_id, vectors, fresh=False)
+
+    def _store(self, turns: Sequence[Turn], user_id: str, vectors: np.ndarray | None, *, fresh: bool) -> None:
+        if not turns:
+            return
+        u = self._users.get(user_id)
+        if u is None:
+            u = self._users[user_id] = _User()
+        texts = [render_turn(t) for t in turns]
+        vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
+        # One partition per speaker, as the gate keeps them: revision and merging compare a speaker's memories.
+        added: list[int] = []
+        by_speaker: dict[str, list[int]] = {}
+        for n, t in enumerate(turns):
+            by_speaker.setdefault(t.speaker, []).append(n)
+        for speaker, rows in by_speaker.items():
+            new = self._index.add(
+                user_id,
+                [Memory("", texts[n], turns[n].created_at, (turns[n].turn_id,)) for n in rows],
+                vecs[rows],
+                partition=speaker,
+            )
+            for i, n in zip(new, rows, strict=True):
+                self._set_weight(u, i, 1.0)
+                u.inhibition[i] = 0.0
+                u.session[i] = turns[n].session_id
+                u.speaker[i] = speaker
+                added.append(i)
+        if fresh:
+            # Ids only grow, so the new ones all come after those already waiting.
+            u.fresh.extend(sorted(added))
+
+    # -- retrieval -----------------------------------------------------------
+
+    def _rank(self, query: str, *, user_id: str, now: datetime, k: int) -> tuple[list[tuple[int, float]], int]:
+        """Top ``k`` ``(id, score)`` and how many link neighbours were added; changes nothing."""
+        u = self._users.get(user_id)
+        if u is None or k <= 0 or not self._index.count(user_id):
+            return [], 0
+        q = self._embedder.encode_one(query)
+        keep = 1.0 - self.past_cue_relief if self.inhibition and past_state_cue(query) else 1.0
+        pool = self._index.search(user_id, q, self.candidate_factor * k, now=now)
+        scored = [(cos * self._weight(u, i) * (1.0 - u.inhibition[i] * keep), i) for i, cos in pool]
+        scored.sort(key=lambda p: (-p[0], p[1]))
+        added = 0
+        if self.associations and u.links:
+            taken = {i for _, i in scored}
+            extra: list[tuple[float, int]] = []
+            for _, parent in scored[: self.expand_top]:
+                for j, count in sorted(u.links.get(parent, {}).items()):
+                    if j in taken or self._index.get(user_id, j).created_at > now:
+                        continue
+                    taken.add(j)
+                    extra.append((self.link_bonus * count, j))
+            if extra:
+                added = len(extra)
+                scored.extend(extra)
+                scored.sort(key=lambda p: (-p[0], p[1]))
+        return [(i, s) for s, i in scored[:k]], added
+
+    def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """The best ``k`` memories; counts a question, and every ``decay_every`` questions decays weights."""
+        top, added = self._rank(query, user_id=user_id, now=now, k=k)
+        self._counts["questions"] += 1
+        self._counts["expansions"] += added
+        u = self._users.get(user_id)
+        if u is not None:
+            u.questions += 1
+            if self.ltp and u.questions % self.decay_every == 0:
+                u.decays += 1
+                self._counts["decay_rounds"] += 1
+        return [self._index.retrieved(user_id, i, s) for i, s in top]
+
+    def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
+        """The ranking ``retrieve`` gives at this moment; counts no question."""
+        top, _ = self._rank(query, user_id=user_id, now=now, k=k)
+        return [self._index.retrieved(user_id, i, s) for i, s in top]
+
+    # -- learning ------------------------------------------------------------
+
+    def feedback(
+        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
+    ) -> None:
+        """Count co-retrievals (always); on a correct answer strengthen what was retrieved."""
+        u = self._users.get(user_id)
+        if u is None:
+            return
+        ids: list[int] = []
+        for mid in retrieved:
+            i = parse_memory_id(mid)
+            # Ids of other users or of forgotten memories are ignored, never an error.
+            if i is not None and i in u.weight and i not in ids:
+                ids.append(i)
+        if self.associations:
+            for pos, a in enumerate(ids):
+                for b in ids[pos + 1 :]:
+                    n = u.co.setdefault(a, {}).get(b, 0) + 1
+                    u.co[a][b] = n
+                    u.co.setdefault(b, {})[a] = n
+                    if n >= self.link_after:
+                        if n == self.link_after:
+                            self._counts["links"] += 1
+                        u.links.setdefault(a, {})[b] = n
+                        u.links.setdefault(b, {})[a] = n
+        if correct and self.ltp and self.strengthen:
+            for i in ids:
+                self._set_weight(u, i, min(self.weight_cap, self._weight(u, i) * (1.0 + self.ltp_boost)))
+                u.used.add(i)
+                self._counts["strengthened"] += 1
+
+    # -- maintenance ---------------------------------------------------------
+
+    def maintain(self, *, now: datetime) -> None:
+        """The inhibition pass, then consolidation, for each user who stored something since the last call.
+
+        The published system consolidates once after encoding; a tick that
+        finds nothing new for a user is not a consolidation, so it brings no
+        extra decay (else a daily tick would age idle users' memories by
+        ``unretrieved_decay`` a day).
+        """
+        for user_id in sorted(self._users):
+            u = self._users[user_id]
+            fresh = [i for i in u.fresh if self._index.has(user_id, i)]
+            u.fresh = []
+            if not fresh:
+                continue
+            # One nearest-neighbour search per new memory serves both passes (no memory is added between them).
+            near: dict[int, list[tuple[int, float]]] = {}
+            if self.inhibition or self.consolidation:
+                k = max(self.revision_neighbors if self.inhibition else 0, self.merge_neighbors)
+                near = {j: self._neighbours(user_id, u, j, k) for j in fresh}
+            if self.inhibition:
+                self._revise(user_id, u, fresh, near)
+            if self.consolidation:
+                self._merge(user_id, u, fresh, near)
+                u.extra_decays += 1
+                self._counts["consolidations"] += 1
+
+    def _neighbours(self, user_id: str, u: _User, i: int, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest other memories of ``i``'s speaker, by cosine."""
+        vec = self._index.vector(user_id, i)
+        hits = self._index.search(user_id, vec, k + 1, partition=u.speaker[i])
+        return [(j, cos) for j, cos in hits if j != i][:k]
+
+    def _revise(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
+        """Each new memory inhibits the older memories of its speaker it revises (once each)."""
+        for j in fresh:
+            newer = self._index.get(user_id, j)
+            for i, cos in near[j][: self.revision_neighbors]:
+                if cos <= self.revision_threshold:
+                    break
+                if i in u.revised or u.session[i] == u.session[j]:
+                    continue
+                older = self._index.get(user_id, i)
+                if (older.created_at, i) >= (newer.created_at, j):
+                    continue
+                u.inhibition[i] = min(self.inhibition_cap, u.inhibition[i] + self.inhibition_step)
+                u.revised.add(i)
+                self._counts["inhibitions"] += 1
+
+    def _merge(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
+        """Each new memory against its near-duplicates: the weaker of a pair is inhibited, none deleted."""
+        lost: set[int] = set()
+        new = set(fresh)
+        for j in fresh:
+            if j in lost:
+                continue
+            for i, cos in near[j][: self.merge_neighbors]:
+                if cos <= self.merge_threshold:
+                    break
+                if i in lost or (i > j and i in new):
+                    # A pair of two new memories is handled once, from the later one.
+                    continue
+                older, newer = (i, j) if i < j else (j, i)
+                loser = newer if self._weight(u, older) >= self._weight(u, newer) else older
+                u.inhibition[loser] = min(self.inhibition_cap, u.inhibition[loser] + self.inhibition_step)
+                lost.add(loser)
+                self._counts["merges"] += 1
+                if loser == j:
+                    break
+
+    # -- deletion and accounting ---------------------------------------------
+
+    def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
+        """Remove every memory whose provenance meets ``turn_ids``, here and in the gate."""
+        if self._gate is not None:
+            self._gate.forget(turn_ids, user_id=user_id, now=now)
+        gone = self._index.derived(user_id, turn_ids)
+        if not gone:
+            return
+        self._users[user_id].drop(gone)
+        self._index.remove(user_id, gone)
+
+    def stats(self) -> MemoryStats:
+        """Memories held; weights, inhibition, sessions and co-retrieval counts as metadata."""
+        base = self._index.stats()
+        extra = 0
+        for u in self._users.values():
+            # weight (float64), two decay stamps (int64), inhibition (float64) per memory;
+            # two ids and a count per co-retrieval pair.
+            extra += 32 * len(u.weight) + sum(len(s) for s in u.session.values())
+            extra += 12 * sum(len(v) for v in u.co.values())
+        return MemoryStats(
+            items=base.items,
+            vector_bytes=base.vector_bytes,
+            text_bytes=base.text_bytes,
+            metadata_bytes=base.metadata_bytes + extra,
+        )
+
+    def report(self) -> dict[str, Any]:
+        """Mechanism counters and the gate's figures for a run's metrics.
+
+        Returns:
+            ``questions``, ``decay_rounds``, ``strengthened``, ``links``,
+            ``expansions``, ``inhibitions``, ``merges``, ``consolidations``
+            (cumulative); ``inhibited_now`` and ``mean_weight`` over the
+            memories held; the gate's ``report()`` keys prefixed ``gate_``.
+        """
+        weights = [self._weight(u, i) for u in self._users.values() for i in u.weight]
+        out: dict[str, Any] = dict(self._counts)
+        out["inhibited_now"] = sum(1 for u in self._users.values() for v in u.inhibition.values() if v > 0)
+        out["mean_weight"] = float(np.mean(weights)) if weights else float("nan")
+        gate_report = getattr(self._gate, "report", None)
+        if callable(gate_report):
+            out.update({f"gate_{key}": value for key, value in gate_report().items()})
+        return out
