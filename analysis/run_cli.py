@@ -54,10 +54,17 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def demo_systems() -> list[Any]:
-    """Every standalone registered system except the ``control-`` instruments and the ``-no-`` ablations, naive first."""
+    """Every standalone registered system except the ``control-`` instruments and the ablations, naive first.
+
+    Ablations are the ``-no-`` names and ``-decay-only`` (strengthening off, decay kept); run them with
+    ``memsim run ... --system NAME``.
+    """
     from memory.registry import SystemSpec, memory_names
 
-    names = [n for n in memory_names(standalone_only=True) if not n.startswith("control-") and "-no-" not in n]
+    names = [
+        n for n in memory_names(standalone_only=True)
+        if not n.startswith("control-") and "-no-" not in n and not n.endswith("-decay-only")
+    ]
     names.sort(key=lambda n: (n != "naive", n))
     return [SystemSpec(n) for n in names]
 
