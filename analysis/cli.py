@@ -28,6 +28,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo"),
     ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
     ("sensitivity", "analysis.sensitivity_cli:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
+    ("data", "analysis.data_cli:data", "fetch the LoCoMo and LongMemEval files (sha256-verified) and list what is present"),
+    ("serve", "analysis.serve_cli:serve", "serve a registered memory system over memsim's HTTP protocol"),
 )
 """(command, ``module:prefix`` with ``<prefix>_arguments`` and ``<prefix>_main``, help)."""
 
