@@ -45,8 +45,27 @@ def cross_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"), texts)
 
 
-def _subject(name: str, cross_encoder_dir: Path, embedder_factory: Any) -> CheckSubject:
+@pytest.fixture(scope="module")
+def served_naive() -> Any:
+    """``naive`` (hash embedder) served over memsim's HTTP protocol on loopback, for the ``http`` adapter."""
+    pytest.importorskip("fastapi", reason="the http extra is not installed: pip install 'memsim[http]'")
+    from http_helpers import serving
+
+    from memory.http_server import create_app
+
+    def resources(seed: int) -> Resources:
+        return Resources(rng=np.random.default_rng(seed), embedder_factory=HashEmbedder)
+
+    with serving(create_app("naive", make_resources=resources)) as url:
+        yield url
+
+
+def _subject(name: str, cross_encoder_dir: Path, embedder_factory: Any, request: Any = None) -> CheckSubject:
     args: dict[str, Any] = {"model": str(cross_encoder_dir)} if _needs_model(name) else {}
+    if name == "http":
+        args = {"url": request.getfixturevalue("served_naive")}
+    if name == "mem0":
+        pytest.importorskip("mem0", reason="the mem0 extra is not installed: pip install 'memsim[mem0]'")
     return CheckSubject(
         name=name,
         args=args,
@@ -62,9 +81,9 @@ def _run(fn: Any, subject: CheckSubject) -> None:
 
 
 @pytest.mark.parametrize(("name", "check"), CASES, ids=[f"{n}:{c}" for n, c in CASES])
-def test_conformance(name: str, check: str, cross_encoder_dir: Path) -> None:
-    """``name`` passes ``check`` (HashEmbedder for speed)."""
-    _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: HashEmbedder()))
+def test_conformance(name: str, check: str, cross_encoder_dir: Path, request: pytest.FixtureRequest) -> None:
+    """``name`` passes ``check`` (HashEmbedder for speed; ``http`` is naive served on loopback)."""
+    _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: HashEmbedder(), request))
 
 
 def test_every_builtin_is_checked() -> None:
