@@ -20,7 +20,9 @@ Configuration (known to work with mem0ai 2.2.1):
 - ``infer=False`` (default): each turn is stored as one memory, its text
   ``render_turn(turn)``, without an LLM. ``infer=True``: each session is one
   ``add`` and Mem0's LLM (any OpenAI-compatible endpoint, ``llm_base_url``,
-  ``llm_model``) extracts facts; every memory an add creates gets the
+  ``llm_model``, ``llm_max_tokens`` default 2000 as Mem0's) extracts facts;
+  Mem0's extraction prompt alone is about 8.7k tokens, so the endpoint needs
+  a context of 12k or more; every memory an add creates gets the
   session's turns as provenance.
 - memsim's ``source_turn_ids`` and ``created_at`` go into the memory's
   ``metadata`` (Mem0 keeps a ``created_at`` given there as the memory's own),
@@ -163,6 +165,7 @@ class Mem0Memory:
         infer: bool = False,
         llm_base_url: str = "",
         llm_model: str = "local",
+        llm_max_tokens: int = 2000,
         path: str = "",
         resources: Resources | None = None,
     ) -> None:
@@ -203,6 +206,7 @@ class Mem0Memory:
                     "api_key": os.environ.get("OPENAI_API_KEY") or "unused",
                     "openai_base_url": llm_base_url or "http://127.0.0.1:9/v1",
                     "temperature": 0.0,
+                    "max_tokens": int(llm_max_tokens),  # 2000 is Mem0's own default
                 },
             },
             "history_db_path": str(self._root / "history.db"),

@@ -166,7 +166,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = (tmp_path_factory.mktemp("llama") / "server.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--model_alias", "smollm2",
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", "2"],
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "12288", "--n_threads", "2"],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
     )
     url = f"http://127.0.0.1:{port}/v1"
@@ -195,7 +195,10 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.llm
 def test_infer_extracts_through_an_openai_compatible_endpoint(llama_server: str) -> None:
     """Smoke test: each add calls the LLM, is metered, and extracted memories carry the session's turns."""
-    system = build_memory("mem0", {"infer": True, "llm_base_url": llama_server, "llm_model": "smollm2"})
+    # Mem0's extraction prompt is ~8.7k tokens: the server runs with a 12k context (past SmolLM2's
+    # trained 8k, fine for a smoke test of the plumbing); answers are capped at 256 tokens.
+    args = {"infer": True, "llm_base_url": llama_server, "llm_model": "smollm2", "llm_max_tokens": 256}
+    system = build_memory("mem0", args)
     turns = _session("u1", 0)
     system.ingest(turns, user_id="u1", now=T0 + timedelta(hours=1))
     cost = system.add_costs[0]
