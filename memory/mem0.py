@@ -107,6 +107,15 @@ def _offline_spacy(spacy_models: Any) -> None:
         spacy_models._load_failed_lemma = True
 
 
+def _close_and_remove(client: Any, root: Path) -> None:
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - best effort at teardown
+            pass
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @dataclass(frozen=True, slots=True)
 class AddCost:
     """What one ``Memory.add`` cost."""
@@ -183,7 +192,6 @@ class Mem0Memory:
             self._root = Path(tempfile.mkdtemp(prefix="store-", dir=root))
         else:
             self._root = Path(tempfile.mkdtemp(prefix="memsim-mem0-"))
-        weakref.finalize(self, shutil.rmtree, self._root, True)
         config = {
             "embedder": {
                 "provider": "huggingface",
@@ -212,6 +220,8 @@ class Mem0Memory:
             "history_db_path": str(self._root / "history.db"),
         }
         self._memory = Memory.from_config(config)
+        # Close Qdrant's local client and remove the folder when this system goes (or at exit).
+        weakref.finalize(self, _close_and_remove, getattr(self._memory.vector_store, "client", None), self._root)
         self._meter = _LLMMeter()
         self._meter.wrap(self._memory.llm)
         self._held: dict[str, _Held] = {}  # memsim id -> memory
