@@ -29,6 +29,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
     ("sensitivity", "analysis.sensitivity_cli:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
     ("sweep", "analysis.sweep_cli:sweep", "scenarios x systems x seeds from a sweep spec, on a process pool or Dask, resumable"),
+    ("data", "analysis.data_cli:data", "fetch the LoCoMo and LongMemEval files (sha256-verified) and list what is present"),
+    ("serve", "analysis.serve_cli:serve", "serve a registered memory system over memsim's HTTP protocol"),
 )
 """(command, ``module:prefix`` with ``<prefix>_arguments`` and ``<prefix>_main``, help)."""
 

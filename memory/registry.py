@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -141,7 +142,8 @@ def register_memory(
     without user-given arguments (a model path, an inner system); the demo
     leaves them out. ``learns=False`` declares that ``feedback`` is a no-op
     (the run then plays no twin for it: its gain from use is zero by
-    construction); ``None`` means "as its ``inner`` system". A duplicate name
+    construction); ``None`` means "as the factory's ``learns_from_args(args)``"
+    where it has one, else "as its ``inner`` system". A duplicate name
     is an error.
     """
     if name in _REGISTRY:
@@ -157,6 +159,10 @@ def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bo
     if entry.learns is not None:
         return entry.learns
     merged = {**entry.defaults, **dict(args or {})}
+    module_name, attr = entry.target.split(":", 1)
+    asks = getattr(getattr(importlib.import_module(module_name), attr), "learns_from_args", None)
+    if callable(asks):  # an outside system says for itself (e.g. a server's describe)
+        return bool(asks(merged))
     inner = str(merged.get("inner", "naive"))
     inner_name, _, _ = inner.partition(":")
     return learns_from_feedback(inner_name)
@@ -395,6 +401,21 @@ def _register_builtin() -> None:
         standalone=False,
         defaults={"inner": "naive"},
         learns=None,
+    )
+    # Outside systems: optional dependencies, imported only when built.
+    register_memory(
+        "http",
+        "memory.http:HttpMemory",
+        description="any system served over memsim's HTTP protocol (url=http://host:port; memsim serve NAME)",
+        standalone=False,
+        learns=None,
+    )
+    register_memory(
+        "mem0",
+        "memory.mem0:Mem0Memory",
+        description="Mem0 open-source Memory (mem0ai, offline: local MiniLM, Qdrant on disk; infer=false stores turns)",
+        standalone=importlib.util.find_spec("mem0") is not None,
+        learns=False,
     )
     # Instruments (control- prefix): known effects that check the benchmark, not systems to use.
     register_memory(

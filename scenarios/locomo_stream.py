@@ -45,7 +45,6 @@ Same generator state, same stream.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -58,6 +57,7 @@ from scenarios.base import ScenarioStream
 from sim.validate import validate_args
 from sim.errors import UserError
 from sim.events import Event, Question, Session, sort_events
+from static_benchmarks.data import fetch_hint, locate, resolve_given
 from static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
 
 __all__ = [
@@ -91,11 +91,8 @@ _DAY = 86400.0
 
 
 def default_locomo_path() -> Path:
-    """``$MEMSIM_LOCOMO``, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
-    env = os.environ.get("MEMSIM_LOCOMO")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    """``$MEMSIM_LOCOMO``, else the fetched copy, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
+    return locate("locomo") or Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
 
 
 def paraphrase(question: str, template: str) -> str:
@@ -145,7 +142,7 @@ class LocomoStreamConfig(BaseModel):
 
     def path(self) -> Path:
         """The data file to read."""
-        return Path(self.data) if self.data else default_locomo_path()
+        return resolve_given(self.data, "locomo") if self.data else default_locomo_path()
 
 
 class LocomoStreamScenario:
@@ -159,7 +156,8 @@ class LocomoStreamScenario:
         if not path.is_file():
             where = f" (scenario.data in {source})" if source else " (scenario.data)"
             raise UserError(
-                f"LoCoMo data file not found: {path}{where}; set scenario.data or MEMSIM_LOCOMO to locomo10.json"
+                f"LoCoMo data file not found: {path}{where}; set scenario.data or MEMSIM_LOCOMO to locomo10.json, "
+                f"or {fetch_hint('locomo')}"
             )
 
     @classmethod

@@ -51,7 +51,6 @@ stream whatever the seed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -66,6 +65,7 @@ from scenarios.base import ScenarioStream
 from sim.validate import validate_args
 from sim.errors import UserError
 from sim.events import Event, Question, Session, sort_events
+from static_benchmarks.data import fetch_hint, locate, resolve_given
 from static_benchmarks.longmemeval import (
     QUESTION_TYPES,
     Instance,
@@ -88,9 +88,8 @@ _MOVE = timedelta(minutes=1)
 
 
 def default_longmemeval_path() -> Path | None:
-    """``$MEMSIM_LONGMEMEVAL`` when set, else None (the file must be named)."""
-    env = os.environ.get("MEMSIM_LONGMEMEVAL")
-    return Path(env) if env else None
+    """``$MEMSIM_LONGMEMEVAL`` when set, else the fetched S file (cleaned first), else None."""
+    return locate("longmemeval")
 
 
 class LongMemEvalFileArgs(BaseModel):
@@ -111,7 +110,7 @@ class LongMemEvalFileArgs(BaseModel):
 
     def path(self) -> Path | None:
         """The data file to read, if one is named."""
-        return Path(self.data) if self.data else default_longmemeval_path()
+        return resolve_given(self.data, "longmemeval") if self.data else default_longmemeval_path()
 
 
 class LongMemEvalStreamConfig(LongMemEvalFileArgs):
@@ -133,9 +132,13 @@ class LongMemEvalStreamScenario:
         where = f" in {source}" if source else ""
         path = self.config.path()
         if path is None:
-            raise UserError(f"scenario.data{where}: name a LongMemEval file (or set MEMSIM_LONGMEMEVAL)")
+            raise UserError(
+                f"scenario.data{where}: name a LongMemEval file (or set MEMSIM_LONGMEMEVAL), or {fetch_hint('longmemeval')}"
+            )
         if not path.is_file():
-            raise UserError(f"LongMemEval data file not found: {path} (scenario.data{where})")
+            raise UserError(
+                f"LongMemEval data file not found: {path} (scenario.data{where}); {fetch_hint('longmemeval')}"
+            )
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LongMemEvalStreamScenario:

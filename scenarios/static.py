@@ -21,12 +21,13 @@ from scenarios.base import ScenarioStream
 from scenarios.longmemeval_stream import LongMemEvalFileArgs
 from sim.errors import UserError
 from sim.validate import validate_args
+from static_benchmarks.data import fetch_hint, resolve_given
 
 __all__ = ["LocomoConfig", "LocomoBenchmark", "LongMemEvalConfig", "LongMemEvalBenchmark", "default_locomo_path"]
 
 
 def default_locomo_path() -> Path:
-    """``$MEMSIM_LOCOMO``, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
+    """``$MEMSIM_LOCOMO``, else the fetched copy, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
     from scenarios.locomo_stream import default_locomo_path as default
 
     return default()
@@ -43,7 +44,7 @@ class LocomoConfig(BaseModel):
 
     def path(self) -> Path:
         """The data file to read."""
-        return Path(self.data) if self.data else default_locomo_path()
+        return resolve_given(self.data, "locomo") if self.data else default_locomo_path()
 
 
 class LocomoBenchmark:
@@ -58,7 +59,10 @@ class LocomoBenchmark:
         self.config = config
         path = config.path()
         if not path.exists():
-            raise UserError(f"no such LoCoMo data file: {path}; give --data (or scenario.data), or set MEMSIM_LOCOMO")
+            raise UserError(
+                f"no such LoCoMo data file: {path}; give --data (or scenario.data), or set MEMSIM_LOCOMO, "
+                f"or {fetch_hint('locomo')}"
+            )
         from static_benchmarks.locomo import load_locomo
 
         self.dataset = load_locomo(path)
@@ -125,9 +129,12 @@ class LongMemEvalBenchmark:
         where = f" in {source}" if source else ""
         path = config.path()
         if path is None:
-            raise UserError(f"name a LongMemEval file with --data or scenario.data{where} (or set MEMSIM_LONGMEMEVAL)")
+            raise UserError(
+                f"name a LongMemEval file with --data or scenario.data{where} (or set MEMSIM_LONGMEMEVAL), "
+                f"or {fetch_hint('longmemeval')}"
+            )
         if not path.is_file():
-            raise UserError(f"--data {path}: no such file (get the LongMemEval files as the README says)")
+            raise UserError(f"--data {path}: no such file; {fetch_hint('longmemeval')} (or another release: memsim data list)")
         self.path = path
         from static_benchmarks.longmemeval import select
 

@@ -11,6 +11,7 @@ import pytest
 
 from memory.base import Turn
 from memory.embed import Embedder, HashEmbedder
+from static_benchmarks.data import locate
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
 """Start of the test calendar."""
@@ -76,13 +77,27 @@ def make_turn() -> Callable[..., Turn]:
     return make
 
 
+# Looked up before ``_isolated_cache_dir`` points the cache elsewhere, so a copy fetched
+# with ``memsim data fetch locomo`` into the user's data folder is found.
+_LOCOMO = locate("locomo")
+_FETCH_LOCOMO = "memsim data fetch locomo"
+
+
+def require_locomo() -> Path:
+    """The real locomo10.json (``$MEMSIM_LOCOMO``, the data folder, ``../shared/...``), or skip.
+
+    The skip reason names the fetch command; under ``CI=true`` absence fails.
+    """
+    if _LOCOMO is None or not _LOCOMO.is_file():
+        where = f" at {_LOCOMO}" if _LOCOMO is not None else ""
+        msg = f"real LoCoMo file not found{where}: run `{_FETCH_LOCOMO}` (or set MEMSIM_LOCOMO)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return _LOCOMO
+
+
 @pytest.fixture(scope="session")
 def locomo_path() -> Path:
-    """The real locomo10.json (``$MEMSIM_LOCOMO`` or ``../shared/...``), or skip (fail under ``CI=true``)."""
-    env = os.environ.get("MEMSIM_LOCOMO")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-        pytest.skip(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-    return path
+    """The real locomo10.json, or skip with the fetch command (fail under ``CI=true``)."""
+    return require_locomo()

@@ -7,6 +7,7 @@ real all-MiniLM-L6-v2 for some systems.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from tiny_cross_encoder import build_tiny_cross_encoder
 
 CHECKS = dict(iter_checks())
 CASES = [(name, cid) for name in memory_names() for cid in CHECKS]
+# Mem0 embeds one text per call with the real model (~5 min for its ten checks on a busy 2-core machine).
+PARAMS = [pytest.param(n, c, id=f"{n}:{c}", marks=[pytest.mark.slow] if n == "mem0" else []) for n, c in CASES]
 
 
 def _needs_model(name: str) -> bool:
@@ -45,8 +48,27 @@ def cross_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"), texts)
 
 
-def _subject(name: str, cross_encoder_dir: Path, embedder_factory: Any) -> CheckSubject:
+@pytest.fixture(scope="module")
+def served_naive() -> Any:
+    """``naive`` (hash embedder) served over memsim's HTTP protocol on loopback, for the ``http`` adapter."""
+    pytest.importorskip("fastapi", reason="the http extra is not installed: pip install 'memsim[http]'")
+    from http_helpers import serving
+
+    from memory.http_server import create_app
+
+    def resources(seed: int) -> Resources:
+        return Resources(rng=np.random.default_rng(seed), embedder_factory=HashEmbedder)
+
+    with serving(create_app("naive", make_resources=resources)) as url:
+        yield url
+
+
+def _subject(name: str, cross_encoder_dir: Path, embedder_factory: Any, request: Any = None) -> CheckSubject:
     args: dict[str, Any] = {"model": str(cross_encoder_dir)} if _needs_model(name) else {}
+    if name == "http":
+        args = {"url": request.getfixturevalue("served_naive")}
+    if name == "mem0" and importlib.util.find_spec("mem0") is None:  # not importorskip: mem0 must be imported by memsim
+        pytest.skip("the mem0 extra is not installed: pip install 'memsim[mem0]'")
     return CheckSubject(
         name=name,
         args=args,
@@ -61,10 +83,10 @@ def _run(fn: Any, subject: CheckSubject) -> None:
         pytest.skip(str(exc))
 
 
-@pytest.mark.parametrize(("name", "check"), CASES, ids=[f"{n}:{c}" for n, c in CASES])
-def test_conformance(name: str, check: str, cross_encoder_dir: Path) -> None:
-    """``name`` passes ``check`` (HashEmbedder for speed)."""
-    _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: HashEmbedder()))
+@pytest.mark.parametrize(("name", "check"), PARAMS)
+def test_conformance(name: str, check: str, cross_encoder_dir: Path, request: pytest.FixtureRequest) -> None:
+    """``name`` passes ``check`` (HashEmbedder for speed; ``http`` is naive served on loopback)."""
+    _run(CHECKS[check], _subject(name, cross_encoder_dir, lambda: HashEmbedder(), request))
 
 
 def test_every_builtin_is_checked() -> None:

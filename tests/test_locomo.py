@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -35,14 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def real_locomo_path() -> Path:
-    """The real locomo10.json, or skip (fail under CI=true) when it is absent."""
-    env = os.environ.get("MEMSIM_LOCOMO")
-    path = Path(env) if env else REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-        pytest.skip(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-    return path
+    """The real locomo10.json, or skip with the fetch command (fail under CI=true) when it is absent."""
+    from conftest import require_locomo
+
+    return require_locomo()
 
 
 # --- evidence cleaning -------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,14 +23,10 @@ QUIRKS = REPO / "tests" / "fixtures" / "locomo_quirks.json"
 
 
 def real_locomo_path() -> Path:
-    """The real locomo10.json, or skip (fail under CI=true) when it is absent."""
-    env = os.environ.get("MEMSIM_LOCOMO")
-    path = Path(env) if env else REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-        pytest.skip(f"real LoCoMo file not found at {path} (set MEMSIM_LOCOMO)")
-    return path
+    """The real locomo10.json, or skip with the fetch command (fail under CI=true) when it is absent."""
+    from conftest import require_locomo
+
+    return require_locomo()
 
 
 def stream_of(seed: int = 0, **args) -> ScenarioStream:
@@ -213,7 +208,8 @@ def test_question_fraction_thins_the_stream(real: Path) -> None:
     assert {q.question_id for q in questions(half)} <= {q.question_id for q in full}
 
 
-def test_shipped_config_loads() -> None:
+def test_shipped_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSIM_LOCOMO", str(QUIRKS))  # the config is checked, not the data
     cfg = load_config(CONFIG_DIR / "locomo_stream.toml")
     assert cfg.scenario["name"] == "locomo_stream"
 

@@ -1,0 +1,64 @@
+"""``memsim serve SYSTEM``: a registered memory system over memsim's HTTP protocol (``memory.http``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+__all__ = ["serve_arguments", "serve_main"]
+
+
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The system, where to listen, or where to write the OpenAPI document."""
+    parser.add_argument("system", nargs="?", default="naive", metavar="NAME[:k=v,...]",
+                        help="registered system to serve (memsim list; default naive)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="embedding cache folder (default $MEMSIM_CACHE_DIR or ~/.cache/memsim)")
+    parser.add_argument("--openapi", type=Path, default=None, metavar="PATH",
+                        help="write the protocol's OpenAPI document to PATH and exit")
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """Serve until interrupted; bad system names or arguments raise ``UserError``."""
+    from sim.errors import UserError
+
+    try:
+        from memory.http_server import create_app, openapi_document
+        import uvicorn
+    except ImportError as exc:
+        raise UserError(f"memsim serve needs the http extra: pip install 'memsim[http]' ({exc})") from exc
+    if args.openapi is not None:
+        args.openapi.write_text(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"wrote {args.openapi}")
+        return 0
+    from memory.registry import Resources, UnknownSystemError, parse_system
+
+    try:
+        spec = parse_system(args.system)
+    except (UnknownSystemError, ValueError) as exc:
+        raise UserError(f"memsim serve {args.system}: {exc}") from exc
+    if spec.name == "http":
+        raise UserError("memsim serve http: serve the system itself, not a client of another server")
+    shared = Resources()
+    if args.cache_dir is not None:
+        from memory.embed import Embedder
+
+        shared = Resources(embedder_factory=lambda: Embedder(cache_dir=args.cache_dir))
+
+    def resources(seed: int) -> Resources:
+        import numpy as np
+
+        made = shared.fork()
+        made.rng = np.random.default_rng(seed)
+        return made
+
+    try:
+        app = create_app(spec.name, spec.args, make_resources=resources)
+    except ValueError as exc:
+        raise UserError(f"memsim serve {args.system}: {exc}") from exc
+    print(f"serving {spec.display} on http://{args.host}:{args.port} (protocol memsim-memory/1)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,346 @@
+"""The benchmark files memsim can fetch, verify and find: LoCoMo and LongMemEval.
+
+``fetch(name)`` downloads one official file from its public home (LoCoMo's
+GitHub repository at a fixed commit, LongMemEval's Hugging Face dataset
+repositories) with pooch into memsim's data folder, checks its sha256 and
+refuses a file whose hash differs. Where the table below has no hash, the
+first fetch records the file's hash in ``hashes.json`` (trust on first use)
+and every later fetch must match it. ``locate`` is how ``--data`` options
+and scenario configs find a file when none is named.
+
+Where files are looked for, in order: the path given (or a dataset name
+given instead of a path, e.g. ``--data longmemeval-m``), the environment
+variable (``$MEMSIM_LOCOMO`` / ``$MEMSIM_LONGMEMEVAL``), the data folder
+(``$MEMSIM_DATA_DIR``, else ``<cache>/data`` under ``$MEMSIM_CACHE_DIR`` or
+``~/.cache/memsim``), and for LoCoMo ``../shared/data/locomo/locomo10.json``
+next to the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sim.errors import UserError
+
+__all__ = [
+    "Dataset",
+    "DATASETS",
+    "FetchResult",
+    "data_dir",
+    "cached_path",
+    "recorded_hashes",
+    "fetch",
+    "locate",
+    "resolve_given",
+    "fetch_hint",
+    "sha256_file",
+    "status",
+]
+
+Kind = Literal["locomo", "longmemeval"]
+
+_LOCOMO_COMMIT = "3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376"
+_HF = "https://huggingface.co/datasets"
+_LOCOMO_LICENCE = "CC BY-NC 4.0 (Creative Commons Attribution-NonCommercial 4.0; snap-research/LoCoMo)"
+_LME_LICENCE = "MIT (the LongMemEval repository's licence, xiaowu0162/LongMemEval)"
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """One fetchable benchmark file."""
+
+    name: str
+    """Name on the command line (``memsim data fetch NAME``)."""
+    kind: Kind
+    """Which loader reads it."""
+    url: str
+    """The official download address."""
+    filename: str
+    """File name in the data folder (and under ``<mirror>/<name>/``)."""
+    sha256: str | None
+    """Known sha256; None: recorded at first fetch."""
+    licence: str
+    """The licence printed at fetch."""
+    description: str
+    """One line for ``memsim data list``."""
+
+
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        Dataset(
+            "locomo",
+            "locomo",
+            f"https://raw.githubusercontent.com/snap-research/LoCoMo/{_LOCOMO_COMMIT}/data/locomo10.json",
+            "locomo10.json",
+            "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4",
+            _LOCOMO_LICENCE,
+            "LoCoMo: 10 conversations with QA (snap-research/LoCoMo at 3eb6f2c)",
+        ),
+        Dataset(
+            "longmemeval-s",
+            "longmemeval",
+            f"{_HF}/xiaowu0162/longmemeval/resolve/main/longmemeval_s",
+            "longmemeval_s.json",
+            None,
+            _LME_LICENCE,
+            "LongMemEval_S as in the paper (~40 sessions per instance)",
+        ),
+        Dataset(
+            "longmemeval-m",
+            "longmemeval",
+            f"{_HF}/xiaowu0162/longmemeval/resolve/main/longmemeval_m",
+            "longmemeval_m.json",
+            None,
+            _LME_LICENCE,
+            "LongMemEval_M as in the paper (~500 sessions per instance, 2.7 GB)",
+        ),
+        Dataset(
+            "longmemeval-oracle",
+            "longmemeval",
+            f"{_HF}/xiaowu0162/longmemeval/resolve/main/longmemeval_oracle",
+            "longmemeval_oracle.json",
+            None,
+            _LME_LICENCE,
+            "LongMemEval with only the evidence sessions",
+        ),
+        Dataset(
+            "longmemeval-s-cleaned",
+            "longmemeval",
+            f"{_HF}/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_s_cleaned.json",
+            "longmemeval_s_cleaned.json",
+            None,
+            _LME_LICENCE,
+            "LongMemEval_S, cleaned release (2025-09)",
+        ),
+        Dataset(
+            "longmemeval-m-cleaned",
+            "longmemeval",
+            f"{_HF}/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_m_cleaned.json",
+            "longmemeval_m_cleaned.json",
+            None,
+            _LME_LICENCE,
+            "LongMemEval_M, cleaned release (2025-09)",
+        ),
+        Dataset(
+            "longmemeval-oracle-cleaned",
+            "longmemeval",
+            f"{_HF}/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_oracle.json",
+            "longmemeval_oracle_cleaned.json",
+            None,
+            _LME_LICENCE,
+            "LongMemEval oracle, cleaned release (2025-09)",
+        ),
+    )
+}
+"""Every fetchable file, by name."""
+
+_DEFAULTS: dict[Kind, tuple[str, ...]] = {
+    "locomo": ("locomo",),
+    "longmemeval": ("longmemeval-s-cleaned", "longmemeval-s"),
+}
+"""Which cached files stand in when no file is named (first present wins)."""
+
+_ENV: dict[Kind, str] = {"locomo": "MEMSIM_LOCOMO", "longmemeval": "MEMSIM_LONGMEMEVAL"}
+_HASHES = "hashes.json"
+
+
+def data_dir() -> Path:
+    """The data folder: ``$MEMSIM_DATA_DIR``, else ``data/`` in memsim's cache folder."""
+    env = os.environ.get("MEMSIM_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("MEMSIM_CACHE_DIR")
+    return (Path(cache).expanduser() if cache else Path.home() / ".cache" / "memsim") / "data"
+
+
+def _dataset(name: str) -> Dataset:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise UserError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+
+
+def cached_path(name: str, root: Path | None = None) -> Path:
+    """Where ``name`` lives in the data folder (whether or not it is there)."""
+    return (root or data_dir()) / name / _dataset(name).filename
+
+
+def recorded_hashes(root: Path | None = None) -> dict[str, str]:
+    """Hashes recorded at first fetch, by dataset name."""
+    path = (root or data_dir()) / _HASHES
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc}); delete it to record hashes again") from exc
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _record_hash(name: str, digest: str, root: Path) -> None:
+    hashes = recorded_hashes(root)
+    hashes[name] = digest
+    tmp = root / f"{_HASHES}.tmp"
+    tmp.write_text(json.dumps(hashes, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(root / _HASHES)
+
+
+def expected_hash(name: str, root: Path | None = None) -> str | None:
+    """The hash a file must have: the table's, else the one recorded at first fetch, else None."""
+    return _dataset(name).sha256 or recorded_hashes(root).get(name)
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """What a fetch did."""
+
+    name: str
+    """Dataset name."""
+    path: Path
+    """The verified file."""
+    sha256: str
+    """Its hash."""
+    url: str
+    """Where it came from."""
+    first_use: bool
+    """True when no hash was known and this fetch recorded it."""
+    licence: str
+    """The file's licence."""
+
+
+def fetch(name: str, *, mirror: str | None = None, root: Path | None = None, progress: bool = False) -> FetchResult:
+    """Download ``name`` (or keep the verified copy already there) and check its sha256.
+
+    Args:
+        name: A key of ``DATASETS``.
+        mirror: Base URL serving ``<mirror>/<name>/<filename>`` instead of the
+            official home (default ``$MEMSIM_DATA_MIRROR``); the hash check is the same.
+        root: Data folder (default ``data_dir()``).
+        progress: Show a progress bar.
+
+    Raises:
+        UserError: unknown name, download failure, or a hash that differs from
+            the table or from the one recorded at first fetch (the file is not kept).
+    """
+    ds = _dataset(name)
+    root = root or data_dir()
+    mirror = mirror if mirror is not None else os.environ.get("MEMSIM_DATA_MIRROR") or None
+    url = f"{mirror.rstrip('/')}/{ds.name}/{ds.filename}" if mirror else ds.url
+    known = expected_hash(name, root)
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import pooch
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise UserError("memsim data fetch needs pooch: pip install 'memsim[data]'") from exc
+    import requests
+
+    try:
+        got = Path(
+            pooch.retrieve(
+                url,
+                known_hash=f"sha256:{known}" if known else None,
+                fname=ds.filename,
+                path=folder,
+                progressbar=progress,
+                downloader=pooch.HTTPDownloader(progressbar=progress, timeout=60),
+            )
+        )
+    except ValueError as exc:
+        if "hash" in str(exc).lower():
+            raise UserError(
+                f"{name}: refused the file from {url}: its sha256 is not the expected {known} "
+                f"({exc}); nothing was stored"
+            ) from exc
+        raise UserError(f"{name}: download from {url} failed: {exc}") from exc
+    except (requests.RequestException, OSError) as exc:
+        raise UserError(f"{name}: download from {url} failed: {exc}") from exc
+    digest = sha256_file(got)
+    if known is not None and digest != known:  # pooch checked it; this guards a changed pooch
+        got.unlink(missing_ok=True)
+        raise UserError(f"{name}: refused {url}: sha256 {digest} differs from the expected {known}")
+    if known is None:
+        _record_hash(name, digest, root)
+    return FetchResult(name, got, digest, url, known is None, ds.licence)
+
+
+def fetch_hint(kind: Kind) -> str:
+    """The sentence an error about a missing file ends with."""
+    name = _DEFAULTS[kind][0]
+    return f"get it with `memsim data fetch {name}`, or set {_ENV[kind]}"
+
+
+def resolve_given(given: str, kind: Kind) -> Path:
+    """A user-given ``--data`` value: a path, or the name of a fetched dataset.
+
+    A name that is not an existing file but names a dataset of ``kind``
+    resolves to its copy in the data folder; an absent copy is an error with
+    the fetch command.
+    """
+    path = Path(given).expanduser()
+    if path.exists() or given not in DATASETS:
+        return path
+    ds = DATASETS[given]
+    if ds.kind != kind:
+        raise UserError(f"--data {given}: that dataset is {ds.kind}, not {kind}")
+    cached = cached_path(given)
+    if not cached.is_file():
+        raise UserError(f"--data {given}: not fetched yet; get it with `memsim data fetch {given}`")
+    return cached
+
+
+def locate(kind: Kind) -> Path | None:
+    """The file to read when none is named: the environment variable, the data folder, ../shared (LoCoMo)."""
+    env = os.environ.get(_ENV[kind])
+    if env:
+        return Path(env).expanduser()
+    for name in _DEFAULTS[kind]:
+        cached = cached_path(name)
+        if cached.is_file():
+            return cached
+    if kind == "locomo":
+        shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+        if shared.is_file():
+            return shared
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """One row of ``memsim data list``."""
+
+    name: str
+    present: bool
+    path: Path
+    size: int
+    expected: str | None
+    verified: bool | None
+    """True/False when hashed (``verify``), None when not checked."""
+    description: str
+
+
+def status(*, verify: bool = False, root: Path | None = None) -> Iterator[Status]:
+    """What the data folder holds, one row per dataset; ``verify`` re-hashes present files."""
+    root = root or data_dir()
+    for ds in DATASETS.values():
+        path = cached_path(ds.name, root)
+        present = path.is_file()
+        expected = expected_hash(ds.name, root)
+        verified = (sha256_file(path) == expected) if (present and verify and expected) else None
+        yield Status(ds.name, present, path, path.stat().st_size if present else 0, expected, verified, ds.description)
