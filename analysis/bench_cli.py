@@ -6,6 +6,7 @@
 - ``llm``: answers per second of the local model with the ``short`` and ``cot`` readers.
 - ``engine``: events per second of the simulator with a memory that does nothing.
 - ``demo``: wall time of ``memsim demo``, cold and warm cache.
+- ``scale``: flat, HNSW and IVF-PQ at 10k / 100k / 1M memories (``analysis.scale_bench``).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("llm", "answers per second of the local model (short, cot)", "sim.answer.bench"),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
     ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
+    ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "analysis.scale_bench"),
 )
 
 

@@ -25,7 +25,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("list", "analysis.run_cli:listing", "registered systems, scenarios, readers, judges and scorers"),
     ("report", "analysis.report_cli:report", "write report.html and report.md for a run folder"),
     ("compare", "analysis.compare_cli:compare", "compare run folders: per-seed intervals, rankings"),
-    ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo"),
+    ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo, scale"),
     ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
     ("sensitivity", "analysis.sensitivity_cli:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
 )
