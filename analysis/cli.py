@@ -27,6 +27,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("compare", "analysis.compare_cli:compare", "compare run folders: per-seed intervals, rankings"),
     ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo, scale"),
     ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
+    ("erasure", "analysis.erasure:erasure", "what deletions left behind in a run folder: leaks by place and month, time to full erasure"),
     ("cost", "analysis.cost:cost", "cost per user per simulated month of a run folder: memories, bytes, LLM and embedding calls, USD"),
     ("sensitivity", "analysis.sensitivity_cli:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
 )

@@ -33,6 +33,7 @@ from memory.base import MemorySystem, Retrieved, Turn, render_turn
 from memory.inject import receives_gold
 from sim.errors import UserError
 from sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
+from sim.erasure import audit_caches, audit_system, cache_texts, purge_caches
 from sim.load import Load
 from sim.recorder import Recorder
 from sim.scorers import RESTATED, Scorer
@@ -117,6 +118,10 @@ class Harness:
     Its time is recorded as ``embed_ms``; latencies of systems exclude it."""
     episode_of: Mapping[str, str] = field(default_factory=dict)
     """user_id -> episode id (the ``episode`` column)."""
+    caches: Mapping[str, Any] | None = None
+    """memsim's own caches to purge after a deletion (``sim.erasure.purge_caches`` keywords); None: none."""
+    erasures: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per deletion whose caches were purged: what they held before, what was purged, what is left."""
     load: Load | None = None
     """Bounded services (``sim.load``): sessions and questions queue for them; None: no queueing."""
     q_index: int = 0
@@ -392,21 +397,37 @@ class Harness:
             queued = self._corrections.get((sut.label, event.user_id))
             if queued:  # a restatement not yet said is dropped with what it restates
                 self._corrections[(sut.label, event.user_id)] = [t for t in queued if t.metadata["restates"] not in gone]
+            deleted = {tid: self.turn_text[tid] for tid in event.turn_ids if tid in self.turn_text}
             try:
                 sut.system.forget(turn_ids, user_id=event.user_id, now=event.time)
-                leaked = 0
-                for tid in event.turn_ids:
-                    text = self.turn_text.get(tid)
-                    if text is None:
-                        continue
-                    got = sut.system.probe(text, user_id=event.user_id, now=event.time, k=self.config.k)
-                    leaked += sum(1 for m in got if gone.intersection(m.source_turn_ids))
+                # What is left, place by place (sim.erasure); read-only.
+                places = audit_system(sut.system, deleted, user_id=event.user_id, now=event.time, k=self.config.k)
                 stats = sut.system.stats()
             except Exception as exc:
                 self._fail(sut, "forget", exc)
                 continue
             self._deleted.setdefault((sut.label, event.user_id), set()).update(gone)
-            self._timeline(sut, event.user_id, "forget", stats, leaked=leaked, turns=len(gone))
+            leaked = places.pop("provenance") + places["merged"]
+            self._timeline(
+                sut, event.user_id, "forget", stats, leaked=leaked, turns=len(gone),
+                **{f"leaked_{place}": n for place, n in places.items()},
+            )
+        if self.caches is not None:
+            self._purge_caches(event)
+
+    def _purge_caches(self, event: Deletion) -> None:
+        """Drop memsim's own cached copies of the deleted turns (embeddings, LLM replies) and check they are gone."""
+        restated = {r for label in {s.label for s in self.systems} for tid in event.turn_ids
+                    for r in self._restated.get((label, tid), ())}
+        turns = [self._turns[t] for t in event.turn_ids if t in self._turns]
+        texts = cache_texts(turns) + [self.turn_text[r] for r in sorted(restated) if r in self.turn_text]
+        before = audit_caches(texts, **self.caches)
+        purged = purge_caches(texts, **self.caches)
+        after = audit_caches(texts, **self.caches)
+        self.erasures.append(
+            {"deletion_id": event.deletion_id, "user_id": event.user_id, "time": str(event.time),
+             "held_before": before, "purged": purged, "held_after": after}
+        )
 
     def maintain(self) -> None:
         """Run every system's maintenance and record its footprint."""

@@ -251,7 +251,19 @@ class _Play:
             # Systems that embed made the shared embedder when they were built.
             prepare=self.resources.made_embedder.encode if self.resources.made_embedder is not None else None,
             load=Load(self.spec.load, seed=self.spec.seed) if self.spec.load is not None else None,
+            caches=self.caches(),
         )
+
+    def caches(self) -> dict[str, Any] | None:
+        """memsim's persistent caches that hold copies of turns (purged after a deletion), or None when it has none."""
+        embedder = self.resources.made_embedder
+        out: dict[str, Any] = {}
+        if embedder is not None and getattr(embedder, "cache", None) is not None:
+            out["embedding_cache"] = embedder.cache
+        llm = tuple(getattr(self.answer, "_caches", ()) or ())  # AnswerSetup's response caches
+        if llm:
+            out["llm_caches"] = llm
+        return out or None
 
 
 def _longitudinal(
@@ -288,6 +300,8 @@ def _longitudinal(
     p.recorder.commit("end")
     p.part = None
     p.info["system_reports"] = _reports(suts)
+    if harness.erasures:
+        p.info["erasure"] = harness.erasures
 
 
 def _static(
