@@ -61,9 +61,10 @@ def load_config(path: str | Path) -> RunConfig:
 def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConfig:
     """Validate an already parsed config."""
     where = f" in {source}" if source else ""
-    unknown = sorted(set(data) - {"scenario", "run", "load"})
+    # [scale] belongs to ``memsim bench scale`` (analysis.scale_bench), which reads the same file.
+    unknown = sorted(set(data) - {"scenario", "run", "load", "scale"})
     if unknown:
-        raise UserError(f"unknown table(s) {unknown}{where}; expected [scenario], [run] and optionally [load]")
+        raise UserError(f"unknown table(s) {unknown}{where}; expected [scenario], [run] and optionally [load], [scale]")
     scen = data.get("scenario")
     if not isinstance(scen, Mapping) or "name" not in scen:
         raise UserError(f"missing [scenario] table with a 'name' key{where}")
