@@ -163,3 +163,15 @@ def test_load_table_of_rows_without_load_is_empty():
     assert load_table(pl.DataFrame({"system": ["a"], "error": [None]}), pl.DataFrame(), score="x", deadline_s=None)[
         "systems"
     ] == {}
+
+
+def test_busy_hours_fold_sessions_and_questions_into_the_window():
+    from scenarios.base import build_scenario
+
+    stream = build_scenario("persona", {"users": 5, "months": 1, "busy_hours": [20.0, 21.5]}).generate(
+        np.random.default_rng(0)
+    )
+    hours = [e.time.hour + e.time.minute / 60 for e in stream.events if isinstance(e, (Session, Question))]
+    assert hours and all(20.0 <= h < 21.5 for h in hours)
+    with pytest.raises(UserError, match="busy_hours"):
+        build_scenario("persona", {"busy_hours": [22.0, 21.0]})
