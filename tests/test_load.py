@@ -118,6 +118,7 @@ def test_modelled_load_is_deterministic_and_measured_goes_to_perf(tmp_path: Path
     a = execute(spec("modelled"), out_dir=tmp_path / "a", resources=res())
     b = execute(spec("modelled"), out_dir=tmp_path / "b", resources=res())
     assert (tmp_path / "a" / "metrics.json").read_bytes() == (tmp_path / "b" / "metrics.json").read_bytes()
+    assert b.summary.metrics["load"] == a.summary.metrics["load"]
     assert "load" in a.summary.metrics and a.summary.metrics["load"]["systems"]["bm25"]["questions"] > 0
     m = execute(spec("measured"), out_dir=tmp_path / "m", resources=res())
     assert "load" not in m.summary.metrics and "load" in m.summary.timings
