@@ -7,6 +7,7 @@
 - ``engine``: events per second of the simulator with a memory that does nothing.
 - ``demo``: wall time of ``memsim demo``, cold and warm cache.
 - ``sweep``: cells per minute of a sweep with 1 and 2 workers, Dask's overhead per cell.
+- ``scale``: flat, HNSW and IVF-PQ at 10k / 100k / 1M memories (``analysis.scale_bench``).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
     ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
     ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "analysis.sweep_bench"),
+    ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "analysis.scale_bench"),
 )
 
 

@@ -117,6 +117,8 @@ def spec_from_config(config: Any, *, systems: Sequence[SystemSpec] = (), **overr
     chosen = tuple(systems) or tuple(parse_system(s) for s in run_cfg.systems)
     values = run_cfg.model_dump(exclude={"systems"})
     values.update({k: v for k, v in overrides.items() if v is not None})
+    if getattr(config, "load", None) is not None:
+        values.setdefault("load", config.load)
     scen = dict(config.scenario)
     name = scen.pop("name")
     return make_spec("longitudinal", name, scen, chosen, source=config.source, **values)

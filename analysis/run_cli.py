@@ -171,6 +171,13 @@ def print_outcome(outcome: Any) -> None:
             answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
             if answers:
                 print("    answers: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+    load = m.get("load") or timings.get("load")
+    if load:
+        from analysis.load import format_load
+
+        print()
+        print("Latency under load (simulated time)")
+        print(format_load(load, where="metrics.json" if m.get("load") else "perf.json"))
     worst = []
     for name, s in systems.items():
         users = {u: v for u, v in (s.get("per_user") or {}).items() if v.get("diff") is not None}

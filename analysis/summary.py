@@ -253,6 +253,14 @@ def summarise(
     reports = _system_reports(spec, info)
     if reports:
         metrics["system_reports"] = reports
+    if spec.load is not None:
+        from analysis.load import load_table, score_column
+
+        table = load_table(
+            scored, timeline, score=score_column(cols, metric), deadline_s=spec.load.deadline_s
+        )
+        # Modelled service times come from the seeded stream (deterministic); measured ones are wall time.
+        (metrics if spec.load.deterministic else timings)["load"] = table
     if info.get("llm"):
         llm = dict(info["llm"])
         timings["llm_latency_s"] = llm.pop("latency_s", None)

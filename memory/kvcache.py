@@ -11,7 +11,9 @@ pool). ``KVCache`` is that store, with one locking policy for all of them:
 - A checksum per row over key and value: a damaged or misplaced row reads as
   a miss, and the next ``put`` of that key overwrites it.
 - ``purge`` deletes entries, so that memsim can drop its own copies of what a
-  user asked to forget.
+  user asked to forget; ``find_containing`` / ``purge_containing`` find and
+  delete the entries whose value, or the note written with it (an LLM
+  prompt, say), contains a given text.
 
 The connection is opened on first use and again after a fork (a SQLite
 connection must not cross one).
@@ -24,7 +26,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,6 +42,13 @@ CREATE TABLE IF NOT EXISTS kv (
     key BLOB PRIMARY KEY,
     value BLOB NOT NULL,
     checksum BLOB NOT NULL
+) WITHOUT ROWID
+"""
+# Notes live in their own table, so that files written before notes existed open unchanged.
+_NOTES = """
+CREATE TABLE IF NOT EXISTS notes (
+    key BLOB PRIMARY KEY,
+    note BLOB NOT NULL
 ) WITHOUT ROWID
 """
 
@@ -112,6 +121,7 @@ class KVCache:
             _retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
             _retry(lambda: conn.execute(_SCHEMA))
+            _retry(lambda: conn.execute(_NOTES))
         except (OSError, sqlite3.Error) as exc:
             raise UserError(
                 f"cannot open {self.label} {self.path}: {exc}; "
@@ -161,14 +171,47 @@ class KVCache:
         """The value of ``key``; None when absent or damaged."""
         return self.get_many([key])[0].get(key)
 
-    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
-        """Write values (overwriting any row with the same key) in one transaction."""
+    def put_many(self, items: Iterable[tuple[bytes, bytes]], *, notes: Mapping[bytes, str] | None = None) -> None:
+        """Write values (overwriting any row with the same key) in one transaction.
+
+        ``notes`` (key -> text) are kept beside the values for ``find_containing``:
+        what a value was derived from that the value itself does not show
+        (the prompt of a cached reply).
+        """
         rows = [(key, value, _checksum(key, value)) for key, value in items]
         self._write("INSERT OR REPLACE INTO kv(key, value, checksum) VALUES (?, ?, ?)", rows)
+        if notes:
+            self._write(
+                "INSERT OR REPLACE INTO notes(key, note) VALUES (?, ?)",
+                [(key, note.encode("utf-8")) for key, note in notes.items()],
+            )
 
-    def put(self, key: bytes, value: bytes) -> None:
-        """Write one value."""
-        self.put_many([(key, value)])
+    def put(self, key: bytes, value: bytes, *, note: str | None = None) -> None:
+        """Write one value (and its note)."""
+        self.put_many([(key, value)], notes=None if note is None else {key: note})
+
+    def find_containing(self, texts: Iterable[str]) -> list[bytes]:
+        """Keys whose value or note contains any of ``texts`` (UTF-8 bytes, case-sensitive; a full scan)."""
+        needles = [t.encode("utf-8") for t in texts if t]
+        if not needles:
+            return []
+        found: dict[bytes, None] = {}
+        with self._lock:
+            conn = self._connection()
+            for needle in needles:
+                rows = _retry(
+                    lambda: conn.execute(
+                        "SELECT key FROM kv WHERE instr(value, ?) > 0 "
+                        "UNION SELECT key FROM notes WHERE instr(note, ?) > 0",
+                        (needle, needle),
+                    ).fetchall()
+                )
+                found.update((bytes(r[0]), None) for r in rows)
+        return list(found)
+
+    def purge_containing(self, texts: Iterable[str]) -> int:
+        """Delete every entry whose value or note contains any of ``texts``; how many were deleted."""
+        return self.purge(self.find_containing(texts))
 
     def purge(self, keys: Iterable[bytes]) -> int:
         """Delete the entries of ``keys`` (absent ones are skipped).
@@ -176,7 +219,9 @@ class KVCache:
         Returns:
             How many entries were deleted.
         """
-        return self._write("DELETE FROM kv WHERE key = ?", [(key,) for key in keys])
+        rows = [(key,) for key in keys]
+        self._write("DELETE FROM notes WHERE key = ?", rows)
+        return self._write("DELETE FROM kv WHERE key = ?", rows)
 
     def _write(self, sql: str, rows: list[tuple[bytes, ...]]) -> int:
         """Run ``sql`` once per row in one transaction; the number of rows changed."""

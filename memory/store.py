@@ -4,7 +4,9 @@ Each user gets an own exact inner-product index (``IndexIDMap2`` over
 ``IndexFlatIP``), so one user's search can never return another user's
 vector, and removing a user's memories touches only that user's index. With
 L2-normalised vectors the inner product is the cosine. Flat indexes are exact:
-retrieval quality is the embedder's, not an approximation's.
+retrieval quality is the embedder's, not an approximation's. A store made
+with another ``memory.index.IndexSpec`` (HNSW, IVF-PQ) keeps a partition
+exact until it holds ``switch_at`` vectors, then rebuilds it as that index.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from memory.index import FLAT, IndexSpec, make_index, train_index, tune_index
 from sim.errors import UserError
 
 __all__ = ["VectorStore", "MANIFEST_NAME", "FAISS_THREADS_ENV"]
@@ -43,12 +46,18 @@ class VectorStore:
 
     Args:
         dim: Vector length; every added vector and query must have it.
+        index: The index a partition becomes once it holds ``index.switch_at``
+            vectors (default: exact flat search throughout).
     """
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, index: IndexSpec | None = None) -> None:
         if int(dim) < 1:
             raise ValueError(f"dim must be at least 1, got {dim}")
         self.dim: int = int(dim)
+        self.index_spec: IndexSpec = index or FLAT
+        if not self.index_spec.exact:
+            make_index(self.index_spec, self.dim)  # a bad parameter fails here, not at the switch
+        self._approx: set[str] = set()
         self._indexes: dict[str, faiss.IndexIDMap2] = {}
         # Python-side id sets make duplicate checks and membership O(1);
         # FAISS's own id map is the source of order.
@@ -90,6 +99,21 @@ class VectorStore:
             self._ids[user_id] = existing
         index.add_with_ids(arr, id_arr)
         existing.update(new)
+        spec = self.index_spec
+        if not spec.exact and user_id not in self._approx and index.ntotal >= spec.switch_at:
+            self._indexes[user_id] = self._rebuilt(index, faiss.vector_to_array(index.id_map).astype(np.int64))
+            self._approx.add(user_id)
+
+    def _rebuilt(self, index: faiss.IndexIDMap2, keep: np.ndarray) -> faiss.IndexIDMap2:
+        """A partition of the store's chosen index holding the vectors of ``keep`` (ids) from ``index``."""
+        ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+        vectors = faiss.downcast_index(index.index).reconstruct_n(0, index.ntotal)
+        rows = np.isin(ids, keep)
+        inner = make_index(self.index_spec, self.dim)
+        train_index(inner, self.index_spec, vectors[rows])
+        out = faiss.IndexIDMap2(inner)
+        out.add_with_ids(np.ascontiguousarray(vectors[rows]), ids[rows])
+        return out
 
     def remove(self, user_id: str, ids: Collection[int]) -> int:
         """Remove ``ids`` from ``user_id``'s partition; unknown ids are ignored.
@@ -104,11 +128,19 @@ class VectorStore:
         if not doomed:
             return 0
         index = self._indexes[user_id]
-        removed = int(index.remove_ids(np.asarray(doomed, dtype=np.int64)))
+        if user_id in self._approx:
+            # HNSW graphs and refined IVF-PQ cannot drop vectors in place: rebuild from the kept ones.
+            keep = np.asarray(sorted(held.difference(doomed)), dtype=np.int64)
+            removed = len(doomed)
+            if keep.size:
+                self._indexes[user_id] = self._rebuilt(index, keep)
+        else:
+            removed = int(index.remove_ids(np.asarray(doomed, dtype=np.int64)))
         held.difference_update(doomed)
         if not held:
             # An emptied partition is dropped so ``users()`` lists only users with vectors.
             del self._indexes[user_id], self._ids[user_id]
+            self._approx.discard(user_id)
         return removed
 
     # ------------------------------------------------------------------ reading
@@ -232,8 +264,8 @@ class VectorStore:
                 path.unlink()
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str]) -> VectorStore:
-        """Read a store written by ``save``.
+    def load(cls, folder: str | os.PathLike[str], index: IndexSpec | None = None) -> VectorStore:
+        """Read a store written by ``save`` (``index``: the store's index choice, as when it was made).
 
         Raises:
             UserError: the manifest or an index file is missing or does not
@@ -257,7 +289,7 @@ class VectorStore:
         dim = manifest.get("dim")
         if not isinstance(dim, int) or dim < 1:
             raise UserError(f"{manifest_path}: field 'dim' must be a positive integer, got {dim!r}")
-        store = cls(dim)
+        store = cls(dim, index)
         for n, entry in enumerate(manifest.get("users", [])):
             try:
                 user_id, name, count = str(entry["user_id"]), str(entry["file"]), int(entry["count"])
@@ -281,6 +313,9 @@ class VectorStore:
                 )
             if count == 0:
                 continue
+            if not isinstance(faiss.downcast_index(index.index), faiss.IndexFlatIP):
+                tune_index(index, store.index_spec)
+                store._approx.add(user_id)
             store._indexes[user_id] = index
             store._ids[user_id] = set(faiss.vector_to_array(index.id_map).astype(np.int64).tolist())
         return store

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scenarios.base import build_scenario
 from sim.errors import UserError
+from sim.load import LoadSettings
 from sim.spec import RunSettings
 from sim.validate import validate_args
 
@@ -38,6 +39,8 @@ class RunConfig(BaseModel):
 
     scenario: dict[str, Any]
     run: RunSettings = Field(default_factory=RunSettings)
+    load: LoadSettings | None = None
+    """The optional ``[load]`` table (``sim.load``): bounded services, service times, a deadline."""
     source: str = ""
 
 
@@ -58,13 +61,15 @@ def load_config(path: str | Path) -> RunConfig:
 def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConfig:
     """Validate an already parsed config."""
     where = f" in {source}" if source else ""
-    unknown = sorted(set(data) - {"scenario", "run"})
+    # [scale] belongs to ``memsim bench scale`` (analysis.scale_bench), which reads the same file.
+    unknown = sorted(set(data) - {"scenario", "run", "load", "scale"})
     if unknown:
-        raise UserError(f"unknown table(s) {unknown}{where}; expected [scenario] and [run]")
+        raise UserError(f"unknown table(s) {unknown}{where}; expected [scenario], [run] and optionally [load], [scale]")
     scen = data.get("scenario")
     if not isinstance(scen, Mapping) or "name" not in scen:
         raise UserError(f"missing [scenario] table with a 'name' key{where}")
     run = validate_args(RunSettings, data.get("run", {}), what="run", source=source)
+    load = validate_args(LoadSettings, data["load"], what="load", source=source) if "load" in data else None
     args = {k: v for k, v in scen.items() if k != "name"}
     build_scenario(str(scen["name"]), args, source=source)  # validates the scenario's keys now
-    return RunConfig(scenario=dict(scen), run=run, source=source)  # type: ignore[arg-type]
+    return RunConfig(scenario=dict(scen), run=run, load=load, source=source)  # type: ignore[arg-type]

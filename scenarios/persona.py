@@ -56,6 +56,8 @@ BASE_CHANGE_RATES: Mapping[str, float] = {
 
 _DELETABLE = ("health_event", "partner", "home_city", "upcoming_trip")
 _DAY = 86400.0
+_LATER_OPTIONS = ("busy_hours", "as_of")
+"""Options left out of the spec at their default (``PersonaScenario.spec_args``)."""
 _MONTH_DAYS = 30.0
 
 
@@ -80,6 +82,10 @@ class PersonaConfig(BaseModel):
     recommendation_rate: float = Field(0.15, ge=0, le=1, description="chance a session has a book recommendation")
     slots: tuple[str, ...] = Field(tuple(T.SLOTS), description="fact slots in use")
     start: datetime = Field(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc), description="simulated time zero")
+    busy_hours: tuple[float, float] | None = Field(
+        None, description="[from, to) hours of the day into which sessions and questions are folded (None: any time)"
+    )
+    as_of: bool = Field(False, description="also ask 'as of DATE' questions about changed facts (scored on that date's value)")
 
     @field_validator("slots")
     @classmethod
@@ -99,6 +105,13 @@ class PersonaConfig(BaseModel):
                 raise ValueError(f"unknown slot {slot!r}; known slots: {', '.join(T.SLOTS)}")
             if rate < 0:
                 raise ValueError(f"rate for {slot!r} must be >= 0, got {rate}")
+        return v
+
+    @field_validator("busy_hours")
+    @classmethod
+    def _hours(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0.0 <= v[0] < v[1] <= 24.0:
+            raise ValueError(f"busy_hours needs 0 <= from < to <= 24, got {list(v)}")
         return v
 
     @field_validator("start")
@@ -140,8 +153,14 @@ class PersonaScenario:
         return cls(validate_args(PersonaConfig, args, what="scenario", source=source))  # type: ignore[arg-type]
 
     def spec_args(self) -> dict[str, Any]:
-        """Resolved arguments, JSON-ready."""
-        return self.config.model_dump(mode="json")
+        """Resolved arguments, JSON-ready.
+
+        Options added after the first release are left out while they have
+        their default, so the spec of an existing run does not change.
+        """
+        cfg = self.config
+        later = {k for k in _LATER_OPTIONS if getattr(cfg, k) == PersonaConfig.model_fields[k].default}
+        return cfg.model_dump(mode="json", exclude=later)
 
     # -- generation -------------------------------------------------------
 
@@ -165,12 +184,22 @@ class PersonaScenario:
     def _at(self, seconds: float) -> datetime:
         return self.config.start + timedelta(seconds=float(seconds))
 
-    @staticmethod
-    def _poisson_times(rng: np.random.Generator, rate_per_second: float, span: float) -> list[float]:
+    def _poisson_times(self, rng: np.random.Generator, rate_per_second: float, span: float) -> list[float]:
         if rate_per_second <= 0:
             return []
         n = int(rng.poisson(rate_per_second * span))
-        return sorted(float(x) for x in rng.uniform(0.0, span, size=n))
+        times = sorted(float(x) for x in rng.uniform(0.0, span, size=n))
+        hours = self.config.busy_hours
+        if hours is None:
+            return times
+        # Fold each time of day into the busy window (same day, same order): users talk at the same hours.
+        lo, hi = hours[0] * 3600.0, hours[1] * 3600.0
+        clock = (self.config.start - self.config.start.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds()
+        out = []
+        for t in times:
+            day, tod = divmod(clock + t, _DAY)
+            out.append(day * _DAY + lo + tod / _DAY * (hi - lo) - clock)
+        return [t for t in out if 0.0 <= t < span]
 
     def _user_events(self, user: _User, rng: np.random.Generator, span: float) -> list[Event]:
         cfg = self.config
@@ -372,6 +401,16 @@ class PersonaScenario:
         if text.ask_previous and len(told) >= 2 and not text.accumulates:
             prev = told[-2]
             out["previous"] = {"cur": cur.value, "gold": prev.value, "evidence": [prev.turn_id, cur.turn_id]}
+        if self.config.as_of and len(told) >= 2 and not text.accumulates:
+            as_of = _as_of(told[-2], told[-1])
+            if as_of is not None:
+                # The value current on that date, not today's: the newer turn is the stale one here.
+                out["as_of"] = {
+                    "cur": _date_text(as_of),
+                    "gold": told[-2].value,
+                    "evidence": [told[-2].turn_id],
+                    "superseded": [told[-1].turn_id],
+                }
         if text.ask_count:
             out["count"] = {"cur": cur.value, "gold": str(len(told)), "evidence": [e.turn_id for e in told]}
         if text.ask_preference:
@@ -383,9 +422,19 @@ def _gone(entry: _Entry, when: datetime) -> bool:
     return entry.deleted is not None and entry.deleted <= when
 
 
+def _as_of(older: _Entry, newer: _Entry) -> datetime | None:
+    """A day after ``older`` was told and before the day ``newer`` was (None when they share a day or the next)."""
+    assert older.stated is not None and newer.stated is not None
+    day = (older.stated + timedelta(days=1)).replace(hour=12, minute=0, second=0, microsecond=0)
+    return day if day.date() < newer.stated.date() else None
+
+
 def _templates(topic: str, kind: str) -> tuple[str, ...]:
     if topic == RECOMMENDATION_TOPIC:
         return T.ASK_RECOMMENDATION
+    if kind == "as_of":
+        label = topic.replace("_", " ")
+        return (f"As of {{cur}}, what was my {label}?", f"What had I told you about my {label} as of {{cur}}?")
     text = T.SLOTS[topic]
     return {
         "current": text.ask_current,

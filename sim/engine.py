@@ -33,6 +33,8 @@ from memory.base import MemorySystem, Retrieved, Turn, render_turn
 from memory.inject import receives_gold
 from sim.errors import UserError
 from sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
+from sim.erasure import audit_caches, audit_system, cache_texts, purge_caches
+from sim.load import Load
 from sim.recorder import Recorder
 from sim.scorers import RESTATED, Scorer
 
@@ -116,6 +118,12 @@ class Harness:
     Its time is recorded as ``embed_ms``; latencies of systems exclude it."""
     episode_of: Mapping[str, str] = field(default_factory=dict)
     """user_id -> episode id (the ``episode`` column)."""
+    caches: Mapping[str, Any] | None = None
+    """memsim's own caches to purge after a deletion (``sim.erasure.purge_caches`` keywords); None: none."""
+    erasures: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per deletion whose caches were purged: what they held before, what was purged, what is left."""
+    load: Load | None = None
+    """Bounded services (``sim.load``): sessions and questions queue for them; None: no queueing."""
     q_index: int = 0
     """Questions asked so far (the next question's index)."""
     turn_owner: dict[str, str] = field(default_factory=dict)
@@ -153,7 +161,10 @@ class Harness:
 
     def handle(self, event: Event) -> None:
         """Deliver one event to every live system."""
-        if isinstance(event, Session):
+        if self.load is not None and isinstance(event, (Session, Question)):
+            # Under load each system's copy of the event queues for its services (sim.load).
+            self.load.dispatch(self, event)
+        elif isinstance(event, Session):
             self.session(event)
         elif isinstance(event, Question):
             self.question(event)
@@ -173,79 +184,112 @@ class Harness:
 
     def session(self, event: Session) -> None:
         """Ingest a session's turns into every system and record its footprint."""
+        embed_ms = self.arrive(event)
+        for sut in self._live():
+            done = self.ingest_one(sut, event)
+            if done is not None:
+                ms, stats, n = done
+                self._timeline(sut, event.user_id, "session", stats, ingest_ms=ms, embed_ms=embed_ms, turns=n)
+
+    def arrive(self, event: Session) -> float:
+        """Note a session's turns (owners, texts) and embed them once for every system; the embed time in ms."""
         for t in event.turns:
             self.turn_owner[t.turn_id] = t.user_id
             self.turn_text[t.turn_id] = t.text
             self._turns[t.turn_id] = t
+        return self._prepare([render_turn(t) for t in event.turns])
+
+    def ingest_one(self, sut: SystemUnderTest, event: Session) -> tuple[float, Any, int] | None:
+        """Ingest a session into one system: (wall ms, its stats after, turns ingested), or None when it failed."""
         now = event.time
-        embed_ms = self._prepare([render_turn(t) for t in event.turns])
-        for sut in self._live():
-            turns = event.turns
-            restated = self._corrections.pop((sut.label, event.user_id), None)
-            if restated:
-                # The user restates, at the start of this session, what this system got wrong.
-                turns = (*(replace(t, created_at=now, session_id=event.session_id) for t in restated), *turns)
-                for t in restated:
-                    self.turn_owner[t.turn_id] = t.user_id
-                    self.turn_text[t.turn_id] = t.text
-            t0 = time.perf_counter()
-            try:
-                sut.system.ingest(turns, user_id=event.user_id, now=now)
-                stats = sut.system.stats()
-            except Exception as exc:  # a failing system must not stop the others
-                self._fail(sut, "ingest", exc)
-                continue
-            ms = (time.perf_counter() - t0) * 1000.0
-            self._timeline(sut, event.user_id, "session", stats, ingest_ms=ms, embed_ms=embed_ms, turns=len(turns))
+        turns = event.turns
+        restated = self._corrections.pop((sut.label, event.user_id), None)
+        if restated:
+            # The user restates, at the start of this session, what this system got wrong.
+            turns = (*(replace(t, created_at=now, session_id=event.session_id) for t in restated), *turns)
+            for t in restated:
+                self.turn_owner[t.turn_id] = t.user_id
+                self.turn_text[t.turn_id] = t.text
+        t0 = time.perf_counter()
+        try:
+            sut.system.ingest(turns, user_id=event.user_id, now=now)
+            stats = sut.system.stats()
+        except Exception as exc:  # a failing system must not stop the others
+            self._fail(sut, "ingest", exc)
+            return None
+        return (time.perf_counter() - t0) * 1000.0, stats, len(turns)
 
     def question(self, q: Question) -> None:
         """Retrieve for the question in every system, score it, schedule feedback."""
+        index, thread, embed_ms = self.ask(q)
+        for sut in self._live():
+            got = self.retrieve_one(sut, q, index, thread, embed_ms)
+            if got is None:
+                continue
+            row, memories = got
+            self.answer_one(row, q, memories)
+            self.finish_one(sut, q, row, memories)
+
+    def ask(self, q: Question) -> tuple[int, str, float]:
+        """Give an arriving question its index and thread and embed its text once: (index, thread, embed ms)."""
         index = self.q_index
         self.q_index += 1
         embed_ms = self._prepare([q.text])
-        thread = self._thread(q)
-        for sut in self._live():
-            t0 = time.perf_counter()
-            try:
-                if sut.receives_gold:
-                    # The one gold side channel: instruments only (see memory.inject).
-                    sut.system.oracle(q.question_id, q.evidence, user_id=q.user_id, t_days=self.t_days())  # type: ignore[attr-defined]
-                got = sut.system.retrieve(q.text, user_id=q.user_id, now=q.time, k=self.config.fetch_k)
-                if len(got) > self.config.fetch_k:
-                    raise RuntimeError(f"returned {len(got)} memories for k={self.config.fetch_k}")
-            except Exception as exc:
-                self._fail(sut, "retrieve", exc)
-                continue
-            ms = (time.perf_counter() - t0) * 1000.0
-            row = self._row(q, index, thread, got, ms, sut.label)
-            row["embed_ms"] = embed_ms
-            if self.answer is not None:
-                try:
-                    # The reader and judges see the benchmark's own date text and question id where it has them
-                    # (a judge's rubric may depend on the id); systems never do.
-                    when = q.extra.get("question_date", q.time)
-                    qid = q.extra.get("question_id", q.question_id)
-                    # A judge's per-category rules take the file's code (LoCoMo's "1".."5"), not the label.
-                    category = q.extra.get("category", q.kind)
-                    row.update(self.answer(q.text, when, got[: self.config.k], q.gold, category, qid))
-                except UserError as exc:
-                    # The endpoint is gone (retries spent): keep this row and stop the run;
-                    # every row recorded before stays on disk.
-                    row["error"] = f"answer: {exc}"
-                    self.recorder.probe(row)
-                    raise
-                except Exception as exc:
-                    row["error"] = f"answer: {type(exc).__name__}: {exc}"
+        return index, self._thread(q), embed_ms
+
+    def retrieve_one(
+        self, sut: SystemUnderTest, q: Question, index: int, thread: str, embed_ms: float
+    ) -> tuple[dict[str, Any], list[Retrieved]] | None:
+        """Retrieve for a question in one system and score it: (row, memories), or None when it failed."""
+        t0 = time.perf_counter()
+        try:
+            if sut.receives_gold:
+                # The one gold side channel: instruments only (see memory.inject).
+                sut.system.oracle(q.question_id, q.evidence, user_id=q.user_id, t_days=self.t_days())  # type: ignore[attr-defined]
+            got = sut.system.retrieve(q.text, user_id=q.user_id, now=q.time, k=self.config.fetch_k)
+            if len(got) > self.config.fetch_k:
+                raise RuntimeError(f"returned {len(got)} memories for k={self.config.fetch_k}")
+        except Exception as exc:
+            self._fail(sut, "retrieve", exc)
+            return None
+        ms = (time.perf_counter() - t0) * 1000.0
+        row = self._row(q, index, thread, got, ms, sut.label)
+        row["embed_ms"] = embed_ms
+        return row, got
+
+    def answer_one(self, row: dict[str, Any], q: Question, got: Sequence[Retrieved]) -> None:
+        """Have the reader answer from the memories and the judges score it, into ``row`` (when a reader runs)."""
+        if self.answer is None:
+            return
+        try:
+            # The reader and judges see the benchmark's own date text and question id where it has them
+            # (a judge's rubric may depend on the id); systems never do.
+            when = q.extra.get("question_date", q.time)
+            qid = q.extra.get("question_id", q.question_id)
+            # A judge's per-category rules take the file's code (LoCoMo's "1".."5"), not the label.
+            category = q.extra.get("category", q.kind)
+            row.update(self.answer(q.text, when, list(got[: self.config.k]), q.gold, category, qid))
+        except UserError as exc:
+            # The endpoint is gone (retries spent): keep this row and stop the run;
+            # every row recorded before stays on disk.
+            row["error"] = f"answer: {exc}"
             self.recorder.probe(row)
-            if self.config.feedback_from != "none" and sut.feedback != "withheld":
-                correct = self._signal(sut, q.user_id, self._correct(row))
-                if correct is None:
-                    pass
-                elif self.config.feedback_from == "correction":
-                    if not correct:
-                        self._restate(sut, q)
-                else:
-                    self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
+            raise
+        except Exception as exc:
+            row["error"] = f"answer: {type(exc).__name__}: {exc}"
+
+    def finish_one(self, sut: SystemUnderTest, q: Question, row: dict[str, Any], got: Sequence[Retrieved]) -> None:
+        """Record the scored row and start the question's feedback on its way."""
+        self.recorder.probe(row)
+        if self.config.feedback_from != "none" and sut.feedback != "withheld":
+            correct = self._signal(sut, q.user_id, self._correct(row))
+            if correct is None:
+                pass
+            elif self.config.feedback_from == "correction":
+                if not correct:
+                    self._restate(sut, q)
+            else:
+                self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
 
     def _thread(self, q: Question) -> str:
         """Id of the first asking of a question that is asked again (itself otherwise)."""
@@ -367,21 +411,37 @@ class Harness:
             queued = self._corrections.get((sut.label, event.user_id))
             if queued:  # a restatement not yet said is dropped with what it restates
                 self._corrections[(sut.label, event.user_id)] = [t for t in queued if t.metadata["restates"] not in gone]
+            deleted = {tid: self.turn_text[tid] for tid in event.turn_ids if tid in self.turn_text}
             try:
                 sut.system.forget(turn_ids, user_id=event.user_id, now=event.time)
-                leaked = 0
-                for tid in event.turn_ids:
-                    text = self.turn_text.get(tid)
-                    if text is None:
-                        continue
-                    got = sut.system.probe(text, user_id=event.user_id, now=event.time, k=self.config.k)
-                    leaked += sum(1 for m in got if gone.intersection(m.source_turn_ids))
+                # What is left, place by place (sim.erasure); read-only.
+                places = audit_system(sut.system, deleted, user_id=event.user_id, now=event.time, k=self.config.k)
                 stats = sut.system.stats()
             except Exception as exc:
                 self._fail(sut, "forget", exc)
                 continue
             self._deleted.setdefault((sut.label, event.user_id), set()).update(gone)
-            self._timeline(sut, event.user_id, "forget", stats, leaked=leaked, turns=len(gone))
+            leaked = places.pop("provenance") + places["merged"]
+            self._timeline(
+                sut, event.user_id, "forget", stats, leaked=leaked, turns=len(gone),
+                **{f"leaked_{place}": n for place, n in places.items()},
+            )
+        if self.caches is not None:
+            self._purge_caches(event)
+
+    def _purge_caches(self, event: Deletion) -> None:
+        """Drop memsim's own cached copies of the deleted turns (embeddings, LLM replies) and check they are gone."""
+        restated = {r for label in {s.label for s in self.systems} for tid in event.turn_ids
+                    for r in self._restated.get((label, tid), ())}
+        turns = [self._turns[t] for t in event.turn_ids if t in self._turns]
+        texts = cache_texts(turns) + [self.turn_text[r] for r in sorted(restated) if r in self.turn_text]
+        before = audit_caches(texts, **self.caches)
+        purged = purge_caches(texts, **self.caches)
+        after = audit_caches(texts, **self.caches)
+        self.erasures.append(
+            {"deletion_id": event.deletion_id, "user_id": event.user_id, "time": str(event.time),
+             "held_before": before, "purged": purged, "held_after": after}
+        )
 
     def maintain(self) -> None:
         """Run every system's maintenance and record its footprint."""

@@ -34,6 +34,7 @@ from memory.registry import Resources, build_memory, learns_from_feedback
 from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from sim.errors import UserError
 from sim.events import Deletion, Episode, Question, Session, Tick
+from sim.load import Load
 from sim.recorder import Recorder
 from sim.scorers import build_scorer
 from sim.spec import RunSpec
@@ -249,7 +250,20 @@ class _Play:
             judge_keys=tuple(answer.score_columns) if answer is not None else (),
             # Systems that embed made the shared embedder when they were built.
             prepare=self.resources.made_embedder.encode if self.resources.made_embedder is not None else None,
+            load=Load(self.spec.load, seed=self.spec.seed) if self.spec.load is not None else None,
+            caches=self.caches(),
         )
+
+    def caches(self) -> dict[str, Any] | None:
+        """memsim's persistent caches that hold copies of turns (purged after a deletion), or None when it has none."""
+        embedder = self.resources.made_embedder
+        out: dict[str, Any] = {}
+        if embedder is not None and getattr(embedder, "cache", None) is not None:
+            out["embedding_cache"] = embedder.cache
+        llm = tuple(getattr(self.answer, "_caches", ()) or ())  # AnswerSetup's response caches
+        if llm:
+            out["llm_caches"] = llm
+        return out or None
 
 
 def _longitudinal(
@@ -275,10 +289,19 @@ def _longitudinal(
         yield Checkpoint(day, total_days, "day", p.recorder.n_probes)
     # Feedback still in flight at the end is delivered so systems end in a defined state.
     p.part = "end"
-    env.run(until=span + harness.config.feedback_delay_s + 1.0)
+    until = span + harness.config.feedback_delay_s + 1.0
+    env.run(until=until)
+    while harness.load is not None and harness.load.in_flight:
+        # Under load, queues can outlast the scenario: play on until every job is done and its feedback given.
+        until += 3600.0
+        env.run(until=until)
+    if harness.load is not None:
+        env.run(until=until + harness.config.feedback_delay_s + 1.0)
     p.recorder.commit("end")
     p.part = None
     p.info["system_reports"] = _reports(suts)
+    if harness.erasures:
+        p.info["erasure"] = harness.erasures
 
 
 def _maintained_after_ingest(ep: Episode) -> Episode:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sim.errors import UserError
+from sim.load import LoadSettings
 from sim.validate import validate_args
 
 FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction")
@@ -132,6 +133,8 @@ class RunSpec(BaseModel):
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
     answer: dict[str, Any] | None = None
     """Reader and judge options (``sim.answer``); None: retrieval only."""
+    load: LoadSettings | None = None
+    """Bounded services and service times (``sim.load``); None: no queueing (left out of ``spec.json``)."""
     scenario_meta: dict[str, Any] = Field(default_factory=dict)
     """What the scenario reports about its data (file hash, exclusions); part of the spec so a changed file is seen."""
     memsim_version: str = ""
@@ -169,8 +172,12 @@ class RunSpec(BaseModel):
         return self.kind == "static"
 
     def to_json(self) -> dict[str, Any]:
-        """The spec as JSON data (what ``spec.json`` holds)."""
-        return self.model_dump(mode="json")
+        """The spec as JSON data (what ``spec.json`` holds).
+
+        A spec without load leaves the key out, so that its file is the same
+        as before load existed (and a folder of such a run still resumes).
+        """
+        return self.model_dump(mode="json", exclude={"load"} if self.load is None else set())
 
     def write(self, path: Path) -> None:
         """Write ``spec.json``."""
