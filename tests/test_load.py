@@ -125,9 +125,12 @@ def test_modelled_load_is_deterministic_and_measured_goes_to_perf(tmp_path: Path
     assert json.loads((tmp_path / "m" / "spec.json").read_text())["load"]["memory_time"] == "measured"
 
 
-# Made with the code before sim.load existed (commit 88500d0): the run below must still give these bytes.
-_GOLDEN_METRICS = "10cda92a57d12605e0331df44a842661896e2b3a2a94b776e26dc251e234e84f"
-_GOLDEN_SPEC = "ddd73e0b75d80535dcd35c68b42fb79de0a666c21f7e62c2af6e8c68ed86f8bf"
+# The run below without a [load] table must give these bytes. First made with the code before sim.load
+# existed (commit 88500d0); remade once the spec gained ``balance_kinds`` and stopped scoring cut-offs above
+# the memories fetched (@30 and @50 of 10 results). Remake them only for an intended change to naive, bm25,
+# persona, the spec or the summariser.
+_GOLDEN_METRICS = "6d25fd1acf77dae059477821c3ffe3d447acc11736df6b798c44e2581cced5ef"
+_GOLDEN_SPEC = "f08cfb10c58bce7db33e477382e072290c588a3eb3ebdb814c9f7bd4b4068fc9"
 
 
 def test_without_load_the_run_is_byte_identical_to_before(tmp_path: Path):
