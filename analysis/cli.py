@@ -13,6 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from sim.answer.dryrun import DryRunFinished
 from sim.errors import UserError
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -28,6 +29,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo"),
     ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
     ("sensitivity", "analysis.sensitivity_cli:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
+    ("judge-check", "analysis.judge_check_cli:judge_check", "check every judge on labelled answers: accuracy, false accepts/rejects, kappa"),
 )
 """(command, ``module:prefix`` with ``<prefix>_arguments`` and ``<prefix>_main``, help)."""
 
@@ -63,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, run = _load(args._target)
     try:
         return int(run(args) or 0)  # type: ignore[operator]
+    except DryRunFinished as done:
+        print(done.text)
+        return 0
     except UserError as exc:
         if args.debug:
             raise

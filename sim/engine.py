@@ -224,7 +224,9 @@ class Harness:
                     # (a judge's rubric may depend on the id); systems never do.
                     when = q.extra.get("question_date", q.time)
                     qid = q.extra.get("question_id", q.question_id)
-                    row.update(self.answer(q.text, when, got[: self.config.k], q.gold, q.kind, qid))
+                    # LoCoMo's judges need its category code (their rules differ per code), not the label.
+                    category = q.extra.get("category", q.kind)
+                    row.update(self.answer(q.text, when, got[: self.config.k], q.gold, category, qid))
                 except UserError as exc:
                     # The endpoint is gone (retries spent): keep this row and stop the run;
                     # every row recorded before stays on disk.
