@@ -59,7 +59,7 @@ def _judges(args: argparse.Namespace) -> list[tuple[str, Any]]:
             found = official.get(name)
             judge = make_judge(name, llm, templates=found.templates if found else None,
                                prompt_source=found.source if found else "")
-            label = f"{name}/{llm.model}" if len(models) > 1 or model else f"{name}/{llm.model}"
+            label = f"{name}/{llm.model}"
             out.append((label, judge))
     return out
 
@@ -69,7 +69,15 @@ def judge_check_main(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from analysis.judge_check import build_check_set, category_counts, check_judge, check_set_digest, format_check_table, write_check
+    from analysis.judge_check import (
+        build_check_set,
+        category_counts,
+        check_judge,
+        check_set_digest,
+        format_check_table,
+        stderr_progress,
+        write_check,
+    )
     from analysis.pipeline import default_out_dir
     from scenarios.locomo_stream import default_locomo_path
 
@@ -85,7 +93,8 @@ def judge_check_main(args: argparse.Namespace) -> int:
     seconds: dict[str, float] = {}
     for label, judge in _judges(args):
         t0 = time.perf_counter()
-        result = check_judge(judge, items, digest=digest, cache=not args.no_cache)
+        step = (lambda i, _l=label: stderr_progress(_l, i, len(items))) if hasattr(judge, "llm") else None
+        result = check_judge(judge, items, digest=digest, cache=not args.no_cache, progress=step)
         seconds[label] = time.perf_counter() - t0
         results[label] = result
         how = "cached" if result.get("cached") else f"{seconds[label]:.1f} s"

@@ -64,20 +64,15 @@ def answer_options(args: argparse.Namespace) -> dict[str, Any] | None:
     # Every LLM judge is checked (or its cached check reused) before the run; the spec records the result.
     from analysis.judge_check import judge_checks_for_run, stderr_progress
 
+    # The check set is the same for every run (LoCoMo items where its file is found, persona items),
+    # so one cached check serves every run with the same judge, model and prompts.
     data = getattr(args, "data", None)
-    benchmark = getattr(args, "benchmark", None)
-    locomo = data if benchmark == "locomo" and data is not None else None
+    locomo = data if getattr(args, "benchmark", None) == "locomo" and data is not None else None
     if locomo is None:
         from scenarios.locomo_stream import default_locomo_path
 
         locomo = default_locomo_path() if default_locomo_path().is_file() else None
-    checks = judge_checks_for_run(
-        options,
-        default_judges=(),
-        locomo=locomo,
-        longmemeval=data if benchmark == "longmemeval" else None,
-        progress=stderr_progress,
-    )
+    checks = judge_checks_for_run(options, default_judges=(), locomo=locomo, progress=stderr_progress)
     if checks:
         options["judge_checks"] = checks
     return options

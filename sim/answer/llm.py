@@ -183,6 +183,11 @@ class LocalLLM:
             )
         except (ValueError, RuntimeError) as exc:
             raise UserError(f"--llm-model-path: cannot load GGUF file {path}: {exc}") from None
+        if not self._llama.metadata.get("tokenizer.chat_template") and str(
+            self._llama.metadata.get("general.architecture", "")
+        ).startswith("gemma"):
+            # A Gemma file without a chat template: llama.cpp would guess Llama 2's turn markers.
+            self._llama.chat_format = "gemma"
         self.model_path = path
         self.model = path.name
         self.endpoint = f"local:{path.name}"
@@ -249,8 +254,14 @@ def _chat_prompt_tokens(llama: Any, messages: Messages) -> int:
 
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
-        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
-        return len(llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+        # The named format llama.cpp falls back on (see ``LocalLLM``), formatted as its handler does.
+        formats = {"gemma": llama_chat_format.format_gemma, "llama-2": llama_chat_format.format_llama2}
+        fmt = formats.get(str(getattr(llama, "chat_format", "")))
+        if fmt is None:
+            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+        result = fmt(messages=[dict(m) for m in messages])
+        return len(llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
     eos = llama.token_eos()
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template=template,

@@ -163,8 +163,12 @@ def build_llm(
     timeout_s: float = 60.0,
     max_retries: int = 4,
     concurrency: int = 4,
+    api_key: str | None = None,
 ) -> LLMClient:
-    """A raw client (no cache, no meter) from command-line style settings."""
+    """A raw client (no cache, no meter) from command-line style settings.
+
+    ``api_key`` overrides ``$OPENAI_API_KEY`` (a dry run passes a placeholder: it sends nothing).
+    """
     if context_window is not None and context_window < 64:
         raise UserError(f"--llm-context-window: need at least 64 tokens, got {context_window}")
     if kind == "local":
@@ -191,6 +195,7 @@ def build_llm(
             concurrency=concurrency,
             context_window=context_window,
             tokenizer_path=model_path,
+            **({"api_key": api_key} if api_key else {}),
         )
     return make_llm(kind)  # raises the UserError listing the kinds
 
@@ -344,6 +349,8 @@ def answer_setup_from_args(
         concurrency=args.llm_concurrency,
     )
     dry_run = bool(getattr(args, "dry_run", False))
+    if dry_run:
+        common["api_key"] = "dry-run-sends-nothing"
     base = build_llm(args.llm, model=args.llm_model, model_path=args.llm_model_path, **common)
     caches: list[CachedLLM] = []
 
