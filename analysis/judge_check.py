@@ -611,6 +611,7 @@ def stderr_progress(judge: str, done: int, total: int) -> None:
 
 
 def _summary_of(result: Mapping[str, Any], *, self_judging: bool) -> dict[str, Any]:
+    # Whether the result came from the cache is left out: a resumed run must record the same spec.
     desc = result.get("judge", {})
     return {
         "accuracy": result["accuracy"],
@@ -624,7 +625,6 @@ def _summary_of(result: Mapping[str, Any], *, self_judging: bool) -> dict[str, A
         "model": desc.get("model"),
         "prompts": desc.get("prompts", "paraphrase"),
         "prompt_source": desc.get("prompt_source", ""),
-        "cached": bool(result.get("cached")),
     }
 
 

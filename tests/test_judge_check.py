@@ -324,3 +324,10 @@ def test_dry_run_counts_match_a_real_runs_meter() -> None:
     assert real["reader"]["completion_tokens"] <= dry["reader"]["completion_tokens"] == 3 * 48
     assert real["judge"]["prompt_tokens"] <= dry["judge"]["prompt_tokens"]
     assert "3 calls" in report and "exact" in report
+
+
+def test_runs_without_llm_judges_or_dry_runs_need_no_check() -> None:
+    from analysis.judge_check import judge_checks_for_run
+
+    assert judge_checks_for_run({"reader": "short", "judge": ["contains"]}, default_judges=()) == {}
+    assert judge_checks_for_run({"reader": "short", "judge": ["llm_locomo"], "dry_run": True}, default_judges=()) == {}
