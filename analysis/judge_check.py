@@ -495,7 +495,10 @@ def check_metrics(items: Sequence[CheckItem], scores: Sequence[float]) -> dict[s
 def _judge_key(judge: Any, digest: str) -> bytes:
     desc = dict(judge.describe()) if hasattr(judge, "describe") else {"name": judge.name}
     desc.pop("endpoint", None) if desc.get("kind") == "local" else None
+    # The settings that shape replies (sampling, the model file) live on the client under any wrappers.
     llm = getattr(judge, "llm", None)
+    while llm is not None and not callable(getattr(llm, "request_settings", None)):
+        llm = getattr(llm, "inner", None)
     settings = getattr(llm, "request_settings", None)
     payload = {
         "version": CHECK_VERSION,
