@@ -676,11 +676,15 @@ def format_check_table(results: Mapping[str, Mapping[str, Any]], *, n_items: int
         lines += ["", "accuracy % per category (label: pass/fail, n items)"]
         cw = max(8, *(len(c) for c in cats))
         first = next(iter(results.values()))
-        sub = f"{'category':<{cw}} {'label':>5} {'n':>4}" + "".join(f" {n[:14]:>14}" for n in names)
+        widths = [max(8, len(n)) for n in names]
+        sub = f"{'category':<{cw}} {'label':>5} {'n':>4}" + "".join(f" {n:>{w}}" for n, w in zip(names, widths))
         lines += [sub, "-" * len(sub)]
         for c in cats:
             n = first.get("per_category", {}).get(c, {}).get("n", 0)
-            cells = "".join(f" {_pct(r.get('per_category', {}).get(c, {}).get('accuracy')):>14}" for r in results.values())
+            cells = "".join(
+                f" {_pct(r.get('per_category', {}).get(c, {}).get('accuracy')):>{w}}"
+                for r, w in zip(results.values(), widths)
+            )
             lines.append(f"{c:<{cw}} {'pass' if CATEGORIES[c] else 'fail':>5} {n:>4}{cells}")
     if n_items is not None:
         lines.append("")
