@@ -13,6 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from sim.answer.dryrun import DryRunFinished
 from sim.errors import UserError
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -33,6 +34,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("sweep", "analysis.sweep_cli:sweep", "scenarios x systems x seeds from a sweep spec, on a process pool or Dask, resumable"),
     ("data", "analysis.data_cli:data", "fetch the LoCoMo and LongMemEval files (sha256-verified) and list what is present"),
     ("serve", "analysis.serve_cli:serve", "serve a registered memory system over memsim's HTTP protocol"),
+    ("judge-check", "analysis.judge_check_cli:judge_check", "check every judge on labelled answers: accuracy, false accepts/rejects, kappa"),
 )
 """(command, ``module:prefix`` with ``<prefix>_arguments`` and ``<prefix>_main``, help)."""
 
@@ -68,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, run = _load(args._target)
     try:
         return int(run(args) or 0)  # type: ignore[operator]
+    except DryRunFinished as done:
+        print(done.text)
+        return 0
     except UserError as exc:
         if args.debug:
             raise

@@ -60,7 +60,22 @@ def answer_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
     probe = argparse.ArgumentParser(add_help=False)
     add_answer_arguments(probe)
-    return {a.dest: getattr(args, a.dest, a.default) for a in probe._actions if a.dest != "help"}
+    options = {a.dest: getattr(args, a.dest, a.default) for a in probe._actions if a.dest != "help"}
+    # Every LLM judge is checked (or its cached check reused) before the run; the spec records the result.
+    from analysis.judge_check import judge_checks_for_run, stderr_progress
+
+    # The check set is the same for every run (LoCoMo items where its file is found, persona items),
+    # so one cached check serves every run with the same judge, model and prompts.
+    data = getattr(args, "data", None)
+    locomo = data if getattr(args, "benchmark", None) == "locomo" and data is not None else None
+    if locomo is None:
+        from scenarios.locomo_stream import default_locomo_path
+
+        locomo = default_locomo_path() if default_locomo_path().is_file() else None
+    checks = judge_checks_for_run(options, default_judges=(), locomo=locomo, progress=stderr_progress)
+    if checks:
+        options["judge_checks"] = checks
+    return options
 
 
 def _answer_setup(options: Mapping[str, Any] | None, default_judges: Sequence[str]) -> Any:
@@ -156,6 +171,9 @@ def execute(
     stream = scenario.generate(rngs["scenario"])
     if answer is None:
         answer = _answer_setup(spec.answer, default_judges)
+    dry_run = bool(getattr(answer, "dry_run", False))
+    if dry_run:
+        out_dir = None  # a dry run writes no run folder
     if resources is None:
         resources = Resources(rng=rngs["systems"])
     result = None
@@ -169,6 +187,10 @@ def execute(
     finally:
         if answer is not None and hasattr(answer, "close"):
             answer.close()
+    if dry_run:
+        from sim.answer.dryrun import DryRunFinished
+
+        raise DryRunFinished(answer.dry_run_report())
     assert result is not None
     summary = summarise(spec, result.probes, result.timeline, result.info)
     if out_dir is not None:

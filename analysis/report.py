@@ -323,13 +323,58 @@ def _llm_totals(run: RunData, system: str) -> tuple[int, int] | None:
     return (calls, tokens) if calls or tokens else None
 
 
+def _judge_header(run: RunData, col: str) -> str:
+    """A score column's header; an LLM judge's carries its mark (unreliable, self-judging, paraphrase)."""
+    mark = ((run.metrics.get("judges") or {}).get(col) or {}).get("mark")
+    return f"{col} (%) [{mark}]" if mark else f"{col} (%)"
+
+
+def _answers_table(run: RunData) -> _Table | None:
+    """Every judge side by side per system: accuracy, judged, unjudged with reasons, abstention, mark; agreement below."""
+    marks = run.metrics.get("judges") or {}
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    for system in _family_order(run):
+        table = run.entry(system).get("answers")
+        if not table:
+            continue
+        for col, j in table["judges"].items():
+            ab = j.get("abstention") or {}
+            reasons = ", ".join(f"{r} {n}" for r, n in (j.get("unjudged_reasons") or {}).items())
+            rows.append((
+                system,
+                col.removeprefix("answer_"),
+                _pct(j.get("accuracy")),
+                str(j.get("judged", 0)),
+                f"{j.get('unjudged', 0)}" + (f" ({reasons})" if reasons else ""),
+                "—" if not ab.get("questions") else f"{_pct(ab.get('accuracy'))} ({ab.get('judged', 0)}/{ab['questions']})",
+                (marks.get(col) or {}).get("mark", ""),
+            ))
+        for pair in table.get("agreement", []):
+            kappa = "—" if pair.get("kappa") is None else f"{pair['kappa']:.3f}"
+            notes.append(
+                f"{system}: {pair['a'].removeprefix('answer_')} vs {pair['b'].removeprefix('answer_')}: agreement "
+                f"{_pct(pair.get('agreement'))}%, kappa {kappa} ({pair['n']} answers judged by both)"
+            )
+        if table.get("spread") is not None:
+            notes.append(f"{system}: spread of accuracy across judges {100 * table['spread']:.1f} pp")
+    if not rows:
+        return None
+    notes.append(
+        "accuracy over judged answers; unjudged answers are counted with their reason, never scored; abstention "
+        "questions are judged with the abstention rubric; an LLM judge below 90% on memsim judge-check is unreliable"
+    )
+    headers = ("system", "judge", "accuracy (%)", "judged", "unjudged", "abstention (%)", "mark")
+    return _Table(headers, tuple(rows), tuple(notes))
+
+
 def _overview_table(run: RunData) -> _Table:
     """Each score per system with its interval (``metrics.json``), plus latency, storage and cost."""
     rows_all = _scored_rows(run)
     cols = _score_columns(run)
     order = _family_order(run)
     llm = {s: _llm_totals(run, s) for s in order}
-    headers = ["system", "questions", "scored", *[f"{c} (%)" for c in cols]]
+    headers = ["system", "questions", "scored", *[_judge_header(run, c) for c in cols]]
     headers += ["retrieve median (ms)", "retrieve p95 (ms)", "final items", "final storage (MiB)"]
     if any(llm.values()):
         headers += ["system LLM calls", "system LLM tokens"]
@@ -641,7 +686,7 @@ def _category_table(run: RunData) -> _HeatTable | None:
     twin_of = {t: s for s, t in twins.items()}
     for col in cols:
         if len(cols) > 1:
-            rows.append((_Cell(f"{col} (%)"), *[_Cell("") for _ in range(len(headers) - 1)]))
+            rows.append((_Cell(_judge_header(run, col)), *[_Cell("") for _ in range(len(headers) - 1)]))
             classes.append("group")
         for system in order:
             entry = run.entry(system)
@@ -1015,6 +1060,9 @@ def write_report(
         lead += "".join(_figure_html(f) for f in built.figures if f.section == "learning")
         sections.append(("learning", f"Learning through use: {run.metric}", lead))
     sections.append(("summary", "Overall", built.overview.html()))
+    answers = _answers_table(run)
+    if answers is not None:
+        sections.append(("answers", "Answers and judges", answers.html()))
     for sid, title_s in (("curves", "Learning curves"), ("timelines", "Storage, latency and cost timelines")):
         figs = [f for f in built.figures if f.section == sid]
         if figs:
@@ -1034,6 +1082,8 @@ def write_report(
         if f.svg is None:
             md += [f"_{f.caption}_", ""]
     md += ["## Overall", "", built.overview.markdown(), ""]
+    if answers is not None:
+        md += ["## Answers and judges", "", answers.markdown(), ""]
     if built.categories is not None:
         md += ["## Per question kind", "", built.categories.markdown(), ""]
     md += ["## Worst questions", "", _worst_md(built.worst, run.metric)]

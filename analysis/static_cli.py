@@ -176,7 +176,7 @@ def static_main(args: argparse.Namespace) -> int:
     for system in m["systems"]:
         print(f"\nsystem {system}")
         print(format_tables(m, system, kind_names=names))
-        if args.benchmark == "longmemeval" and spec.answer is not None:
+        if spec.answer is not None:
             from analysis.summary import format_answer_accuracy
 
             print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))

@@ -34,7 +34,18 @@ from sim.errors import UserError
 from sim.scorers import build_scorer
 from sim.spec import RunSpec, read_spec
 
-__all__ = ["Summary", "summarise", "summarise_folder", "write_summary", "per_user", "score_columns", "format_tables"]
+__all__ = [
+    "Summary",
+    "summarise",
+    "summarise_folder",
+    "write_summary",
+    "per_user",
+    "score_columns",
+    "format_tables",
+    "format_answer_accuracy",
+    "answer_table",
+    "judge_marks",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +104,113 @@ def _table(
         if col in rows.columns:
             out[col] = int(rows[col].fill_null(0).sum())
     return out
+
+
+def _llm_columns(spec: RunSpec) -> set[str]:
+    """The answer columns of LLM judges in this run."""
+    from sim.answer.judges import LLM_JUDGES
+
+    return {f"answer_{n}" for n in LLM_JUDGES}
+
+
+def judge_marks(spec: RunSpec, answer_cols: Sequence[str]) -> dict[str, Any]:
+    """Per answer column: the judge, whether it is an LLM judge, its check result and its mark.
+
+    An LLM judge's mark says whether its check passed (``unreliable`` below
+    90%), whether it judges the reader's own model (``self-judging``) and
+    whether its prompt is memsim's paraphrase. A run recorded before checks
+    existed has no check: its LLM judges are marked unreliable (no check).
+    """
+    from analysis.judge_check import judge_mark
+    from sim.answer.judges import LLM_JUDGES, PARAPHRASE_NOTE
+
+    answer = spec.answer or {}
+    checks = (answer.get("judge_checks") or {}).get("judges", {})
+    official = bool(answer.get("judge_prompts"))
+    out: dict[str, Any] = {}
+    for col in answer_cols:
+        name = col.removeprefix("answer_")
+        if name not in LLM_JUDGES:
+            out[col] = {"judge": name, "llm": False, "mark": ""}
+            continue
+        check = checks.get(name) or {
+            "accuracy": None,
+            "reliable": False,
+            "self_judging": bool((answer.get("judge_checks") or {}).get("self_judging")),
+            "prompts": "official" if official else "paraphrase",
+        }
+        out[col] = {
+            "judge": name,
+            "llm": True,
+            "check": dict(check),
+            "reliable": bool(check.get("reliable")),
+            "self_judging": bool(check.get("self_judging")),
+            "prompts": check.get("prompts", "paraphrase"),
+            "note": "" if check.get("prompts") == "official" else PARAPHRASE_NOTE,
+            "mark": judge_mark(check),
+        }
+    return out
+
+
+def answer_table(rows: pl.DataFrame, cols: Sequence[str], *, llm_judges: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every judge side by side on one system's rows: accuracy, unjudged with reasons, agreement, spread.
+
+    Every question counts: rows whose answer failed are unjudged
+    (``answer error``); a NaN score is unjudged with its reason (an LLM
+    judge's reply without a verdict; a deterministic judge without a gold
+    answer). Agreement is over questions both judges judged, verdicts read
+    at ``JUDGE_PASS``; kappa is Cohen's.
+    """
+    from analysis.judge_check import cohen_kappa
+    from sim.answer.judges import JUDGE_PASS
+
+    errors = rows["error"].is_not_null().to_numpy() if "error" in rows.columns else np.zeros(rows.height, bool)
+    abstention = np.zeros(rows.height, dtype=bool)
+    if "excluded" in rows.columns:
+        abstention = rows["excluded"].is_in(["abstention", "adversarial"]).fill_null(False).to_numpy()
+    judges: dict[str, Any] = {}
+    verdicts: dict[str, np.ndarray] = {}
+    for col in cols:
+        x = rows[col].cast(pl.Float64).fill_null(math.nan).to_numpy() if col in rows.columns else np.full(rows.height, math.nan)
+        x = np.where(errors, math.nan, x)
+        judged = ~np.isnan(x)
+        reasons: dict[str, int] = {}
+        if errors.any():
+            reasons["answer error"] = int(errors.sum())
+        blank = int((~judged & ~errors).sum())
+        if blank:
+            reasons["no verdict in the judge's reply" if col in llm_judges else "no gold answer"] = blank
+        judges[col] = {
+            "questions": int(rows.height),
+            "judged": int(judged.sum()),
+            "unjudged": int((~judged).sum()),
+            "unjudged_reasons": reasons,
+            "accuracy": float(x[judged].mean()) if judged.any() else None,
+            "abstention": {
+                "questions": int(abstention.sum()),
+                "judged": int((judged & abstention).sum()),
+                "accuracy": float(x[judged & abstention].mean()) if (judged & abstention).any() else None,
+            },
+        }
+        verdicts[col] = x
+    agreement = []
+    for i, a in enumerate(cols):
+        for b in cols[i + 1:]:
+            both = ~np.isnan(verdicts[a]) & ~np.isnan(verdicts[b])
+            va, vb = verdicts[a][both] >= JUDGE_PASS, verdicts[b][both] >= JUDGE_PASS
+            agreement.append({
+                "a": a,
+                "b": b,
+                "n": int(both.sum()),
+                "agreement": float((va == vb).mean()) if both.any() else None,
+                "kappa": cohen_kappa(va.tolist(), vb.tolist()),
+            })
+    accs = [j["accuracy"] for j in judges.values() if j["accuracy"] is not None]
+    return {
+        "judges": judges,
+        "agreement": agreement,
+        "spread": (max(accs) - min(accs)) if len(accs) >= 2 else None,
+    }
 
 
 def _kind_order(kinds: Sequence[str]) -> list[str]:
@@ -241,6 +359,11 @@ def summarise(
                 entry[col] = overall["scores"][col]["mean"]
         if spec.kind == "longitudinal":
             entry["per_user"] = per_user(rows, metric)
+        answer_cols = [c for c in cols if c.startswith("answer_")]
+        if answer_cols:
+            entry["answers"] = answer_table(
+                probes.filter(pl.col("system") == name), answer_cols, llm_judges=_llm_columns(spec)
+            )
         per_system[name] = entry
         tl = timeline.filter(pl.col("system") == name) if timeline.height else timeline
         timings["systems"][name] = {
@@ -248,6 +371,9 @@ def summarise(
             "ingest_ms_total": float(tl["ingest_ms"].fill_null(0).sum()) if tl.height else None,
         }
     metrics["systems"] = per_system
+    judges = judge_marks(spec, [c for c in cols if c.startswith("answer_")])
+    if judges:
+        metrics["judges"] = judges
     metrics["isolation_failures"] = int(scored["isolation_failures"].sum()) if scored.height else 0
     metrics["failures"] = list(info.get("failures", []))
     reports = _system_reports(spec, info)
@@ -356,21 +482,60 @@ def format_tables(
     excluded = entry["overall"]["excluded"]
     if excluded:
         lines.append("excluded from scores: " + ", ".join(f"{r} {n}" for r, n in excluded.items()))
+    marks = [(c, j) for c, j in (metrics.get("judges") or {}).items() if j.get("mark")]
+    for col, info in marks:
+        lines.append(f"{col.removeprefix('answer_')}: {info['mark']}")
     return "\n".join(lines)
 
 
 def format_answer_accuracy(
     metrics: Mapping[str, Any], probes: pl.DataFrame, system: str, *, column: str
 ) -> str:
-    """Answer accuracy as LongMemEval reports it: overall, task-averaged, and per reason of exclusion.
+    """Every judge side by side, then the headline judge as LongMemEval reports it.
 
-    Task-averaged accuracy is the mean of the per-kind means (the kinds with a
-    judged answer), so a large kind does not outweigh a small one. Questions
-    left out of evidence scores (e.g. abstention) are still answered and
-    judged: their accuracy is read from the rows. Unjudged answers (NaN) are
-    left out, never counted as wrong.
+    One row per judge: accuracy over judged answers, judged and unjudged
+    counts (with the reasons), abstention questions (judged with the
+    abstention rubric) and the judge's mark (unreliable, self-judging,
+    memsim paraphrase). Then pairwise agreement and kappa, the spread of
+    accuracy across judges, and for ``column``: overall, task-averaged (the
+    mean of the per-kind means, so a large kind does not outweigh a small
+    one) and per reason of exclusion. Unjudged answers are counted, never
+    scored as wrong and never dropped without a word.
     """
     entry = metrics["systems"][system]
+    marks = metrics.get("judges") or {}
+    lines: list[str] = []
+    table = entry.get("answers")
+    if table:
+        w = max(10, *(len(c.removeprefix("answer_")) for c in table["judges"]))
+        head = f"{'judge':<{w}} {'accuracy':>8} {'judged':>6} {'unjudged':>8} {'abstention':>12}  mark"
+        lines += [head, "-" * len(head)]
+        for col, j in table["judges"].items():
+            ab = j["abstention"]
+            ab_text = "-" if not ab["questions"] else f"{_cell(ab['accuracy'], 0).strip()} ({ab['judged']}/{ab['questions']})"
+            mark = marks.get(col, {}).get("mark", "")
+            lines.append(
+                f"{col.removeprefix('answer_'):<{w}} {_cell(j['accuracy'], 8)} {j['judged']:>6} {j['unjudged']:>8} "
+                f"{ab_text:>12}  {mark}"
+            )
+        for col, j in table["judges"].items():
+            if j["unjudged_reasons"]:
+                reasons = ", ".join(f"{r} {n}" for r, n in j["unjudged_reasons"].items())
+                lines.append(f"unjudged by {col.removeprefix('answer_')}: {reasons}")
+        for pair in table["agreement"]:
+            kappa = "-" if pair["kappa"] is None else f"{pair['kappa']:.3f}"
+            lines.append(
+                f"agreement {pair['a'].removeprefix('answer_')} vs {pair['b'].removeprefix('answer_')}: "
+                f"{_cell(pair['agreement'], 0).strip()} (kappa {kappa}, {pair['n']} answers judged by both)"
+            )
+        if table["spread"] is not None:
+            lines.append(f"spread of accuracy across judges: {table['spread']:.3f}")
+    if column.startswith("answer_"):
+        lines.append(_headline_accuracy(entry, probes, system, column, marks.get(column, {}).get("mark", "")))
+    return "\n".join(lines)
+
+
+def _headline_accuracy(entry: Mapping[str, Any], probes: pl.DataFrame, system: str, column: str, mark: str) -> str:
     per_kind = [g["scores"].get(column, {}).get("mean") for g in entry["per_kind"].values()]
     kind_means = [v for v in per_kind if v is not None]
     overall = entry["overall"]["scores"].get(column, {})
@@ -384,4 +549,5 @@ def format_answer_accuracy(
             judged = x[~np.isnan(x)]
             mean = float(judged.mean()) if judged.size else None
             parts.append(f"{reason} {_cell(mean, 0).strip()} ({judged.size} of {x.size} judged)")
-    return f"{column}: " + ", ".join(parts)
+    text = f"{column}: " + ", ".join(parts)
+    return f"{text} [{mark}]" if mark else text

@@ -171,9 +171,10 @@ def test_llm_locomo_adversarial_needs_no_call() -> None:
     ],
 )
 def test_llm_longmemeval_picks_rubric(category, question_id, rubric) -> None:
-    assert LongMemEvalLLMJudge.template_for(category, question_id) is JUDGE_LONGMEMEVAL[rubric]
     llm = ScriptedLLM("Yes.")
     judge = make_judge("llm_longmemeval", llm)
+    assert isinstance(judge, LongMemEvalLLMJudge)
+    assert judge.template_for(category, question_id) is JUDGE_LONGMEMEVAL[rubric]
     assert judge.score(question="q", gold="g", answer="a", category=category, question_id=question_id) == 1.0
     sent = llm.calls[0]["messages"][-1]["content"]
     expected = JUDGE_LONGMEMEVAL[rubric].render(question="q", gold="g", answer="a")[-1]["content"]

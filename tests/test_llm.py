@@ -415,7 +415,7 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
     prices.write_text('{"test-model": [1.0, 2.0]}')
     args = _parse(
         ["--reader", "short", "--llm", "openai", "--llm-model", "test-model", "--llm-base-url", ep.url,
-         "--prices", str(prices), "--judge", "contains", "--judge", "llm_locomo"]
+         "--prices", str(prices), "--judge", "contains", "--judge", "llm_locomo", "--allow-self-judging"]
     )
     setup = answer_setup_from_args(args, ["f1_locomo"])
     assert setup is not None

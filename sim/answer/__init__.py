@@ -23,10 +23,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "sim.answer.cache": (
         "CachedLLM",
     ),
+    "sim.answer.dryrun": (
+        "DryRunFinished",
+    ),
     "sim.answer.judges": (
-        "JUDGE_NAMES", "LLM_JUDGES", "Bleu1Judge", "ContainsJudge", "Judge", "LocomoF1Judge",
-        "LocomoLLMJudge", "LongMemEvalLLMJudge", "Mem0F1Judge", "bleu1", "locomo_f1", "make_judge",
-        "mem0_f1", "normalize", "says_not_available",
+        "JUDGE_NAMES", "JUDGE_PASS", "LLM_JUDGES", "PARAPHRASE_NOTE", "Bleu1Judge", "ContainsJudge", "Judge",
+        "LocomoF1Judge", "LocomoLLMJudge", "LongMemEvalLLMJudge", "Mem0F1Judge", "abstains", "bleu1",
+        "is_abstention_question", "locomo_f1", "make_judge", "mem0_f1", "normalize", "says_not_available",
     ),
     "sim.answer.llm": (
         "LLM_KINDS", "OPENAI_URL", "SERVER_SAMPLING", "ClientWrapper", "Completion", "LLMClient",
@@ -34,7 +37,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "default_model_path", "endpoint_of", "make_llm", "openai_base_url",
     ),
     "sim.answer.meter": (
-        "DEFAULT_PRICES", "Meter", "MeteredLLM", "PriceTable",
+        "DEFAULT_PRICES", "DryRunLLM", "Meter", "MeteredLLM", "PriceTable",
+    ),
+    "sim.answer.official": (
+        "LONGMEMEVAL_SCRIPT", "OfficialPrompts", "load_official_prompts",
     ),
     "sim.answer.prompts": (
         "FINAL_ANSWER_MARK", "JUDGE_LOCOMO", "JUDGE_LONGMEMEVAL", "JUDGE_LONGMEMEVAL_TYPES",
@@ -46,7 +52,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "sim.answer.setup": (
         "DEFAULT_JUDGES", "AnswerSetup", "add_answer_arguments", "answer_setup_from_args",
-        "build_llm", "format_cost",
+        "build_llm", "format_cost", "format_dry_run", "judge_client", "official_templates", "same_model",
     ),
 }
 __all__, __getattr__ = lazy_exports(__name__, _MODULES)

@@ -18,29 +18,42 @@ Deterministic judges:
 - ``bleu1``: unigram BLEU: clipped unigram precision times the brevity
   penalty, on the same tokens as ``f1_mem0``.
 
-LLM judges (their model and temperature are recorded by ``describe``):
+Abstention questions (a LongMemEval id ending in ``_abs``, LoCoMo's
+adversarial category 5) have no answer to compare with: every judge scores
+them with the abstention rubric, 1.0 when the answer says the information is
+not there. ``f1_locomo`` keeps LoCoMo's own rule for category 5
+(``says_not_available``); the other deterministic judges use ``abstains``.
+
+LLM judges (their model, temperature and prompt source are recorded by ``describe``):
 
 - ``llm_locomo``: CORRECT/WRONG against the gold answer, lenient on wording
   and date formats.
-- ``llm_longmemeval``: LongMemEval's rubric per question type (``category``):
+- ``llm_longmemeval``: a rubric per LongMemEval question type (``category``):
   temporal questions forgive off-by-one counts of days, weeks or months;
   knowledge-update answers may mention older values beside the updated one;
   preference answers are checked against the rubric in the gold field;
   questions whose id ends in ``_abs`` are correct when the answer says the
   question cannot be answered from the history.
 
+Both LLM judges ship with memsim's own wording of these rubrics (a
+paraphrase: its figures are not comparable to published numbers). Official
+templates are read at run time from the user's copy of the benchmark's
+evaluation code (``sim.answer.official``) and passed as ``templates``.
+
 A score is 1.0/0.0, or an F1 in [0, 1]. NaN means unscored (no gold answer,
-or an LLM verdict that could not be read), never zero.
+or an LLM verdict that could not be read), never zero; ``JUDGE_PASS`` turns
+a score into a verdict.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import string
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -51,6 +64,10 @@ if TYPE_CHECKING:
     from sim.answer.llm import LLMClient
 
 __all__ = [
+    "JUDGE_PASS",
+    "PARAPHRASE_NOTE",
+    "abstains",
+    "is_abstention_question",
     "judge_description",
     "Judge",
     "ContainsJudge",
@@ -110,6 +127,32 @@ def says_not_available(answer: str) -> bool:
     """LoCoMo's adversarial rule: the answer says the information is not there."""
     low = _text(answer).lower()
     return "no information available" in low or "not mentioned" in low
+
+
+JUDGE_PASS = 0.5
+"""A score at or above this is a pass (an accepted answer); F1 judges are read through it too."""
+
+PARAPHRASE_NOTE = "memsim paraphrase, not comparable to published numbers"
+"""What every table says about an LLM judge that runs on memsim's own prompt wording."""
+
+_ABSTAINS = re.compile(
+    r"\b(?:not (?:been )?(?:mentioned|specified|stated|provided|discussed|available|known|enough)"
+    r"|no (?:information|mention|record|details?|data)|never (?:mentioned|said|told|discussed)"
+    r"|(?:do not|don't|does not|doesn't|did not|didn't) (?:know|say|mention|have)"
+    r"|cannot (?:be )?(?:answer|determine|tell|find)|can't (?:answer|determine|tell|find)"
+    r"|unable to (?:answer|determine|find)|unknown|not answerable|insufficient information)\b",
+    re.IGNORECASE,
+)
+
+
+def abstains(answer: Any) -> bool:
+    """Whether an answer declines: says the information is unknown, missing or never mentioned."""
+    return bool(_ABSTAINS.search(_text(answer))) or says_not_available(_text(answer))
+
+
+def is_abstention_question(category: str | int | None, question_id: str | None) -> bool:
+    """LongMemEval's ``_abs`` ids and LoCoMo's adversarial category 5: the right answer is to decline."""
+    return (question_id is not None and str(question_id).endswith("_abs")) or _locomo_category(category) == 5
 
 
 @lru_cache(maxsize=1)
@@ -215,13 +258,21 @@ class _TextJudge:
         category: str | int | None = None,
         question_id: str | None = None,
     ) -> float:
-        """The judge's score in [0, 1]; NaN when the gold answer gives nothing to score against."""
+        """The judge's score in [0, 1]; NaN when the gold answer gives nothing to score against.
+
+        Abstention questions are scored with the abstention rubric (see the module docstring).
+        """
+        if is_abstention_question(category, question_id) and not self._own_abstention_rule(category):
+            return 1.0 if abstains(answer) else 0.0
         if self._unscorable(gold, category):
             return math.nan
         return self._score(answer, gold, category)
 
     def _unscorable(self, gold: str, category: str | int | None) -> bool:
         return not _mem0_tokens(gold)
+
+    def _own_abstention_rule(self, category: str | int | None) -> bool:
+        return False
 
     def _score(self, answer: str, gold: str, category: str | int | None) -> float:
         raise NotImplementedError
@@ -254,6 +305,10 @@ class LocomoF1Judge(_TextJudge):
     def _score(self, answer: str, gold: str, category: str | int | None) -> float:
         return locomo_f1(answer, gold, category)
 
+    def _own_abstention_rule(self, category: str | int | None) -> bool:
+        # LoCoMo's published scorer has its own rule for category 5; it is kept.
+        return _locomo_category(category) == 5
+
 
 class Mem0F1Judge(_TextJudge):
     """Mem0's set-based token F1 (see ``mem0_f1``)."""
@@ -284,14 +339,41 @@ class _LLMJudge:
 
     name = ""
     max_tokens = 8
+    official_max_tokens = 64
+    """Reply budget with official templates, some of which ask for a short JSON object."""
 
-    def __init__(self, llm: LLMClient, *, temperature: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        llm: LLMClient,
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        templates: Mapping[str, PromptTemplate] | None = None,
+        prompt_source: str = "",
+    ) -> None:
+        """Args:
+        llm: the client that judges.
+        temperature: sampling temperature (0: greedy).
+        seed: sampling seed sent with every call.
+        templates: official templates read from the user's copy (``sim.answer.official``),
+            keyed like the judge's own; None: memsim's paraphrase.
+        prompt_source: where ``templates`` came from (file and its hash), recorded by ``describe``.
+        """
         self.llm = llm
         self.temperature = float(temperature)
         self.seed = int(seed)
+        self.templates: Mapping[str, PromptTemplate] = dict(templates) if templates else self._own_templates()
+        self.official = bool(templates)
+        self.prompt_source = prompt_source if templates else PARAPHRASE_NOTE
+        if self.official:
+            self.max_tokens = self.official_max_tokens
         self.unparsed = 0
         """Replies in which no verdict could be found (scored NaN)."""
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _own_templates() -> dict[str, PromptTemplate]:
+        raise NotImplementedError
 
     def _ask(self, template: PromptTemplate, **values: str) -> str:
         messages = template.render(**values)
@@ -306,10 +388,16 @@ class _LLMJudge:
         return math.nan
 
     def _prompt_ids(self) -> list[str]:
-        raise NotImplementedError
+        return [t.id for t in self.templates.values()]
+
+    @property
+    def prompt_hash(self) -> str:
+        """A hash of every template this judge may send (part of its check's cache key)."""
+        ids = "\0".join(sorted(self._prompt_ids()))
+        return hashlib.sha256(f"{ids}\0{self.max_tokens}".encode()).hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
-        """Name, model, endpoint, temperature and prompt ids of this judge."""
+        """Name, model, endpoint, temperature, prompt ids and prompt source of this judge."""
         return {
             "name": self.name,
             "kind": self.llm.name,
@@ -318,17 +406,26 @@ class _LLMJudge:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "prompt_ids": self._prompt_ids(),
+            "prompts": "official" if self.official else "paraphrase",
+            "prompt_source": self.prompt_source,
         }
 
 
 class LocomoLLMJudge(_LLMJudge):
     """CORRECT/WRONG judgement against the gold answer (LoCoMo style).
 
-    For LoCoMo's adversarial category (5) there is no gold answer to compare
-    with: the answer is scored by ``says_not_available`` without a call.
+    Abstention questions (LoCoMo's adversarial category 5, LongMemEval's
+    ``_abs`` ids) have no gold answer to compare with: the answer is scored
+    by the abstention rubric without a call (``says_not_available`` for
+    category 5, as LoCoMo scores it; ``abstains`` otherwise). Official
+    templates: Mem0's judge prompt (key ``default``).
     """
 
     name = "llm_locomo"
+
+    @staticmethod
+    def _own_templates() -> dict[str, PromptTemplate]:
+        return {"default": JUDGE_LOCOMO}
 
     def score(
         self,
@@ -342,30 +439,37 @@ class LocomoLLMJudge(_LLMJudge):
         """1.0 (CORRECT), 0.0 (WRONG) or NaN (no verdict in the reply, or no gold)."""
         if _locomo_category(category) == 5:
             return 1.0 if says_not_available(answer) else 0.0
+        if is_abstention_question(category, question_id):
+            return 1.0 if abstains(answer) else 0.0
         if not _text(gold).strip():
             return math.nan
-        reply = self._ask(JUDGE_LOCOMO, question=question, gold=_text(gold), answer=_text(answer))
+        reply = self._ask(self.templates["default"], question=question, gold=_text(gold), answer=_text(answer))
         m = _CORRECT_WRONG.search(reply)
         if m is None:
             return self._unparsed()
         return 1.0 if m.group(1).upper() == "CORRECT" else 0.0
 
-    def _prompt_ids(self) -> list[str]:
-        return [JUDGE_LOCOMO.id]
-
 
 class LongMemEvalLLMJudge(_LLMJudge):
-    """LongMemEval's per-type rubric; ``category`` is the question type."""
+    """A rubric per LongMemEval question type; ``category`` is the question type.
+
+    Official templates: LongMemEval's QA evaluation script (keys as in
+    ``JUDGE_LONGMEMEVAL``); a type the file has no template for uses its
+    ``default``.
+    """
 
     name = "llm_longmemeval"
 
     @staticmethod
-    def template_for(category: str | int | None, question_id: str | None) -> PromptTemplate:
-        """The rubric for a question: abstention by id, else by question type."""
-        if question_id is not None and str(question_id).endswith("_abs"):
-            return JUDGE_LONGMEMEVAL["abstention"]
+    def _own_templates() -> dict[str, PromptTemplate]:
+        return dict(JUDGE_LONGMEMEVAL)
+
+    def template_for(self, category: str | int | None, question_id: str | None) -> PromptTemplate:
+        """The rubric for a question: abstention by id (or LoCoMo category 5), else by question type."""
+        if is_abstention_question(category, question_id):
+            return self.templates["abstention"]
         key = JUDGE_LONGMEMEVAL_TYPES.get(str(category), "default")
-        return JUDGE_LONGMEMEVAL[key]
+        return self.templates.get(key, self.templates["default"])
 
     def score(
         self,
@@ -383,9 +487,6 @@ class LongMemEvalLLMJudge(_LLMJudge):
         if m is None:
             return self._unparsed()
         return 1.0 if m.group(1).lower() == "yes" else 0.0
-
-    def _prompt_ids(self) -> list[str]:
-        return [t.id for t in JUDGE_LONGMEMEVAL.values()]
 
 
 # --------------------------------------------------------------------------- factory
@@ -412,8 +513,15 @@ def judge_description(name: str) -> str:
     return (cls.__doc__ or "").strip().splitlines()[0]
 
 
-def make_judge(name: str, llm: LLMClient | None = None, *, temperature: float = 0.0) -> Judge:
-    """Build the judge ``name``; LLM judges use ``llm``.
+def make_judge(
+    name: str,
+    llm: LLMClient | None = None,
+    *,
+    temperature: float = 0.0,
+    templates: Mapping[str, PromptTemplate] | None = None,
+    prompt_source: str = "",
+) -> Judge:
+    """Build the judge ``name``; LLM judges use ``llm`` and, when given, official ``templates``.
 
     Raises:
         UserError: unknown name (the message lists the known ones), or an LLM
@@ -424,5 +532,5 @@ def make_judge(name: str, llm: LLMClient | None = None, *, temperature: float = 
     if name in _LLM:
         if llm is None:
             raise UserError(f"--judge {name}: this judge needs an LLM (use --llm, and a reader other than none)")
-        return _LLM[name](llm, temperature=temperature)
+        return _LLM[name](llm, temperature=temperature, templates=templates, prompt_source=prompt_source)
     raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")

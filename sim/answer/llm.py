@@ -183,6 +183,11 @@ class LocalLLM:
             )
         except (ValueError, RuntimeError) as exc:
             raise UserError(f"--llm-model-path: cannot load GGUF file {path}: {exc}") from None
+        if not self._llama.metadata.get("tokenizer.chat_template") and str(
+            self._llama.metadata.get("general.architecture", "")
+        ).startswith("gemma"):
+            # A Gemma file without a chat template: llama.cpp would guess Llama 2's turn markers.
+            self._llama.chat_format = "gemma"
         self.model_path = path
         self.model = path.name
         self.endpoint = f"local:{path.name}"
@@ -195,6 +200,11 @@ class LocalLLM:
         """Exact token count with the model's own tokenizer (no BOS)."""
         with self._lock:
             return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def count_prompt_tokens(self, messages: Messages) -> tuple[int, bool]:
+        """Tokens of ``messages`` after the model's chat template, as ``chat`` would send them; exact."""
+        with self._lock:
+            return _chat_prompt_tokens(self._llama, messages), True
 
     def chat(
         self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
@@ -232,6 +242,35 @@ class LocalLLM:
             "context_window": self.context_window,
             "sampling": dict(SERVER_SAMPLING),
         }
+
+
+def _chat_prompt_tokens(llama: Any, messages: Messages) -> int:
+    """Prompt tokens of ``messages`` under a GGUF model's own chat template.
+
+    Formats exactly as llama.cpp's default chat handler does (the template in
+    the file, its BOS and EOS tokens), then tokenizes the prompt.
+    """
+    from llama_cpp import llama_chat_format
+
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        # The named format llama.cpp falls back on (see ``LocalLLM``), formatted as its handler does.
+        formats = {"gemma": llama_chat_format.format_gemma, "llama-2": llama_chat_format.format_llama2}
+        fmt = formats.get(str(getattr(llama, "chat_format", "")))
+        if fmt is None:
+            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+        result = fmt(messages=[dict(m) for m in messages])
+        return len(llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+    eos = llama.token_eos()
+    formatter = llama_chat_format.Jinja2ChatFormatter(
+        template=template,
+        eos_token=llama._model.token_get_text(eos),
+        bos_token=llama._model.token_get_text(llama.token_bos()),
+        stop_token_ids=[eos],
+    )
+    result = formatter(messages=[dict(m) for m in messages])
+    return len(llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
 
 
 def _llama_class(missing: str) -> Any:
@@ -430,6 +469,17 @@ class OpenAICompatibleLLM:
             return len(self._tokenizer.tokenize(text.encode("utf-8"), add_bos=False, special=False))
         return math.ceil(len(text.encode("utf-8")) / 3)
 
+    def count_prompt_tokens(self, messages: Messages) -> tuple[int, bool]:
+        """Prompt tokens of ``messages`` and whether the count is exact.
+
+        Exact with the GGUF file the server runs (its chat template); otherwise
+        ``count_tokens`` of each message plus a few tokens of chat markup each
+        (an estimate).
+        """
+        if self._tokenizer is not None:
+            return _chat_prompt_tokens(self._tokenizer, messages), True
+        return sum(self.count_tokens(m["content"]) + 4 for m in messages) + 3, False
+
     def chat(
         self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
     ) -> Completion:
@@ -575,6 +625,10 @@ class ScriptedLLM:
         """Whitespace-separated words."""
         return len(text.split())
 
+    def count_prompt_tokens(self, messages: Messages) -> tuple[int, bool]:
+        """The prompt tokens ``chat`` reports for ``messages``; exact."""
+        return sum(self.count_tokens(m["content"]) for m in messages), True
+
     def chat(
         self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
     ) -> Completion:
@@ -621,6 +675,13 @@ class ClientWrapper:
     def count_tokens(self, text: str) -> int:
         """The inner client's count."""
         return self.inner.count_tokens(text)
+
+    def count_prompt_tokens(self, messages: Messages) -> tuple[int, bool]:
+        """The inner client's count of the prompt tokens of ``messages`` (and whether it is exact)."""
+        inner = getattr(self.inner, "count_prompt_tokens", None)
+        if callable(inner):
+            return inner(messages)
+        return sum(self.count_tokens(m["content"]) + 4 for m in messages) + 3, False
 
     def describe(self) -> dict[str, Any]:
         """The inner client's description."""

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from sim.answer.llm import ClientWrapper, Completion, LLMClient, Messages
 from sim.errors import UserError
 
-__all__ = ["DEFAULT_PRICES", "PriceTable", "Meter", "MeteredLLM"]
+__all__ = ["DEFAULT_PRICES", "PriceTable", "Meter", "MeteredLLM", "DryRunLLM"]
 
 DEFAULT_PRICES: Mapping[str, tuple[float, float]] = {
     # USD per million tokens (input, output), from OpenAI's price list.
@@ -216,3 +216,29 @@ class MeteredLLM(ClientWrapper):
         out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
         self.meter.record(out, model=self.model, kind=self.name, role=self.role, endpoint=self.endpoint)
         return out
+
+
+class DryRunLLM(ClientWrapper):
+    """Stands in for a client in a dry run: counts each request's tokens and calls no model.
+
+    The prompt is counted as the client would send it (``count_prompt_tokens``:
+    the model's own tokenizer and chat template where known); the reply is a
+    placeholder of ``max_tokens`` words, reported as ``max_tokens`` completion
+    tokens, so completion tokens and cost are upper bounds.
+    """
+
+    def __init__(self, inner: LLMClient) -> None:
+        """Args:
+        inner: the client whose tokenizer, model name and endpoint are used (it is never called).
+        """
+        self.inner = inner
+        self.exact = True
+        """False once a prompt could only be estimated (no tokenizer for the model)."""
+
+    def chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> Completion:
+        """A placeholder reply with the request's prompt tokens and ``max_tokens`` completion tokens."""
+        prompt, exact = self.count_prompt_tokens(messages)
+        self.exact = self.exact and exact
+        return Completion(" ".join(["answer"] * max_tokens), prompt, max_tokens, 0.0)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sim.answer.cache import CachedLLM
+from sim.answer.dryrun import DryRunFinished
 from sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
 from sim.answer.llm import (
     LLM_KINDS,
@@ -28,10 +30,12 @@ from sim.answer.llm import (
     LLMClient,
     LLMUnavailableError,
     OpenAICompatibleLLM,
+    endpoint_of,
     make_llm,
     openai_base_url,
 )
-from sim.answer.meter import Meter, MeteredLLM, PriceTable
+from sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
+from sim.answer.official import OfficialPrompts, load_official_prompts
 from sim.answer.readers import READER_VARIANTS, Reader
 from sim.errors import UserError
 
@@ -41,6 +45,11 @@ if TYPE_CHECKING:
 __all__ = [
     "AnswerSetup",
     "DEFAULT_JUDGES",
+    "DryRunFinished",
+    "format_dry_run",
+    "judge_client",
+    "official_templates",
+    "same_model",
     "LLMUnavailableError",
     "add_answer_arguments",
     "answer_setup_from_args",
@@ -117,7 +126,26 @@ def add_answer_arguments(parser: argparse.ArgumentParser, *, default_reader: str
     g.add_argument(
         "--judge-model",
         default=None,
-        help="model for LLM judges on the same endpoint (a GGUF path for --llm local; default: the reader's)",
+        help="model for LLM judges on the same endpoint (a GGUF path for --llm local; default: the reader's, "
+        "which needs --allow-self-judging)",
+    )
+    g.add_argument(
+        "--allow-self-judging",
+        action="store_true",
+        help="let an LLM judge use the reader's own model (its figures are marked self-judging)",
+    )
+    g.add_argument(
+        "--judge-prompts",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="official judge templates from your own copy: LongMemEval's evaluate_qa.py (or its checkout) "
+        "or a Mem0 evaluation prompt file (repeatable); default: memsim's paraphrase",
+    )
+    g.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="count the LLM calls, tokens and cost the run would make, print them and exit (no model calls)",
     )
     g.add_argument(
         "--prices", default=None, metavar="FILE", help="JSON or TOML price table overriding the defaults"
@@ -135,8 +163,12 @@ def build_llm(
     timeout_s: float = 60.0,
     max_retries: int = 4,
     concurrency: int = 4,
+    api_key: str | None = None,
 ) -> LLMClient:
-    """A raw client (no cache, no meter) from command-line style settings."""
+    """A raw client (no cache, no meter) from command-line style settings.
+
+    ``api_key`` overrides ``$OPENAI_API_KEY`` (a dry run passes a placeholder: it sends nothing).
+    """
     if context_window is not None and context_window < 64:
         raise UserError(f"--llm-context-window: need at least 64 tokens, got {context_window}")
     if kind == "local":
@@ -163,6 +195,7 @@ def build_llm(
             concurrency=concurrency,
             context_window=context_window,
             tokenizer_path=model_path,
+            **({"api_key": api_key} if api_key else {}),
         )
     return make_llm(kind)  # raises the UserError listing the kinds
 
@@ -184,12 +217,16 @@ class AnswerSetup:
         meter: Meter,
         *,
         caches: Sequence[CachedLLM] = (),
+        self_judging: bool = False,
+        dry_run: bool = False,
     ) -> None:
         """Args:
         reader: writes the answers.
         judges: score them (names must be distinct).
         meter: counts the calls of reader and LLM judges.
         caches: response caches in use (closed by ``close``).
+        self_judging: an LLM judge runs on the reader's own model.
+        dry_run: the clients count calls and tokens and call no model.
         """
         names = [j.name for j in judges]
         if len(set(names)) != len(names):
@@ -197,6 +234,8 @@ class AnswerSetup:
         self.reader = reader
         self.judges = tuple(judges)
         self.meter = meter
+        self.self_judging = bool(self_judging)
+        self.dry_run = bool(dry_run)
         self._caches = tuple(caches)
 
     def describe(self) -> dict[str, Any]:
@@ -211,6 +250,7 @@ class AnswerSetup:
             "llm": llm_desc,
             "judges": judges,
             "cache": bool(self._caches),
+            "self_judging": self.self_judging,
         }
 
     def answer_and_judge(
@@ -257,6 +297,11 @@ class AnswerSetup:
             )
         return row
 
+    def dry_run_report(self) -> str:
+        """What a dry run counted (``format_dry_run`` of the meter)."""
+        inner = getattr(self.reader.llm, "inner", None)
+        return format_dry_run(self.meter.summary(), exact=bool(getattr(inner, "exact", False)))
+
     @property
     def score_columns(self) -> list[str]:
         """The ``answer_<judge>`` columns ``answer_and_judge`` fills."""
@@ -287,6 +332,9 @@ def answer_setup_from_args(
     if getattr(args, "reader", "none") == "none":
         return None
     judge_names = list(dict.fromkeys(args.judge or default_judges))
+    if any(n in LLM_JUDGES for n in judge_names):
+        # An LLM judge is never alone: the deterministic judges run beside it.
+        judge_names += [n for n in default_judges if n not in LLM_JUDGES and n not in judge_names]
     for name in judge_names:
         if name not in JUDGE_NAMES:
             raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")
@@ -300,30 +348,109 @@ def answer_setup_from_args(
         max_retries=args.llm_retries,
         concurrency=args.llm_concurrency,
     )
+    dry_run = bool(getattr(args, "dry_run", False))
+    if dry_run:
+        common["api_key"] = "dry-run-sends-nothing"
     base = build_llm(args.llm, model=args.llm_model, model_path=args.llm_model_path, **common)
     caches: list[CachedLLM] = []
 
     def wrap(client: LLMClient, role: str) -> LLMClient:
+        if dry_run:
+            return MeteredLLM(DryRunLLM(client), meter, role=role)
         if not args.no_cache:
             client = CachedLLM(client)
             caches.append(client)
         return MeteredLLM(client, meter, role=role)
 
     reader = Reader(wrap(base, "reader"), args.reader, args.max_answer_tokens)
-    judges: list[Judge] = []
+    official = official_templates(getattr(args, "judge_prompts", None))
+    llm_judges = [n for n in judge_names if n in LLM_JUDGES]
+    self_judging = False
     judge_llm: LLMClient | None = None
+    if llm_judges:
+        raw = judge_client(args, base, **common)
+        self_judging = raw is base or same_model(raw, base)
+        if self_judging and not getattr(args, "allow_self_judging", False):
+            raise UserError(
+                f"--judge {', '.join(llm_judges)}: the judge would use the reader's own model ({base.model}); "
+                "name another with --judge-model, or pass --allow-self-judging (its figures are then marked "
+                "self-judging)"
+            )
+        judge_llm = wrap(raw, "judge")
+    judges: list[Judge] = []
     for name in judge_names:
-        if name in LLM_JUDGES and judge_llm is None:
-            if args.judge_model:
-                if args.llm == "local":
-                    raw = build_llm("local", model_path=args.judge_model, **common)
-                else:
-                    raw = build_llm("openai", model=args.judge_model, **common)
-            else:
-                raw = base
-            judge_llm = wrap(raw, "judge")
-        judges.append(make_judge(name, judge_llm if name in LLM_JUDGES else None))
-    return AnswerSetup(reader, judges, meter, caches=caches)
+        if name in LLM_JUDGES:
+            found = official.get(name)
+            judges.append(
+                make_judge(
+                    name,
+                    judge_llm,
+                    templates=found.templates if found else None,
+                    prompt_source=found.source if found else "",
+                )
+            )
+        else:
+            judges.append(make_judge(name))
+    return AnswerSetup(reader, judges, meter, caches=caches, self_judging=self_judging, dry_run=dry_run)
+
+
+def judge_client(args: argparse.Namespace, reader_llm: LLMClient, **common: Any) -> LLMClient:
+    """The raw client LLM judges use: ``--judge-model`` on the reader's endpoint, else the reader's own."""
+    if not args.judge_model:
+        return reader_llm
+    if args.llm == "local":
+        return build_llm("local", model_path=args.judge_model, **common)
+    return build_llm("openai", model=args.judge_model, **common)
+
+
+def same_model(a: LLMClient, b: LLMClient) -> bool:
+    """Whether two clients run the same model (same name at the same endpoint, or the same GGUF file)."""
+    path_a, path_b = getattr(a, "model_path", None), getattr(b, "model_path", None)
+    if path_a is not None and path_b is not None:
+        try:
+            return Path(path_a).resolve() == Path(path_b).resolve()
+        except OSError:
+            return False
+    return (a.model, endpoint_of(a)) == (b.model, endpoint_of(b))
+
+
+def official_templates(paths: Sequence[str] | None) -> dict[str, OfficialPrompts]:
+    """Judge name -> official templates parsed from the user's files (``--judge-prompts``).
+
+    Raises:
+        UserError: a file cannot be parsed, or two files are for the same judge.
+    """
+    out: dict[str, OfficialPrompts] = {}
+    for path in paths or ():
+        found = load_official_prompts(path)
+        if found.judge in out:
+            raise UserError(f"--judge-prompts: {path} and {out[found.judge].source} are both for {found.judge}")
+        out[found.judge] = found
+    return out
+
+
+def format_dry_run(summary: dict[str, Any], *, exact: bool) -> str:
+    """What a dry run found: calls, tokens and cost per role and model, as text."""
+    lines = ["dry run: no model was called; the run would make (without the response cache):"]
+    for row in summary.get("by_role", []):
+        cost = row.get("cost_usd", 0.0)
+        cost_text = "unknown (no price)" if isinstance(cost, float) and math.isnan(cost) else f"${cost:.4f}"
+        lines.append(
+            f"  {row['role']:<6} {row['model']}: {row['calls']} calls, {row['prompt_tokens']:,} prompt tokens, "
+            f"at most {row['completion_tokens']:,} completion tokens, at most {cost_text}"
+        )
+    total = summary.get("cost_usd", 0.0)
+    total_text = "unknown (a model has no price)" if isinstance(total, float) and math.isnan(total) else f"${total:.4f}"
+    lines.append(
+        f"  total: {summary.get('calls', 0)} calls, {summary.get('prompt_tokens', 0):,} prompt tokens, "
+        f"at most {summary.get('completion_tokens', 0):,} completion tokens, estimated cost at most {total_text}"
+    )
+    lines.append(
+        "  prompt tokens: "
+        + ("exact (the model's own tokenizer and chat template)" if exact else "estimated (no tokenizer for the model)")
+        + " for the reader; judge prompts are counted with answers of the reader's full reply budget"
+    )
+    return "\n".join(lines)
 
 
 def format_cost(summary: dict[str, Any]) -> str:
