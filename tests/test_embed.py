@@ -349,6 +349,33 @@ def test_an_onnx_run_never_imports_torch(tmp_path: Path) -> None:
             assert out.stdout.strip() == expected, out.stdout + out.stderr
 
 
+def test_process_copy_serves_repeats_and_purge_drops_both_copies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    embedder = Embedder(cache_dir=tmp_path, backend="torch", memo_size=3)
+    computed: list[str] = []
+
+    def fake_compute(texts: list[str]) -> np.ndarray:
+        computed.extend(texts)
+        return np.stack([_fake_vector(t, DIM) for t in texts])
+
+    monkeypatch.setattr(embedder, "_compute", fake_compute)
+    first = embedder.encode(["a", "b", "c"])
+    assert computed == ["a", "b", "c"] and embedder.cache is not None and len(embedder.cache) == 3
+    # Remove the disk rows behind the embedder's back: repeats are served from the process's copy.
+    embedder.cache.store.purge([embedder.cache.key(t) for t in "abc"])
+    np.testing.assert_array_equal(embedder.encode(["c", "a", "b"]), first[[2, 0, 1]])
+    assert computed == ["a", "b", "c"] and embedder.stats.hits == 3
+    # The copy is bounded: a fourth text pushes out the least recently used ("c" was used first above).
+    embedder.encode(["d"])
+    embedder.encode(["c"])
+    assert computed == ["a", "b", "c", "d", "c"]
+    # purge drops a text from both copies, so the next request computes it again.
+    assert embedder.purge(["d"]) == 1
+    embedder.encode(["d"])
+    assert computed[-1] == "d" and len(computed) == 6
+    with pytest.raises(ValueError, match="memo_size"):
+        Embedder(cache_dir=tmp_path, memo_size=-1)
+
+
 # --------------------------------------------------------------------------- the cache alone
 
 
