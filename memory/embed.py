@@ -431,12 +431,13 @@ def export_onnx(
         return folder
     from filelock import FileLock
 
+    # The float32 graph first, under its own lock (a lock taken twice in one thread would deadlock).
+    fp32 = export_onnx(model_path, weights_sha256, cache_dir=cache_dir) if quantized else None
     base.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(base / ".lock")):
+    with FileLock(str(base / f".{folder.name}.lock")):
         if (folder / "memsim.json").is_file():
             return folder
-        if quantized:
-            fp32 = export_onnx(model_path, weights_sha256, cache_dir=cache_dir)
+        if fp32 is not None:
             _quantize_folder(fp32, folder)
         else:
             _export_folder(Path(model_path), folder)
