@@ -12,6 +12,7 @@ pipeline on one new cache: cold, then warm.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,10 @@ from sim.events import Question, Session
 from sim.recorder import Recorder
 from sim.scorers import build_scorer
 
-__all__ = ["NullMemory", "TimedEmbedder", "bench_engine", "bench_demo", "bench_locomo", "format_locomo_bench"]
+__all__ = [
+    "NullMemory", "TimedEmbedder", "bench_engine", "bench_demo", "bench_locomo", "format_locomo_bench",
+    "bench_compare", "format_compare", "bench_backends", "format_backends",
+]
 
 
 class NullMemory:
@@ -99,7 +103,11 @@ def bench_engine(*, users: int = 20, months: float = 12.0, systems: int = 3, see
 
 
 def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) -> dict[str, Any]:
-    """Wall time of ``memsim demo`` cold (new cache) and warm (same cache), each in a fresh process."""
+    """Wall time of ``memsim demo`` cold (new cache) and warm (same cache), each in a fresh process.
+
+    The new cache holds no exported ONNX graph either, so cold includes the
+    export. ``*_cpu_s`` are the child's CPU seconds (user + system, all threads).
+    """
     owned = cache_dir is None
     tmp = tempfile.mkdtemp(prefix="memsim-bench-demo-") if owned else cache_dir
     env = {**os.environ, "MEMSIM_CACHE_DIR": str(Path(tmp) / "cache")}
@@ -107,8 +115,12 @@ def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) 
     for phase in ("cold", "warm"):
         cmd = [sys.executable, "-m", "analysis.cli", "demo", "--no-report", "--out", str(Path(tmp) / f"run-{phase}"), *extra_args]
         t0 = time.perf_counter()
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         out[f"{phase}_s"] = round(time.perf_counter() - t0, 1)
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU seconds of the child (all threads): steadier than wall time on a shared machine.
+        out[f"{phase}_cpu_s"] = round(cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime, 1)
         if proc.returncode != 0:
             raise RuntimeError(f"memsim demo ({phase}) failed: {proc.stderr[-2000:]}")
     out["cache_dir"] = env["MEMSIM_CACHE_DIR"]
@@ -258,4 +270,261 @@ def format_locomo_bench(f: Mapping[str, Any]) -> str:
         f"  retrieve latency ms: cold p50 {cold['retrieve_p50_ms']:.2f} p95 {cold['retrieve_p95_ms']:.2f}; "
         f"warm p50 {warm['retrieve_p50_ms']:.2f} p95 {warm['retrieve_p95_ms']:.2f}"
     )
+    return "\n".join(lines)
+
+
+def _memsim_locomo(
+    data: Path, systems: Sequence[SystemSpec], *, k: int, backend: str, cache_dir: Path,
+    export_dir: Path | None, limit_conversations: int | None,
+) -> dict[str, Any]:
+    """One static LoCoMo run of ``systems`` through memsim's pipeline on an empty embedding cache, timed by stage."""
+    from analysis.pipeline import execute, make_spec
+    from memory.embed import Embedder
+
+    made: list[Any] = []
+
+    def embedder() -> Any:
+        made.append(Embedder(cache_dir=cache_dir, backend=backend, export_dir=export_dir))
+        return made[-1]
+
+    t_start = time.perf_counter()
+    cpu_start = time.process_time()
+    t0 = time.perf_counter()
+    spec = make_spec(
+        "static", "locomo", {"data": str(data), "limit_conversations": limit_conversations}, list(systems),
+        k=k, retrieve_k=max(k, 50), scorers=("evidence",), control=None,
+    )
+    spec_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    outcome = execute(spec, out_dir=None, resources=Resources(rng=np.random.default_rng(0), embedder_factory=embedder))
+    run_s = time.perf_counter() - t0
+    wall = time.perf_counter() - t_start
+    cpu = time.process_time() - cpu_start
+    emb = made[0] if made else None
+    info = outcome.result.info
+    up_front = info.get("embedding") or {"texts": 0, "embedded": 0, "cached": 0, "seconds": 0.0}
+    probes = outcome.result.probes
+    per_system: dict[str, Any] = {}
+    systems_s = 0.0
+    for s in systems:
+        lat = outcome.summary.timings["systems"][s.display]
+        ingest = (lat["ingest_ms_total"] or 0.0) / 1000.0
+        rows = probes.filter(probes["system"] == s.display) if probes.height else probes
+        retrieve = float(rows["retrieve_ms"].fill_null(0).sum()) / 1000.0 if rows.height else 0.0
+        systems_s += ingest + retrieve
+        m = outcome.summary.metrics["systems"][s.display]
+        per_system[s.display] = {
+            "ingest_s": round(ingest, 3),
+            "retrieve_s": round(retrieve, 3),
+            f"recall_all@{k}": m["mean"],
+            f"recall_any@{k}": (m.get("overall", {}).get("scores", {}).get(f"recall_any@{k}") or {}).get("mean"),
+        }
+    load_s = emb.load_seconds if emb is not None else 0.0
+    embed_s = float(up_front["seconds"]) - load_s
+    return {
+        "pipeline": "memsim static locomo",
+        "systems": [s.display for s in systems],
+        "embedder": info.get("embedder"),
+        "stages": {
+            "spec": round(spec_s, 3),
+            "model_load": round(load_s, 3),
+            "embed_up_front": round(embed_s, 3),
+            "systems": round(systems_s, 3),
+            "rest": round(run_s - load_s - embed_s - systems_s, 3),
+        },
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+        "texts": up_front["texts"],
+        "texts_embedded": up_front["embedded"],
+        "texts_cached": up_front["cached"],
+        "questions": int(probes.filter(probes["system"] == systems[0].display).height) if probes.height else 0,
+        "per_system": per_system,
+        f"recall_all@{k}": per_system[systems[0].display][f"recall_all@{k}"],
+    }
+
+
+def bench_compare(
+    data: Path,
+    systems: Sequence[SystemSpec],
+    *,
+    k: int = 30,
+    backend: str | None = None,
+    limit_conversations: int | None = None,
+    cold_export: bool = False,
+    order: str = "reference-first",
+) -> dict[str, Any]:
+    """The plain reference pipeline and memsim on the same static LoCoMo workload, in this process.
+
+    Both start cold: memsim's embedding cache is a new temporary folder, and
+    the reference has none. The exported ONNX graph of an ONNX backend is
+    taken from the user's cache (made there on first use, like the installed
+    model) unless ``cold_export``, which exports it again into the temporary
+    folder and counts that in memsim's model load.
+
+    Args:
+        data: locomo10.json.
+        systems: memsim's systems, all in one run (texts embedded once for all).
+        k: cut-off of both.
+        backend: memsim's embedding backend (default: ``memory.embed.default_backend()``).
+        limit_conversations: only the first N conversations.
+        cold_export: export the ONNX graph afresh.
+        order: ``reference-first`` or ``memsim-first`` (the first pays for shared imports).
+
+    Returns:
+        ``reference`` and ``memsim`` (stages in seconds, wall, texts, recall)
+        and ``ratio``: memsim's wall over the reference's times the number of
+        systems (the reference embeds and searches once per system);
+        ``cpu_ratio`` the same for CPU seconds (steadier on a busy machine).
+    """
+    from analysis.reference_pipeline import reference_locomo
+    from memory.embed import default_backend
+
+    if order not in ("reference-first", "memsim-first"):
+        raise ValueError(f"order must be reference-first or memsim-first, got {order!r}")
+    backend = backend or default_backend()
+    if not systems:
+        raise ValueError("bench compare needs at least one system")
+    out: dict[str, Any] = {"k": k, "backend": backend, "order": order, "cold_export": cold_export,
+                           "limit_conversations": limit_conversations}
+    with tempfile.TemporaryDirectory(prefix="memsim-bench-compare-") as tmp:
+        def run_reference() -> None:
+            out["reference"] = reference_locomo(data, k=k, limit_conversations=limit_conversations)
+
+        def run_memsim() -> None:
+            out["memsim"] = _memsim_locomo(
+                data, systems, k=k, backend=backend, cache_dir=Path(tmp) / "cache",
+                export_dir=Path(tmp) / "cache" if cold_export else None,
+                limit_conversations=limit_conversations,
+            )
+
+        for step in ((run_reference, run_memsim) if order == "reference-first" else (run_memsim, run_reference)):
+            step()
+    n = len(systems)
+    ref_wall = out["reference"]["wall_s"] * n
+    out["reference_runs"] = n
+    out["ratio"] = round(out["memsim"]["wall_s"] / ref_wall, 3) if ref_wall else None
+    ref_cpu = out["reference"]["cpu_s"] * n
+    out["cpu_ratio"] = round(out["memsim"]["cpu_s"] / ref_cpu, 3) if ref_cpu else None
+    key = f"recall_all@{k}"
+    out["recall_delta"] = {
+        name: (None if s[key] is None else round(s[key] - out["reference"][key], 4))
+        for name, s in out["memsim"]["per_system"].items()
+    }
+    return out
+
+
+def format_compare(f: Mapping[str, Any]) -> str:
+    """The figures of ``bench_compare`` as a small table."""
+    ref, mem, k = f["reference"], f["memsim"], f["k"]
+    key = f"recall_all@{k}"
+    n = f["reference_runs"]
+    lines = [
+        f"bench compare: static LoCoMo, k={k}, cold; memsim systems {', '.join(mem['systems'])} "
+        f"(embedder {mem['embedder']}); reference: {ref['pipeline']} ({ref['model']}, batch {ref['batch_size']})",
+        f"  {'reference stage':<16}{'s':>9}    {'memsim stage':<16}{'s':>9}",
+    ]
+    rs, ms = list(ref["stages"].items()), list(mem["stages"].items())
+    for i in range(max(len(rs), len(ms))):
+        left = f"{rs[i][0]:<16}{rs[i][1]:>9.2f}" if i < len(rs) else " " * 25
+        right = f"{ms[i][0]:<16}{ms[i][1]:>9.2f}" if i < len(ms) else ""
+        lines.append(f"  {left}    {right}")
+    lines.append(f"  {'wall':<16}{ref['wall_s']:>9.2f}    {'wall':<16}{mem['wall_s']:>9.2f}")
+    lines.append(f"  {'cpu':<16}{ref['cpu_s']:>9.2f}    {'cpu':<16}{mem['cpu_s']:>9.2f}")
+    lines.append(
+        f"  texts: reference encoded {ref['texts']}; memsim embedded {mem['texts_embedded']} distinct, "
+        f"{mem['texts_cached']} found cached"
+    )
+    base = f"reference wall x {n}" if n > 1 else "reference wall"
+    lines.append(f"  ratio memsim / {base}: {f['ratio']:.3f} (CPU seconds: {f['cpu_ratio']:.3f})")
+    lines.append(f"  {key}: reference {ref[key]:.4f} ({ref['questions']} questions)")
+    for name, s in mem["per_system"].items():
+        value = s[key]
+        delta = f["recall_delta"][name]
+        lines.append(f"  {key}: memsim {name} {value:.4f} (delta {delta:+.4f})" if value is not None else f"  {key}: memsim {name} n/a")
+    return "\n".join(lines)
+
+
+def bench_backends(
+    data: Path,
+    *,
+    backends: Sequence[str] = ("torch", "onnx", "onnx-int8"),
+    k: int = 30,
+    limit_conversations: int | None = None,
+) -> dict[str, Any]:
+    """Embed LoCoMo's distinct texts with each backend (no cache) and compare vectors, speed and recall.
+
+    Recall is the plain pipeline's (exact inner-product search per
+    conversation, ``analysis.reference_pipeline.flat_recall``) on each
+    backend's vectors, so a difference comes from the vectors alone. Cosine is
+    per text against the first backend's vector (``torch`` by default).
+
+    Returns:
+        Per backend: ``load_s`` (model load, and export when the graph is not
+        cached yet), ``encode_s``, ``texts_per_s``, ``encode_cpu_s`` (CPU
+        seconds, all threads: steadier than wall time on a busy machine), ``cosine`` (min, p001,
+        mean against the first backend), ``recall_all@k``, ``recall_any@k``.
+    """
+    from analysis.reference_pipeline import flat_recall, locomo_workload
+    from memory.embed import Embedder
+
+    convs = locomo_workload(data, limit_conversations=limit_conversations)
+    texts = list(dict.fromkeys([t for c in convs for t in c.turn_texts] + [q.text for c in convs for q in c.questions]))
+    out: dict[str, Any] = {"texts": len(texts), "k": k, "backends": {}}
+    first: np.ndarray | None = None
+    for backend in backends:
+        emb = Embedder(backend=backend, use_cache=False)
+        t0 = time.perf_counter()
+        emb.encode(texts[:1])
+        load_s = time.perf_counter() - t0
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        vecs = emb.encode(texts)
+        encode_s, encode_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
+        row = {v: i for i, v in enumerate(texts)}
+        all_hits: list[float] = []
+        any_hits: list[float] = []
+        for c in convs:
+            a, b = flat_recall(
+                c.turn_ids, vecs[[row[t] for t in c.turn_texts]], c.questions, vecs[[row[q.text] for q in c.questions]], k
+            )
+            all_hits += a
+            any_hits += b
+        figures: dict[str, Any] = {
+            "model_id": emb.model_id,
+            "load_s": round(load_s, 2),
+            "encode_s": round(encode_s, 2),
+            "texts_per_s": round(len(texts) / encode_s, 1),
+            "encode_cpu_s": round(encode_cpu_s, 2),
+            f"recall_all@{k}": round(float(np.mean(all_hits)), 4),
+            f"recall_any@{k}": round(float(np.mean(any_hits)), 4),
+        }
+        if first is None:
+            first = vecs
+        else:
+            cos = np.sum(first * vecs, axis=1)
+            figures["cosine"] = {
+                "min": round(float(cos.min()), 6),
+                "p001": round(float(np.quantile(cos, 0.001)), 6),
+                "mean": round(float(cos.mean()), 6),
+            }
+        out["backends"][backend] = figures
+        del emb
+    return out
+
+
+def format_backends(f: Mapping[str, Any]) -> str:
+    """The figures of ``bench_backends`` as a table."""
+    k = f["k"]
+    names = list(f["backends"])
+    lines = [
+        f"bench backends: {f['texts']} distinct LoCoMo texts, cosine against {names[0]}, recall by exact search at k={k}",
+        f"  {'backend':<10} {'load s':>7} {'encode s':>9} {'cpu s':>7} {'texts/s':>8} {'cos min':>9} {'cos p0.1%':>9} {'cos mean':>9} "
+        f"{'recall_all':>10} {'recall_any':>10}",
+    ]
+    for name, b in f["backends"].items():
+        cos = b.get("cosine") or {}
+        c = [f"{cos[x]:>9.5f}" if x in cos else f"{'-':>9}" for x in ("min", "p001", "mean")]
+        lines.append(
+            f"  {name:<10} {b['load_s']:>7.1f} {b['encode_s']:>9.1f} {b['encode_cpu_s']:>7.1f} {b['texts_per_s']:>8.1f} {' '.join(c)} "
+            f"{b[f'recall_all@{k}']:>10.4f} {b[f'recall_any@{k}']:>10.4f}"
+        )
     return "\n".join(lines)

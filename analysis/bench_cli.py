@@ -8,6 +8,8 @@
 - ``demo``: wall time of ``memsim demo``, cold and warm cache.
 - ``sweep``: cells per minute of a sweep with 1 and 2 workers, Dask's overhead per cell.
 - ``scale``: flat, HNSW and IVF-PQ at 10k / 100k / 1M memories (``analysis.scale_bench``).
+- ``compare``: the plain reference pipeline and memsim on the same static LoCoMo workload, stage by stage.
+- ``backends``: the embedding backends on LoCoMo's texts: speed, cosine to torch, recall.
 """
 
 from __future__ import annotations
@@ -89,6 +91,76 @@ def _locomo(args: argparse.Namespace) -> int:
     return 0
 
 
+_BACKENDS = ("onnx", "onnx-int8", "torch")  # memory.embed.BACKENDS, without importing it for --help
+
+
+def _add_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=None, help="the LoCoMo file (default: $MEMSIM_LOCOMO or ../shared/...)")
+    p.add_argument("--system", action="append", default=[],
+                   help="memsim system, repeatable: all in one run, compared with the reference run once per system (default naive)")
+    p.add_argument("-k", type=int, default=30, help="cut-off (default 30)")
+    p.add_argument("--backend", choices=_BACKENDS, default=None, help="memsim's embedding backend (default: $MEMSIM_EMBED_BACKEND or onnx)")
+    p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    p.add_argument("--cold-export", action="store_true", help="also export the ONNX graph afresh (first use on a machine)")
+    p.add_argument("--order", choices=("reference-first", "memsim-first"), default="reference-first",
+                   help="which pipeline runs first and pays for the imports both use (default reference-first)")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write the figures as JSON to FILE, or to stdout instead of the table when no FILE is given")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from analysis.bench import bench_compare, format_compare
+    from memory.registry import parse_system
+    from scenarios.static import default_locomo_path
+    from sim.errors import UserError
+
+    if args.k <= 0:
+        raise UserError(f"-k must be a positive integer, got {args.k}")
+    try:
+        systems = [parse_system(s) for s in (args.system or ["naive"])]
+    except ValueError as exc:
+        raise UserError(f"--system: {exc}") from None
+    figures = bench_compare(
+        args.data or default_locomo_path(), systems, k=args.k, backend=args.backend,
+        limit_conversations=args.limit_conversations, cold_export=args.cold_export, order=args.order,
+    )
+    _emit(figures, args.json, format_compare)
+    return 0
+
+
+def _add_backends(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=None, help="the LoCoMo file (default: $MEMSIM_LOCOMO or ../shared/...)")
+    p.add_argument("--backend", action="append", choices=_BACKENDS, default=[],
+                   help="backends to run, the first is the yardstick of cosine (default: torch onnx onnx-int8)")
+    p.add_argument("-k", type=int, default=30, help="recall cut-off (default 30)")
+    p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write the figures as JSON to FILE, or to stdout instead of the table when no FILE is given")
+
+
+def _backends(args: argparse.Namespace) -> int:
+    from analysis.bench import bench_backends, format_backends
+    from scenarios.static import default_locomo_path
+
+    figures = bench_backends(
+        args.data or default_locomo_path(), backends=args.backend or ("torch", "onnx", "onnx-int8"), k=args.k,
+        limit_conversations=args.limit_conversations,
+    )
+    _emit(figures, args.json, format_backends)
+    return 0
+
+
+def _emit(figures: dict[str, Any], json_to: str | None, fmt: Any) -> None:
+    """Print the table, or JSON to stdout (``-``), or the table and JSON to a file."""
+    text = json.dumps(figures, indent=2) + "\n"
+    if json_to == "-":
+        print(text, end="")
+        return
+    print(fmt(figures))
+    if json_to is not None:
+        Path(json_to).write_text(text, encoding="utf-8")
+
+
 # (name, help, module with add_arguments/main, or None for the local pair)
 _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("locomo", "static LoCoMo retrieval run, cold and warm cache", (_add_locomo, _locomo)),
@@ -99,6 +171,9 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
     ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "analysis.sweep_bench"),
     ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "analysis.scale_bench"),
+    ("compare", "the plain pipeline (sentence-transformers + FAISS) and memsim on static LoCoMo, cold, stage by stage",
+     (_add_compare, _compare)),
+    ("backends", "embedding backends on LoCoMo's texts: speed, cosine to torch, recall", (_add_backends, _backends)),
 )
 
 

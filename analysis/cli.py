@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,7 +27,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("list", "analysis.run_cli:listing", "registered systems, scenarios, readers, judges and scorers"),
     ("report", "analysis.report_cli:report", "write report.html and report.md for a run folder"),
     ("compare", "analysis.compare_cli:compare", "compare run folders: per-seed intervals, rankings"),
-    ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo, scale"),
+    ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo, compare, backends, sweep, scale"),
     ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
     ("erasure", "analysis.erasure:erasure", "what deletions left behind in a run folder: leaks by place and month, time to full erasure"),
     ("cost", "analysis.cost:cost", "cost per user per simulated month of a run folder: memories, bytes, LLM and embedding calls, USD"),
@@ -37,6 +38,24 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("judge-check", "analysis.judge_check_cli:judge_check", "check every judge on labelled answers: accuracy, false accepts/rejects, kappa"),
 )
 """(command, ``module:prefix`` with ``<prefix>_arguments`` and ``<prefix>_main``, help)."""
+
+
+EMBED_BACKENDS = ("onnx", "onnx-int8", "torch")
+"""``memory.embed.BACKENDS``, repeated so that ``--help`` imports nothing heavy (a test keeps them equal)."""
+_TAKES_VALUE = ("--embed-backend",)
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """The subcommand named in ``argv`` ('' if none), skipping the values of top-level options."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in _TAKES_VALUE:
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return ""
 
 
 def _load(target: str) -> tuple[object, object]:
@@ -52,8 +71,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Longitudinal benchmark simulator for conversational memory systems.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--embed-backend", choices=EMBED_BACKENDS, default=None,
+        help="how sentence vectors are computed: onnx (default), onnx-int8 (faster, slightly different "
+        "vectors) or torch; sets $MEMSIM_EMBED_BACKEND for this run",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    chosen = None if argv is None else _command_of(argv)
     for name, target, help_text in COMMANDS:
         p = sub.add_parser(name, help=help_text, description=help_text)
         if chosen is None or chosen == name:
@@ -67,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memsim`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    if args.embed_backend is not None:
+        # Through the environment, so that every embedder of the run (and child processes) uses it.
+        os.environ["MEMSIM_EMBED_BACKEND"] = args.embed_backend
     _, run = _load(args._target)
     try:
         return int(run(args) or 0)  # type: ignore[operator]

@@ -17,6 +17,7 @@ __all__ = [
     "listing_arguments",
     "listing_main",
     "print_outcome",
+    "embedding_line",
     "progress_bar",
 ]
 
@@ -143,6 +144,15 @@ def progress_bar() -> Any:
     return show
 
 
+def embedding_line(info: dict[str, Any]) -> str | None:
+    """What the run embedded up front (``run.json``'s ``embedding``), as one line; None when nothing embeds."""
+    emb = info.get("embedding")
+    if not emb:
+        return None
+    return (f"embedding ({info.get('embedder')}): {emb['texts']} distinct texts, {emb['embedded']} embedded, "
+            f"{emb['cached']} found cached, {emb['seconds']:.1f} s")
+
+
 def print_outcome(outcome: Any) -> None:
     """The learning table (longitudinal), per-system figures, failures and the run folder."""
     from analysis.learning import format_learning
@@ -152,6 +162,9 @@ def print_outcome(outcome: Any) -> None:
     totals = m.get("totals") or {}
     if totals:
         print("totals: " + ", ".join(f"{k} {v}" for k, v in totals.items()) + f", span_days {m.get('span_days')}")
+    line = embedding_line(outcome.result.info)
+    if line:
+        print(line)
     print()
     if outcome.summary.learning is not None:
         print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")

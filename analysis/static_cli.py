@@ -173,6 +173,11 @@ def static_main(args: argparse.Namespace) -> int:
     totals = m["totals"]
     print(f"\n{totals.get('episodes')} episodes, {totals.get('questions')} questions, k={spec.k} "
           f"(retrieved {spec.fetch_k}), seed {spec.seed}")
+    from analysis.run_cli import embedding_line
+
+    line = embedding_line(outcome.result.info)
+    if line:
+        print(line)
     for system in m["systems"]:
         print(f"\nsystem {system}")
         print(format_tables(m, system, kind_names=names))

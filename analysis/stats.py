@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats as sps
 
 from sim.errors import UserError
 
@@ -451,6 +450,9 @@ def summarise_seeds(values: Sequence[float] | np.ndarray, *, alpha: float = 0.05
     mean = float(v.mean())
     if n < 2:
         return SeedSummary(mean, (math.nan, math.nan), n)
+    # scipy.stats takes seconds to import; only the few functions that need it pay for it.
+    from scipy import stats as sps
+
     half = float(sps.t.ppf(1 - alpha / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
     return SeedSummary(mean, (mean - half, mean + half), n)
 
@@ -510,6 +512,8 @@ def friedman_ranking(
     if n < 2:
         raise UserError(f"ranking table: needs at least 2 datasets scored by every system, got {n}")
     k = len(names)
+    from scipy import stats as sps
+
     # Rank within each dataset, best (highest) = 1.
     ranks = np.apply_along_axis(lambda col: sps.rankdata(-col), 0, m)
     mean_ranks = ranks.mean(axis=1)

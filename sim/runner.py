@@ -189,11 +189,13 @@ def run(spec: RunSpec, episodes: Iterable[Episode], **kwargs: Any) -> RunResult:
     return result
 
 
-def _embed_up_front(resources: Resources, episodes: Sequence[Episode]) -> None:
+def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any]) -> None:
     """Embed every text the episodes will need, in large batches, into the cache before the clock starts.
 
     The systems then find each vector in the shared embedder's cache instead of
-    embedding a session or a question at a time.
+    embedding a session or a question at a time. ``info["embedding"]`` adds up
+    the distinct texts, how many the model computed and how many were found
+    cached, and the seconds spent.
     """
     embedder = resources.made_embedder
     if embedder is None:
@@ -205,8 +207,17 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode]) -> None:
                 texts.update((render_turn(t), None) for t in e.turns)
             elif isinstance(e, Question):
                 texts[e.text] = None
-    if texts:
-        embedder.encode(list(texts))
+    if not texts:
+        return
+    before = embedder.stats
+    t0 = time.perf_counter()
+    embedder.encode(list(texts))
+    after = embedder.stats
+    tally = info.setdefault("embedding", {"texts": 0, "embedded": 0, "cached": 0, "seconds": 0.0})
+    tally["texts"] += len(texts)
+    tally["embedded"] += after.misses - before.misses
+    tally["cached"] += after.hits - before.hits
+    tally["seconds"] = round(tally["seconds"] + time.perf_counter() - t0, 3)
 
 
 def _config(spec: RunSpec, start: datetime, *, static: bool) -> EngineConfig:
@@ -278,7 +289,7 @@ def _longitudinal(
     total_days = max(1, math.ceil(span / 86400.0))
     p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
     suts = _build(p.spec, p.resources)
-    _embed_up_front(p.resources, eps)
+    _embed_up_front(p.resources, eps, p.info)
     harness = p.harness(suts, start, static=False)
     env = harness.env
     start_processes(env, harness, eps)
@@ -339,7 +350,7 @@ def _static(
         if not p.recorder.is_done(part):
             p.part = part
             suts = _build(p.spec, p.resources)
-            _embed_up_front(p.resources, [ep])
+            _embed_up_front(p.resources, [ep], p.info)
             harness = p.harness(suts, ep.start, static=True)
             harness.q_index = q_offset
             harness.episode_of = {getattr(e, "user_id"): ep.episode_id for e in ep.events}

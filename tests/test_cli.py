@@ -53,7 +53,11 @@ def test_small_run_end_to_end_with_real_embedder(tmp_path: Path, capsys) -> None
     assert metrics["isolation_failures"] == 0
     spec = json.loads((out / "spec.json").read_text())
     assert spec["seed"] == 2
-    assert json.loads((out / "run.json").read_text())["embedder"] == "all-MiniLM-L6-v2"
+    info = json.loads((out / "run.json").read_text())
+    assert info["embedder"] == "all-MiniLM-L6-v2+onnx"  # the default backend
+    emb = info["embedding"]  # every text embedded once, up front, before the clock started
+    assert emb["texts"] > 0 and emb["embedded"] + emb["cached"] == emb["texts"]
+    assert f"{emb['texts']} distinct texts, {emb['embedded']} embedded, {emb['cached']} found cached" in printed
 
 
 def test_bench_engine_prints_figures(capsys) -> None:

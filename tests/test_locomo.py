@@ -366,5 +366,5 @@ def test_real_file_one_conversation_with_real_embedder(minilm: Embedder) -> None
     assert scores["recall_any@1"] <= scores["recall_any@10"] <= scores["recall_any@50"]
     assert scores["recall_all@50"] >= scores["recall_all@10"]
     assert scores["recall_any@50"] > 0.7
-    assert run.result.info["embedder"] == "all-MiniLM-L6-v2"
+    assert run.result.info["embedder"] == "all-MiniLM-L6-v2+onnx"  # the default backend
 
