@@ -529,10 +529,24 @@ class SurpriseMemory:
     def _on_stored(self, user_id: str, turn: Turn, memory_id: int) -> None:
         """Hook for state kept per stored memory (none here)."""
 
+    @property
+    def index(self) -> DenseIndex:
+        """The memories this gate stored; a system built on the gate may read them (and its ids) here."""
+        return self._index
+
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
         """Gate each turn in order; store the ones that pass."""
+        self.ingest_kept(turns, user_id=user_id, now=now)
+
+    def ingest_kept(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> list[tuple[Turn, int]]:
+        """``ingest``, handing back ``(turn, id in index)`` of every turn stored, in order.
+
+        A system on top of the gate keeps its own state by these ids and
+        reads texts and vectors from ``index``: nothing is embedded or stored twice.
+        """
         if not turns:
-            return
+            return []
+        out: list[tuple[Turn, int]] = []
         texts = [render_turn(t) for t in turns]
         vecs = np.ascontiguousarray(self._embedder.encode(texts), dtype=np.float32)
         warm = self._warm(turns, user_id)
@@ -585,6 +599,7 @@ class SurpriseMemory:
                     )
                     gate.stored += 1
                     earlier.append(pos[n])
+                    out.append((turn, mid))
                     self._on_stored(user_id, turn, mid)
                     self._stored += 1
                     for r in reasons:
@@ -593,12 +608,13 @@ class SurpriseMemory:
                 decisions[turn.turn_id] = GateDecision(turn.turn_id, stored, float(novelty), tuple(reasons))
         finally:
             self._finish()
+        return out
 
     def _finish(self) -> None:
         """Drop per-batch state (none here)."""
 
-    def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
-        """Store ``turns`` as memories without gating (snapshots, large benchmark stores).
+    def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> list[int]:
+        """Store ``turns`` as memories without gating (snapshots, large benchmark stores); their ids, in turn order.
 
         Not part of the protocol and not counted in ``report()``; the gates
         count the turns as seen and stored, so warm-up is over for loaded
@@ -611,22 +627,26 @@ class SurpriseMemory:
                 embedded with the run's embedder when None.
         """
         if not turns:
-            return
+            return []
         texts = [render_turn(t) for t in turns]
         vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
+        ids = [0] * len(turns)
         by_speaker: dict[str, list[int]] = {}
         for n, t in enumerate(turns):
             by_speaker.setdefault(t.speaker, []).append(n)
         for speaker, rows in by_speaker.items():
-            self._index.add(
+            new = self._index.add(
                 user_id,
                 [Memory("", texts[n], turns[n].created_at, (turns[n].turn_id,)) for n in rows],
                 vecs[rows],
                 partition=speaker,
             )
+            for n, i in zip(rows, new, strict=True):
+                ids[n] = i
             gate = self._gate(user_id, speaker)
             gate.seen += len(rows)
             gate.stored += len(rows)
+        return ids
 
     # -- protocol ------------------------------------------------------------
 
