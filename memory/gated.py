@@ -412,6 +412,13 @@ class SurpriseMemory:
 
     Defaults: ``threshold=0.2``, ``warmup=3``, ``adaptive=False``,
     ``percentile=None``, ``window=None``, ``min_threshold=0.0``.
+
+    An ingest call scores all its turns of one speaker in one matrix product
+    against that speaker's memories as they were before the call, plus the
+    cosines among the call's own turns, so a turn still sees the turns of the
+    same call stored before it; the near-best cosines are rescored exactly
+    (correctly rounded), so the decisions and novelties are those of one
+    turn at a time, to the last bit.
     """
 
     name = "surprise"
