@@ -362,6 +362,26 @@ _SLACK = 1e-4
 """float32 scores within this of the best are rescored exactly (float32 error on 384-d unit vectors < 3e-5)."""
 
 
+@functools.lru_cache(maxsize=1)
+def _blas_controller() -> Any:
+    """threadpoolctl's handle on the BLAS libraries loaded (found once)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _blas_threads() -> Any:
+    """A context in which BLAS uses as many threads as FAISS searches do (``MEMSIM_FAISS_THREADS``, default 1).
+
+    The novelty product is a few queries against a large store, bound by
+    memory bandwidth: BLAS threads only add hand-offs there, and on a busy
+    machine two of them halved ingest throughput.
+    """
+    import faiss
+
+    return _blas_controller().limit(limits=max(1, faiss.omp_get_max_threads()), user_api="blas")
+
+
 def _exact_dot(a: np.ndarray, b: np.ndarray) -> float:
     """The inner product of float32 vectors ``a`` and ``b``, correctly rounded to float64.
 
@@ -480,7 +500,8 @@ class SurpriseMemory:
         best = np.full(len(queries), -np.inf, dtype=np.float32)
         cands: list[list[int]] = [[] for _ in range(len(queries))]
         for start in range(0, len(stored), _CHUNK):
-            sims = queries @ stored[start : start + _CHUNK].T
+            with _blas_threads():
+                sims = queries @ stored[start : start + _CHUNK].T
             top = sims.max(axis=1)
             for q in range(len(queries)):
                 if top[q] < best[q] - _SLACK:
