@@ -500,8 +500,7 @@ class SurpriseMemory:
         best = np.full(len(queries), -np.inf, dtype=np.float32)
         cands: list[list[int]] = [[] for _ in range(len(queries))]
         for start in range(0, len(stored), _CHUNK):
-            with _blas_threads():
-                sims = queries @ stored[start : start + _CHUNK].T
+            sims = queries @ stored[start : start + _CHUNK].T
             top = sims.max(axis=1)
             for q in range(len(queries)):
                 if top[q] < best[q] - _SLACK:
@@ -588,11 +587,12 @@ class SurpriseMemory:
         prior: list[float | None] = [None] * len(turns)
         pos: dict[int, int] = {}
         inner: dict[str, np.ndarray] = {}
-        for speaker, ns in rows.items():
-            for p, (n, c) in enumerate(zip(ns, self._prior_max(user_id, speaker, vecs[ns]), strict=True)):
-                prior[n] = c
-                pos[n] = p
-            inner[speaker] = vecs[ns] @ vecs[ns].T
+        with _blas_threads():
+            for speaker, ns in rows.items():
+                for p, (n, c) in enumerate(zip(ns, self._prior_max(user_id, speaker, vecs[ns]), strict=True)):
+                    prior[n] = c
+                    pos[n] = p
+                inner[speaker] = vecs[ns] @ vecs[ns].T
         kept: dict[str, list[int]] = {}  # speaker -> batch rows stored so far
         try:
             self._prepare(turns, user_id, warm)
