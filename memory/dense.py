@@ -128,6 +128,14 @@ class DenseIndex:
         """The stored unit vector of id ``i``."""
         return self.store.vector(self._key(user_id, self._part[user_id][i]), i)
 
+    def matrix(self, user_id: str, partition: str = "") -> tuple[np.ndarray, np.ndarray]:
+        """Ids and unit vectors of one partition of ``user_id``, rows in storage order.
+
+        The vectors may be a read-only view of the store (``VectorStore.matrix``):
+        use them before the next ``add`` or ``remove``.
+        """
+        return self.store.matrix(self._key(user_id, partition))
+
     def ids(self, user_id: str) -> list[int]:
         """Ids of ``user_id``, oldest id first."""
         return sorted(self._mem.get(user_id, ()))

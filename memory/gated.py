@@ -355,6 +355,44 @@ class GateDecision:
     ``surprise``, ``temporal``, ``entity``."""
 
 
+_CHUNK = 65_536
+"""Stored vectors scored per matrix product (bounds the score matrix of a large store)."""
+
+_SLACK = 1e-4
+"""float32 scores within this of the best are rescored exactly (float32 error on 384-d unit vectors < 3e-5)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller() -> Any:
+    """threadpoolctl's handle on the BLAS libraries loaded (found once)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _blas_threads() -> Any:
+    """A context in which BLAS uses as many threads as FAISS searches do (``MEMSIM_FAISS_THREADS``, default 1).
+
+    The novelty product is a few queries against a large store, bound by
+    memory bandwidth: BLAS threads only add hand-offs there, and on a busy
+    machine two of them halved ingest throughput.
+    """
+    import faiss
+
+    return _blas_controller().limit(limits=max(1, faiss.omp_get_max_threads()), user_api="blas")
+
+
+def _exact_dot(a: np.ndarray, b: np.ndarray) -> float:
+    """The inner product of float32 vectors ``a`` and ``b``, correctly rounded to float64.
+
+    Products of float32 values are exact in float64 and ``math.fsum`` rounds
+    their sum once, so the value does not depend on summation order, BLAS or
+    how many turns were scored together: batched and one-by-one ingest
+    compute the same novelty to the last bit.
+    """
+    return math.fsum((a.astype(np.float64) * b.astype(np.float64)).tolist())
+
+
 def _percentile_sorted(values: Sequence[float], q: float) -> float:
     """``numpy.percentile(values, q)`` (linear method) of already sorted ``values``."""
     # The virtual index as numpy computes it, so results match to the last bit.
@@ -394,6 +432,13 @@ class SurpriseMemory:
 
     Defaults: ``threshold=0.2``, ``warmup=3``, ``adaptive=False``,
     ``percentile=None``, ``window=None``, ``min_threshold=0.0``.
+
+    An ingest call scores all its turns of one speaker in one matrix product
+    against that speaker's memories as they were before the call, plus the
+    cosines among the call's own turns, so a turn still sees the turns of the
+    same call stored before it; the near-best cosines are rescored exactly
+    (correctly rounded), so the decisions and novelties are those of one
+    turn at a time, to the last bit.
     """
 
     name = "surprise"
@@ -441,9 +486,30 @@ class SurpriseMemory:
             gate = self._gates[key] = _Gate(self.window)
         return gate
 
-    def _novelty(self, user_id: str, speaker: str, vec: np.ndarray) -> float:
-        hits = self._index.search(user_id, vec, 1, partition=speaker)
-        return 1.0 if not hits else 1.0 - hits[0][1]
+    def _prior_max(self, user_id: str, speaker: str, queries: np.ndarray) -> list[float | None]:
+        """Exact max cosine of each query to ``speaker``'s stored memories (None: none stored).
+
+        One matrix product over the partition for all queries, then the
+        near-best rows of each are rescored exactly (``_exact_dot``).
+        """
+        _, stored = self._index.matrix(user_id, speaker)
+        out: list[float | None] = [None] * len(queries)
+        if not len(stored) or not len(queries):
+            return out
+        # Per query: candidate rows within _SLACK of the float32 best, kept across chunks.
+        best = np.full(len(queries), -np.inf, dtype=np.float32)
+        cands: list[list[int]] = [[] for _ in range(len(queries))]
+        for start in range(0, len(stored), _CHUNK):
+            sims = queries @ stored[start : start + _CHUNK].T
+            top = sims.max(axis=1)
+            for q in range(len(queries)):
+                if top[q] < best[q] - _SLACK:
+                    continue
+                best[q] = max(best[q], top[q])
+                cands[q].extend((np.flatnonzero(sims[q] >= top[q] - _SLACK) + start).tolist())
+        for q in range(len(queries)):
+            out[q] = max(_exact_dot(queries[q], stored[r]) for r in cands[q])
+        return out
 
     def _score(self, gate: _Gate, novelty: float) -> float:
         """Record ``novelty`` in the gate and return the threshold it is held to."""
@@ -490,19 +556,59 @@ class SurpriseMemory:
     def _on_stored(self, user_id: str, turn: Turn, memory_id: int) -> None:
         """Hook for state kept per stored memory (none here)."""
 
+    @property
+    def index(self) -> DenseIndex:
+        """The memories this gate stored; a system built on the gate may read them (and its ids) here."""
+        return self._index
+
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
         """Gate each turn in order; store the ones that pass."""
+        self.ingest_kept(turns, user_id=user_id, now=now)
+
+    def ingest_kept(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> list[tuple[Turn, int]]:
+        """``ingest``, handing back ``(turn, id in index)`` of every turn stored, in order.
+
+        A system on top of the gate keeps its own state by these ids and
+        reads texts and vectors from ``index``: nothing is embedded or stored twice.
+        """
         if not turns:
-            return
+            return []
+        out: list[tuple[Turn, int]] = []
         texts = [render_turn(t) for t in turns]
-        vecs = self._embedder.encode(texts)
+        vecs = np.ascontiguousarray(self._embedder.encode(texts), dtype=np.float32)
         warm = self._warm(turns, user_id)
         decisions = self._decisions.setdefault(user_id, {})
+        # Novelty in one pass per speaker: the store as it was before the batch, searched for all the
+        # batch's turns at once, and the batch's own cosines; a turn then takes the max over what was
+        # stored before it (earlier turns of the batch only if they were stored), as one by one.
+        rows: dict[str, list[int]] = {}
+        for n, t in enumerate(turns):
+            rows.setdefault(t.speaker, []).append(n)
+        prior: list[float | None] = [None] * len(turns)
+        pos: dict[int, int] = {}
+        inner: dict[str, np.ndarray] = {}
+        with _blas_threads():
+            for speaker, ns in rows.items():
+                for p, (n, c) in enumerate(zip(ns, self._prior_max(user_id, speaker, vecs[ns]), strict=True)):
+                    prior[n] = c
+                    pos[n] = p
+                inner[speaker] = vecs[ns] @ vecs[ns].T
+        kept: dict[str, list[int]] = {}  # speaker -> batch rows stored so far
         try:
             self._prepare(turns, user_id, warm)
             for n, (turn, text, vec) in enumerate(zip(turns, texts, vecs, strict=True)):
                 gate = self._gate(user_id, turn.speaker)
-                novelty = self._novelty(user_id, turn.speaker, vec)
+                best = prior[n]
+                earlier = kept.setdefault(turn.speaker, [])
+                if earlier:
+                    sims = inner[turn.speaker][pos[n], earlier]
+                    top = float(sims.max())
+                    here = max(
+                        _exact_dot(vec, vecs[rows[turn.speaker][earlier[j]]])
+                        for j in np.flatnonzero(sims >= top - _SLACK).tolist()
+                    )
+                    best = here if best is None else max(best, here)
+                novelty = 1.0 if best is None else 1.0 - best
                 threshold = self._score(gate, novelty)
                 if warm[n]:
                     reasons = ["warmup"]
@@ -520,6 +626,8 @@ class SurpriseMemory:
                         partition=turn.speaker,
                     )
                     gate.stored += 1
+                    earlier.append(pos[n])
+                    out.append((turn, mid))
                     self._on_stored(user_id, turn, mid)
                     self._stored += 1
                     for r in reasons:
@@ -528,12 +636,13 @@ class SurpriseMemory:
                 decisions[turn.turn_id] = GateDecision(turn.turn_id, stored, float(novelty), tuple(reasons))
         finally:
             self._finish()
+        return out
 
     def _finish(self) -> None:
         """Drop per-batch state (none here)."""
 
-    def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
-        """Store ``turns`` as memories without gating (snapshots, large benchmark stores).
+    def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> list[int]:
+        """Store ``turns`` as memories without gating (snapshots, large benchmark stores); their ids, in turn order.
 
         Not part of the protocol and not counted in ``report()``; the gates
         count the turns as seen and stored, so warm-up is over for loaded
@@ -546,22 +655,26 @@ class SurpriseMemory:
                 embedded with the run's embedder when None.
         """
         if not turns:
-            return
+            return []
         texts = [render_turn(t) for t in turns]
         vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
+        ids = [0] * len(turns)
         by_speaker: dict[str, list[int]] = {}
         for n, t in enumerate(turns):
             by_speaker.setdefault(t.speaker, []).append(n)
         for speaker, rows in by_speaker.items():
-            self._index.add(
+            new = self._index.add(
                 user_id,
                 [Memory("", texts[n], turns[n].created_at, (turns[n].turn_id,)) for n in rows],
                 vecs[rows],
                 partition=speaker,
             )
+            for n, i in zip(rows, new, strict=True):
+                ids[n] = i
             gate = self._gate(user_id, speaker)
             gate.seen += len(rows)
             gate.stored += len(rows)
+        return ids
 
     # -- protocol ------------------------------------------------------------
 

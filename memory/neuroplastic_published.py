@@ -69,8 +69,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, MemorySystem, Retrieved, Turn, render_turn
+from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn
 from memory.dense import DenseIndex, parse_memory_id
+from memory.gated import SurpriseMemory
 from sim.errors import UserError
 
 if TYPE_CHECKING:
@@ -235,15 +236,18 @@ class PublishedNeuroplasticMemory:
         self.merge_threshold, self.merge_neighbors = float(merge_threshold), int(merge_neighbors)
         self.unretrieved_decay, self.candidate_factor = float(unretrieved_decay), int(candidate_factor)
         self._embedder = resources.embedder
-        self._gate: MemorySystem | None = None
+        self._gate: SurpriseMemory | None = None
         if gate != "none":
             from memory.registry import build_memory
 
             try:
-                self._gate = build_memory(gate, dict(gate_args or {}), resources=resources)
+                built = build_memory(gate, dict(gate_args or {}), resources=resources)
             except ValueError as exc:
                 raise UserError(f"{name}: bad gate_args for gate {gate!r}: {exc}") from None
-        self._index = DenseIndex(self._embedder.dim)
+            assert isinstance(built, SurpriseMemory)
+            self._gate = built
+        # On a gate, the memories are the gate's own (its index, its ids): one copy of each vector and text.
+        self._index = self._gate.index if self._gate is not None else DenseIndex(self._embedder.dim)
         self._users: dict[str, _User] = {}
         self._counts = {
             "questions": 0, "decay_rounds": 0, "strengthened": 0, "links": 0, "expansions": 0,
@@ -274,12 +278,10 @@ class PublishedNeuroplasticMemory:
         if not turns:
             return
         if self._gate is not None:
-            self._gate.ingest(turns, user_id=user_id, now=now)
-            decide = self._gate.decision  # type: ignore[attr-defined]
-            kept = [t for t in turns if (d := decide(t.turn_id, user_id=user_id)) is not None and d.stored]
+            kept = self._gate.ingest_kept(turns, user_id=user_id, now=now)
+            self._register(user_id, [(i, t) for t, i in kept], fresh=True)
         else:
-            kept = list(turns)
-        self._store(kept, user_id, None, fresh=True)
+            self._store(list(turns), user_id, None, fresh=True)
 
     def bulk_load(self, turns: Sequence[Turn], *, user_id: str, vectors: np.ndarray | None = None) -> None:
         """Store ``turns`` without gating (snapshots, large benchmark stores).
@@ -295,21 +297,20 @@ class PublishedNeuroplasticMemory:
         """
         if not turns:
             return
-        bulk = getattr(self._gate, "bulk_load", None)
-        if callable(bulk):
-            bulk(turns, user_id=user_id, vectors=vectors)
-        self._store(list(turns), user_id, vectors, fresh=False)
+        if self._gate is not None:
+            ids = self._gate.bulk_load(turns, user_id=user_id, vectors=vectors)
+            self._register(user_id, list(zip(ids, turns, strict=True)), fresh=False)
+        else:
+            self._store(list(turns), user_id, vectors, fresh=False)
 
     def _store(self, turns: Sequence[Turn], user_id: str, vectors: np.ndarray | None, *, fresh: bool) -> None:
+        """Embed and store ``turns`` in this system's own index (no gate)."""
         if not turns:
             return
-        u = self._users.get(user_id)
-        if u is None:
-            u = self._users[user_id] = _User()
         texts = [render_turn(t) for t in turns]
         vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
-        # One partition per speaker, as the gate keeps them: revision and merging compare a speaker's memories.
-        added: list[int] = []
+        # One partition per speaker, as the gates keep them: revision and merging compare a speaker's memories.
+        added: list[tuple[int, Turn]] = []
         by_speaker: dict[str, list[int]] = {}
         for n, t in enumerate(turns):
             by_speaker.setdefault(t.speaker, []).append(n)
@@ -320,15 +321,24 @@ class PublishedNeuroplasticMemory:
                 vecs[rows],
                 partition=speaker,
             )
-            for i, n in zip(new, rows, strict=True):
-                self._set_weight(u, i, 1.0)
-                u.inhibition[i] = 0.0
-                u.session[i] = turns[n].session_id
-                u.speaker[i] = speaker
-                added.append(i)
+            added.extend((i, turns[n]) for i, n in zip(new, rows, strict=True))
+        self._register(user_id, added, fresh=fresh)
+
+    def _register(self, user_id: str, added: Sequence[tuple[int, Turn]], *, fresh: bool) -> None:
+        """Plasticity state (weight 1, no inhibition) for memories ``(id, turn)`` just stored in the index."""
+        if not added:
+            return
+        u = self._users.get(user_id)
+        if u is None:
+            u = self._users[user_id] = _User()
+        for i, t in added:
+            self._set_weight(u, i, 1.0)
+            u.inhibition[i] = 0.0
+            u.session[i] = t.session_id
+            u.speaker[i] = t.speaker
         if fresh:
             # Ids only grow, so the new ones all come after those already waiting.
-            u.fresh.extend(sorted(added))
+            u.fresh.extend(sorted(i for i, _ in added))
 
     # -- retrieval -----------------------------------------------------------
 
@@ -483,13 +493,13 @@ class PublishedNeuroplasticMemory:
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove every memory whose provenance meets ``turn_ids``, here and in the gate."""
-        if self._gate is not None:
-            self._gate.forget(turn_ids, user_id=user_id, now=now)
         gone = self._index.derived(user_id, turn_ids)
-        if not gone:
-            return
-        self._users[user_id].drop(gone)
-        self._index.remove(user_id, gone)
+        if self._gate is not None:
+            self._gate.forget(turn_ids, user_id=user_id, now=now)  # removes them from the shared index
+        else:
+            self._index.remove(user_id, gone)
+        if gone and user_id in self._users:
+            self._users[user_id].drop(gone)
 
     def stats(self) -> MemoryStats:
         """Memories held; weights, inhibition, sessions and co-retrieval counts as metadata."""

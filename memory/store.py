@@ -210,6 +210,25 @@ class VectorStore:
             raise KeyError(f"no vector {id} for user {user_id!r}")
         return np.asarray(self._indexes[user_id].reconstruct(int(id)), dtype=np.float32)
 
+    def matrix(self, user_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """Ids ``(n,)`` and vectors ``(n, dim)`` of ``user_id``'s partition, rows in storage order.
+
+        The vectors are a read-only view of the index's own storage (no
+        copy): valid only until the partition's next ``add`` or ``remove``.
+        """
+        index = self._indexes.get(user_id)
+        if index is None or index.ntotal == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
+        n = int(index.ntotal)
+        ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+        flat = faiss.downcast_index(index.index)
+        if isinstance(flat, faiss.IndexFlat):
+            vecs = faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)
+        else:
+            vecs = flat.reconstruct_n(0, n)
+        vecs.flags.writeable = False
+        return ids, vecs
+
     def ids(self, user_id: str) -> list[int]:
         """Ids of ``user_id``'s vectors in storage order (``[]`` for an unknown user)."""
         index = self._indexes.get(user_id)

@@ -334,6 +334,41 @@ def test_default_stores_what_the_multisignal_gate_stores() -> None:
     assert neuro._gate.decision("u:0", user_id="u") is None  # type: ignore[attr-defined]
 
 
+class CountingEmbedder(HashEmbedder):
+    """Counts the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return super().encode(texts)
+
+
+def test_memories_are_the_gates_embedded_once_held_once_and_counted_once() -> None:
+    emb = CountingEmbedder()
+    neuro = build_memory("neuroplastic", {"gate": "surprise"}, resources=Resources(embedder_factory=lambda: emb))
+    lines = [f"line {n % 5} about topic {n % 3}" for n in range(12)] + ["I met Ingrid at the conservatory."]
+    turns = [Turn(f"u:{n}", "u", ("Ann", "Bob")[n % 2], x, T0 + timedelta(minutes=n), "s1") for n, x in enumerate(lines)]
+    neuro.ingest(turns, user_id="u", now=T0)
+    neuro.bulk_load([turn(100, "loaded"), turn(101, "loaded too", speaker="Bob")], user_id="u")
+    stored = neuro.report()["gate_turns_stored"] + 2  # type: ignore[attr-defined]  # bulk loads are not reported
+    assert 0 < stored - 2 < len(lines)
+    assert emb.texts == len(lines) + 2  # every turn embedded once, by the gate; none again for the stored ones
+    # One copy of each memory: the stats count it once, and every held vector is a stored memory.
+    st = neuro.stats()
+    assert st.items == stored and st.vector_bytes == stored * emb.dim * 4
+    assert neuro._gate.index.store.count() == stored  # type: ignore[attr-defined]
+    # The plasticity state follows the shared memories: forgetting drops it, and the gate's copy with it.
+    gone = neuro.probe("loaded", user_id="u", now=FAR, k=1)[0]
+    neuro.forget(list(gone.source_turn_ids), user_id="u", now=FAR)
+    assert neuro.stats().items == stored - 1
+    assert gone.memory_id not in [r.memory_id for r in neuro.probe("loaded", user_id="u", now=FAR, k=50)]
+    neuro.maintain(now=FAR)  # the passes run on what is left: one consolidation, nothing strengthened
+    assert neuro.report()["mean_weight"] == pytest.approx(0.95)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     "args",
     [
