@@ -24,14 +24,15 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
 
-from memory.index import IndexSpec, index_bytes, make_index, train_index
 from sim.errors import UserError
 from sim.validate import validate_args
+
+if TYPE_CHECKING:  # faiss and the index module load only when a benchmark runs (memsim bench --help stays light)
+    from memory.index import IndexSpec
 
 __all__ = ["realistic_vectors", "bench_index", "bench_scale", "format_scale", "add_arguments", "main"]
 
@@ -75,6 +76,8 @@ def bench_index(
 
 def bench_scale(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Run every size of a scale config (see ``scenarios/configs/scale.toml``)."""
+    from memory.index import IndexSpec
+
     sizes = config.get("sizes")
     if not isinstance(sizes, list) or not sizes:
         raise UserError("scale config: [scale] sizes must be a list of memory counts")
@@ -102,6 +105,10 @@ def _bench_split(
     both: np.ndarray, n: int, queries: int, specs: Mapping[str, IndexSpec], seed: int, *, echo: bool = False
 ) -> list[dict[str, Any]]:
     """Measure each index over the first ``n`` rows of ``both``, asked the last ``queries`` rows."""
+    import faiss
+
+    from memory.index import index_bytes, make_index, train_index
+
     x, q = both[:n], both[n:]
     dim = both.shape[1]
     faiss.omp_set_num_threads(1)

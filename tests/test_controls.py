@@ -158,25 +158,24 @@ def test_bad_instrument_arguments_are_errors() -> None:
 
 
 @pytest.mark.slow
-def test_learner_control_has_positive_did_over_seeds(tmp_path: Path) -> None:
-    """Learning from feedback reads as a positive DiD: every seed above 0, pooled interval above 0.
+def test_learner_control_gains_over_its_twin_with_real_embeddings(tmp_path: Path) -> None:
+    """With real MiniLM vectors the learner's second-half gain over its twin, pooled over seeds 0-2, is above 0.
 
-    Real MiniLM embeddings: with the hashing fake, questions share too few words
-    with their answers for lessons to transfer between similar questions.
+    40 users, so each seed's interval resamples users. Single seeds are not
+    asserted: with MiniLM the effect is a few points and one seed's interval
+    can touch 0 (seed 1: +1.1 [-0.8, +2.8]); the pooled interval may not.
     """
     rows = []
     resources = Resources()  # one real embedder (and cache) for every seed
     for seed in range(3):
         spec = make_spec(
-            "longitudinal",
-            "persona",
-            {"users": 3, "months": 6},
-            (SystemSpec("naive"), SystemSpec("control-learner")),
-            seed=seed,
-            n_boot=500,
+            "longitudinal", "persona", {"users": 40, "months": 2},
+            (SystemSpec("naive"), SystemSpec("control-learner")), seed=seed, n_boot=500,
         )
-        result = execute(spec, out_dir=tmp_path / f"learn{seed}", resources=resources)
-        rows.append(_row(result, "control-learner"))
-        assert rows[-1]["did_control"] > 0.0, seed
+        m = execute(spec, out_dir=tmp_path / f"learn{seed}", resources=resources).summary.metrics
+        entry = m["systems"]["control-learner"]
+        assert entry["unit"] == "user" and entry["twin"] == "control-learner~twin"
+        rows.append({"did_control": entry["gain_second"], "did_control_lo": entry["gain_second_lo"],
+                     "did_control_hi": entry["gain_second_hi"]})
     pooled = _pooled(rows)
-    assert pooled[0] > 0.0 and pooled[1] > 0.0, pooled
+    assert pooled[0] > 0.0 and pooled[1] > 0.0, (pooled, rows)

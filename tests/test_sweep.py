@@ -273,7 +273,7 @@ def test_minilm_workers_share_the_embedding_cache(tmp_path: Path) -> None:
                 for r in first.records]
 
     naive, both = stats(tmp_path / "a")
-    assert naive["model"] == "all-MiniLM-L6-v2" and naive["misses"] > 100
+    assert naive["model"].startswith("all-MiniLM-L6-v2") and naive["misses"] > 100
     assert both["misses"] == 0 and both["hits"] >= naive["misses"]  # same seed: every text already embedded
     # Another sweep of the same cells on two worker processes reads everything from the cache file.
     again = run_sweep(spec, tmp_path / "b", workers=2)
