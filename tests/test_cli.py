@@ -64,3 +64,11 @@ def test_bench_engine_prints_figures(capsys) -> None:
     assert main(["bench", "engine", "--users", "2", "--months", "1", "--systems", "2"]) == 0
     lines = dict(line.split(None, 1) for line in capsys.readouterr().out.strip().splitlines())
     assert int(lines["questions"]) > 0 and float(lines["events_per_s"]) > 0
+
+
+def test_no_option_that_sizes_nothing() -> None:
+    """Answers are asked one at a time, so there is no --llm-concurrency to pretend otherwise."""
+    from analysis.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser(["run"]).parse_args(["run", "x.toml", "--llm-concurrency", "8"])

@@ -110,7 +110,6 @@ def add_answer_arguments(parser: argparse.ArgumentParser, *, default_reader: str
     g.add_argument("--llm-threads", type=int, default=None, help="CPU threads of the local model")
     g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request (openai)")
     g.add_argument("--llm-retries", type=int, default=4, help="retries of a failed request (openai)")
-    g.add_argument("--llm-concurrency", type=int, default=4, help="requests in flight at most (openai)")
     g.add_argument(
         "--max-answer-tokens", type=int, default=None, help="tokens reserved for an answer (default per reader)"
     )
@@ -346,7 +345,6 @@ def answer_setup_from_args(
         threads=args.llm_threads,
         timeout_s=args.llm_timeout,
         max_retries=args.llm_retries,
-        concurrency=args.llm_concurrency,
     )
     dry_run = bool(getattr(args, "dry_run", False))
     if dry_run:
