@@ -221,3 +221,16 @@ def test_as_of_is_off_by_default():
     assert not [e for e in stream.events if isinstance(e, Question) and e.kind == "as_of"]
     spec_args = build_scenario("persona", {"users": 2}).spec_args()
     assert "as_of" not in spec_args and "busy_hours" not in spec_args
+
+
+def test_llm_cache_notes_each_prompt_so_a_reply_that_does_not_quote_it_is_still_found(tmp_path: Path):
+    llm = CachedLLM(ScriptedLLM(lambda msgs: "Lisbon"), cache_dir=tmp_path)
+    asked = [{"role": "system", "content": "Answer from the memories."},
+             {"role": "user", "content": f"Memories: {SECRET}\nQuestion: where?"}]
+    llm.chat(asked, max_tokens=10)
+    llm.chat([{"role": "user", "content": OTHER}], max_tokens=10)
+    assert len(llm.store.find_containing([SECRET])) == 1
+    assert llm.store.purge_containing([SECRET]) == 1
+    hits = llm.hits
+    llm.chat(asked, max_tokens=10)
+    assert llm.hits == hits  # the prompt that held the deleted text is no longer answered from the cache

@@ -97,7 +97,10 @@ class CachedLLM(ClientWrapper):
             "model": self.model,
             "created": time.time(),
         }
-        self.store.put(key, json.dumps(row, ensure_ascii=False).encode("utf-8"))
+        # The prompt goes beside the reply as a note, so that a deletion can find and purge every
+        # cached answer whose prompt quoted a forgotten memory (``KVCache.purge_containing``).
+        prompt = "\n".join(str(m.get("content", "")) for m in messages)
+        self.store.put(key, json.dumps(row, ensure_ascii=False).encode("utf-8"), note=prompt)
         return out
 
     def close(self) -> None:
