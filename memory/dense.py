@@ -32,6 +32,11 @@ def parse_memory_id(memory_id: str) -> int | None:
     return int(memory_id[1:])
 
 
+def _meta_bytes(m: Memory) -> int:
+    """Bytes counted per memory besides text and vector: its id, a timestamp, its provenance ids."""
+    return len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
+
+
 class DenseIndex:
     """Memories of many users, each with a unit vector, searchable by cosine.
 
@@ -50,6 +55,7 @@ class DenseIndex:
         self._latest: dict[str, datetime] = {}
         self._next = 0
         self._text_bytes = 0
+        self._meta_bytes = 0  # kept as memories come and go, so that stats() costs nothing per memory
 
     # -- writing -------------------------------------------------------------
 
@@ -77,6 +83,7 @@ class DenseIndex:
             for t in rec.source_turn_ids:
                 by_turn.setdefault(t, set()).add(i)
             self._text_bytes += text_bytes(rec.text)
+            self._meta_bytes += _meta_bytes(rec)
             latest = self._latest.get(user_id)
             if latest is None or rec.created_at > latest:
                 self._latest[user_id] = rec.created_at
@@ -98,6 +105,7 @@ class DenseIndex:
                 continue
             by_part.setdefault(self._part[user_id].pop(i), []).append(i)
             self._text_bytes -= text_bytes(rec.text)
+            self._meta_bytes -= _meta_bytes(rec)
             for t in rec.source_turn_ids:
                 holders = by_turn.get(t)
                 if holders is not None:
@@ -208,17 +216,12 @@ class DenseIndex:
         return self.store.search(self._key(user_id, part), q, min(k, total), where=where)
 
     def stats(self) -> MemoryStats:
-        """Items, vector bytes, text bytes and provenance bytes."""
-        meta = 0
-        for mems in self._mem.values():
-            for m in mems.values():
-                # id, timestamp, provenance ids
-                meta += len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
+        """Items, vector bytes, text bytes and provenance bytes (running totals)."""
         return MemoryStats(
             items=self.count(),
             vector_bytes=self.store.nbytes,
             text_bytes=self._text_bytes,
-            metadata_bytes=meta,
+            metadata_bytes=self._meta_bytes,
         )
 
     @staticmethod
