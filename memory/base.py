@@ -100,6 +100,18 @@ class MemoryStats:
         """Total bytes: vectors + text + metadata."""
         return self.vector_bytes + self.text_bytes + self.metadata_bytes
 
+    def with_metadata(self, extra: int) -> MemoryStats:
+        """Memories and vectors and text as held underneath, plus ``extra`` bytes of a wrapper's own state.
+
+        Only the store's figures carry over: the wrapper's own LLM calls and tokens are its to add.
+        """
+        return MemoryStats(
+            items=self.items,
+            vector_bytes=self.vector_bytes,
+            text_bytes=self.text_bytes,
+            metadata_bytes=self.metadata_bytes + extra,
+        )
+
 
 def text_bytes(text: str) -> int:
     """UTF-8 size of ``text``; the unit ``MemoryStats.text_bytes`` counts in."""

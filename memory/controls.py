@@ -160,12 +160,7 @@ class LearnerControl:
         """Naive's figures; lessons count as metadata (query vector, ids, a float64 step)."""
         base = self._inner.stats()
         extra = sum(qv.nbytes + 8 + sum(len(m.encode("utf-8")) + 8 for m in ids) for ls in self._lessons.values() for qv, ids, _ in ls)
-        return MemoryStats(
-            items=base.items,
-            vector_bytes=base.vector_bytes,
-            text_bytes=base.text_bytes,
-            metadata_bytes=base.metadata_bytes + extra,
-        )
+        return base.with_metadata(extra)
 
 
 class DecayControl:

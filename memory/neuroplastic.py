@@ -446,12 +446,7 @@ class DailyDecayNeuroplasticMemory:
             # weight, inhibition (float64), hits (int64) per memory; 2 ids + count per pair/link.
             extra += 24 * len(u.weight) + sum(len(s) for s in u.session.values())
             extra += 24 * len(u.co) + 8 * sum(len(v) for v in u.links.values())
-        return MemoryStats(
-            items=base.items,
-            vector_bytes=base.vector_bytes,
-            text_bytes=base.text_bytes,
-            metadata_bytes=base.metadata_bytes + extra,
-        )
+        return base.with_metadata(extra)
 
     def report(self) -> dict[str, Any]:
         """Mechanism counters for a run's metrics.

@@ -510,12 +510,7 @@ class PublishedNeuroplasticMemory:
             # two ids and a count per co-retrieval pair.
             extra += 32 * len(u.weight) + sum(len(s) for s in u.session.values())
             extra += 12 * sum(len(v) for v in u.co.values())
-        return MemoryStats(
-            items=base.items,
-            vector_bytes=base.vector_bytes,
-            text_bytes=base.text_bytes,
-            metadata_bytes=base.metadata_bytes + extra,
-        )
+        return base.with_metadata(extra)
 
     def report(self) -> dict[str, Any]:
         """Mechanism counters and the gate's figures for a run's metrics.
