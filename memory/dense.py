@@ -17,7 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, Retrieved, text_bytes
+from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
 from memory.store import VectorStore
 
 __all__ = ["DenseIndex", "parse_memory_id"]
@@ -90,6 +90,26 @@ class DenseIndex:
         counts = self._parts.setdefault(user_id, {})
         counts[partition] = counts.get(partition, 0) + len(ids)
         self.store.add(self._key(user_id, partition), ids, vecs)
+        return ids
+
+    def add_turns(self, user_id: str, turns: Sequence[Turn], vectors: np.ndarray) -> list[int]:
+        """Store each turn as one memory (``render_turn`` text, the turn as provenance) in its speaker's partition.
+
+        ``vectors`` are the unit vectors of the rendered turns, one per turn. Returns the ids in turn order.
+        """
+        ids = [0] * len(turns)
+        by_speaker: dict[str, list[int]] = {}
+        for n, t in enumerate(turns):
+            by_speaker.setdefault(t.speaker, []).append(n)
+        for speaker, rows in by_speaker.items():
+            new = self.add(
+                user_id,
+                [Memory("", render_turn(turns[n]), turns[n].created_at, (turns[n].turn_id,)) for n in rows],
+                vectors[rows],
+                partition=speaker,
+            )
+            for n, i in zip(rows, new, strict=True):
+                ids[n] = i
         return ids
 
     def remove(self, user_id: str, ids: Iterable[int]) -> int:

@@ -658,22 +658,11 @@ class SurpriseMemory:
             return []
         texts = [render_turn(t) for t in turns]
         vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
-        ids = [0] * len(turns)
-        by_speaker: dict[str, list[int]] = {}
-        for n, t in enumerate(turns):
-            by_speaker.setdefault(t.speaker, []).append(n)
-        for speaker, rows in by_speaker.items():
-            new = self._index.add(
-                user_id,
-                [Memory("", texts[n], turns[n].created_at, (turns[n].turn_id,)) for n in rows],
-                vecs[rows],
-                partition=speaker,
-            )
-            for n, i in zip(rows, new, strict=True):
-                ids[n] = i
-            gate = self._gate(user_id, speaker)
-            gate.seen += len(rows)
-            gate.stored += len(rows)
+        ids = self._index.add_turns(user_id, turns, vecs)
+        for t in turns:
+            gate = self._gate(user_id, t.speaker)
+            gate.seen += 1
+            gate.stored += 1
         return ids
 
     # -- protocol ------------------------------------------------------------

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn
+from memory.base import MemoryStats, Retrieved, Turn, render_turn
 from memory.dense import DenseIndex, parse_memory_id
 from memory.gated import SurpriseMemory
 from sim.errors import UserError
@@ -310,19 +310,9 @@ class PublishedNeuroplasticMemory:
         texts = [render_turn(t) for t in turns]
         vecs = self._embedder.encode(texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
         # One partition per speaker, as the gates keep them: revision and merging compare a speaker's memories.
-        added: list[tuple[int, Turn]] = []
-        by_speaker: dict[str, list[int]] = {}
-        for n, t in enumerate(turns):
-            by_speaker.setdefault(t.speaker, []).append(n)
-        for speaker, rows in by_speaker.items():
-            new = self._index.add(
-                user_id,
-                [Memory("", texts[n], turns[n].created_at, (turns[n].turn_id,)) for n in rows],
-                vecs[rows],
-                partition=speaker,
-            )
-            added.extend((i, turns[n]) for i, n in zip(new, rows, strict=True))
-        self._register(user_id, added, fresh=fresh)
+        ids = self._index.add_turns(user_id, turns, vecs)
+        # Registered speaker by speaker, in the order the index stored them (ids ascending).
+        self._register(user_id, sorted(zip(ids, turns, strict=True), key=lambda pair: pair[0]), fresh=fresh)
 
     def _register(self, user_id: str, added: Sequence[tuple[int, Turn]], *, fresh: bool) -> None:
         """Plasticity state (weight 1, no inhibition) for memories ``(id, turn)`` just stored in the index."""
