@@ -23,6 +23,7 @@ __all__ = [
     "MemorySystem",
     "text_bytes",
     "render_turn",
+    "PerUserTally",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -111,6 +112,42 @@ class MemoryStats:
             text_bytes=self.text_bytes,
             metadata_bytes=self.metadata_bytes + extra,
         )
+
+
+class PerUserTally:
+    """A per-user figure recounted only for the users touched since it was last read.
+
+    ``stats()`` is read after every session of every system; summing a state
+    over all users each time makes a run quadratic in its users. A store
+    calls ``touch(user_id)`` wherever that user's state may change (and
+    ``touch_all`` for passes over every user); ``total`` then recounts those
+    users alone and sums the kept figures.
+    """
+
+    __slots__ = ("_kept", "_stale")
+
+    def __init__(self) -> None:
+        self._kept: dict[str, int] = {}
+        self._stale: set[str] = set()
+
+    def touch(self, user_id: str) -> None:
+        """``user_id``'s state may have changed."""
+        self._stale.add(user_id)
+
+    def touch_all(self, user_ids: Collection[str]) -> None:
+        """Every user in ``user_ids`` may have changed."""
+        self._stale.update(user_ids)
+
+    def total(self, states: Mapping[str, Any], count: Any) -> int:
+        """The sum over users of ``count(states[user_id])``, recounting only the touched users."""
+        for user_id in self._stale:
+            state = states.get(user_id)
+            if state is None:
+                self._kept.pop(user_id, None)
+            else:
+                self._kept[user_id] = int(count(state))
+        self._stale.clear()
+        return sum(self._kept.values())
 
 
 def text_bytes(text: str) -> int:

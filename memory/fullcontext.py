@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["FullContextMemory", "estimate_tokens"]
 
 
+def _meta_bytes(item: tuple[str, str, datetime, int, str]) -> int:
+    """Metadata bytes of one held turn: its id, provenance id, timestamp and token count."""
+    return len(item[0]) + len(item[4]) + 16
+
+
 def estimate_tokens(text: str) -> int:
     """Cheap token estimate: words x 1.3, rounded up (at least 1 for non-empty text).
 
@@ -70,6 +75,8 @@ class FullContextMemory:
         self._items: dict[str, list[tuple[str, str, datetime, int, str]]] = {}
         self._seq = 0
         self._text_bytes = 0
+        self._held = 0
+        self._meta_bytes = 0
 
     def _count(self, text: str) -> int:
         if self.tokenizer is None:
@@ -92,9 +99,12 @@ class FullContextMemory:
             key = (turn.created_at, self._seq)
             pos = bisect.bisect_right(keys, key)
             keys.insert(pos, key)
-            items.insert(pos, (f"t{self._seq}", text, turn.created_at, self._count(text), turn.turn_id))
+            item = (f"t{self._seq}", text, turn.created_at, self._count(text), turn.turn_id)
+            items.insert(pos, item)
             self._seq += 1
             self._text_bytes += text_bytes(text)
+            self._held += 1
+            self._meta_bytes += _meta_bytes(item)
 
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """The newest turns up to ``now`` that fit the budget, newest first, at most ``k``.
@@ -144,12 +154,11 @@ class FullContextMemory:
         for i, item in enumerate(items):
             if item[4] in gone:
                 self._text_bytes -= text_bytes(item[1])
+                self._held -= 1
+                self._meta_bytes -= _meta_bytes(item)
         self._keys[user_id] = [self._keys[user_id][i] for i in keep]
         self._items[user_id] = [items[i] for i in keep]
 
     def stats(self) -> MemoryStats:
-        """Turns held and their text bytes."""
-        items = sum(len(v) for v in self._items.values())
-        # Per turn: id, provenance id, timestamp and token count.
-        meta = sum(len(it[0]) + len(it[4]) + 16 for v in self._items.values() for it in v)
-        return MemoryStats(items=items, text_bytes=self._text_bytes, metadata_bytes=meta)
+        """Turns held and their text bytes (running totals)."""
+        return MemoryStats(items=self._held, text_bytes=self._text_bytes, metadata_bytes=self._meta_bytes)

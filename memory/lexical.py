@@ -101,6 +101,11 @@ def _top(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]
     return [(int(ids[i]), float(scores[i])) for i in order]
 
 
+def _meta_bytes(m: Memory) -> int:
+    """Bytes counted as metadata per memory: its id, a timestamp and its provenance ids."""
+    return len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
+
+
 class _TextRecords:
     """Per-user memories by int id, with provenance lookup (shared by bm25 and hybrid)."""
 
@@ -108,6 +113,8 @@ class _TextRecords:
         self.mem: dict[str, dict[int, Memory]] = {}
         self.next_id = 0
         self.text_bytes = 0
+        self.count = 0
+        self.meta_bytes = 0
 
     def add(self, user_id: str, turns: Sequence[Turn]) -> tuple[list[int], list[str]]:
         mems = self.mem.setdefault(user_id, {})
@@ -116,8 +123,10 @@ class _TextRecords:
             i = self.next_id
             self.next_id += 1
             text = render_turn(turn)
-            mems[i] = Memory(f"m{i}", text, turn.created_at, (turn.turn_id,))
+            m = mems[i] = Memory(f"m{i}", text, turn.created_at, (turn.turn_id,))
             self.text_bytes += text_bytes(text)
+            self.count += 1
+            self.meta_bytes += _meta_bytes(m)
             ids.append(i)
             texts.append(text)
         return ids, texts
@@ -132,16 +141,16 @@ class _TextRecords:
             m = mems.pop(i, None)
             if m is not None:
                 self.text_bytes -= text_bytes(m.text)
+                self.count -= 1
+                self.meta_bytes -= _meta_bytes(m)
 
     def items(self) -> int:
-        return sum(len(v) for v in self.mem.values())
+        """Memories held (a running total)."""
+        return self.count
 
     def metadata_bytes(self) -> int:
-        return sum(
-            len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
-            for v in self.mem.values()
-            for m in v.values()
-        )
+        """Ids, timestamp and provenance bytes of the memories held (a running total)."""
+        return self.meta_bytes
 
     def retrieved(self, user_id: str, i: int, score: float) -> Retrieved:
         m = self.mem[user_id][i]

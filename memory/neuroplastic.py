@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn
+from memory.base import Memory, MemoryStats, PerUserTally, Retrieved, Turn, render_turn
 from memory.dense import DenseIndex, parse_memory_id
 from sim.errors import UserError
 
@@ -107,6 +107,14 @@ class _User:
                         del self.links[j]
         if gone:
             self.co = {p: n for p, n in self.co.items() if p[0] not in gone and p[1] not in gone}
+
+
+def _state_bytes(u: _User) -> int:
+    """One user's plasticity state in bytes: weight, inhibition (float64) and hits (int64) per memory
+    with its session id; two ids and a count per co-retrieval pair; a link per linked neighbour."""
+    return 24 * len(u.weight) + sum(len(s) for s in u.session.values()) + 24 * len(u.co) + 8 * sum(
+        len(v) for v in u.links.values()
+    )
 
 
 class DailyDecayNeuroplasticMemory:
@@ -201,6 +209,7 @@ class DailyDecayNeuroplasticMemory:
         self._rng = resources.rng.spawn(1)[0]
         self._index = DenseIndex(self._embedder.dim)
         self._users: dict[str, _User] = {}
+        self._meta = PerUserTally()
         self._counts = {"merges": 0, "merged_memories": 0, "inhibitions": 0, "links": 0, "strengthened": 0}
 
     def _user(self, user_id: str) -> _User:
@@ -213,6 +222,7 @@ class DailyDecayNeuroplasticMemory:
 
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
         """Store every turn; with ``inhibition``, newer statements inhibit older similar ones."""
+        self._meta.touch(user_id)
         if not turns:
             return
         u = self._user(user_id)
@@ -242,6 +252,7 @@ class DailyDecayNeuroplasticMemory:
             vectors: unit vectors of ``render_turn(turn)``, one per turn;
                 embedded with the run's embedder when None.
         """
+        self._meta.touch(user_id)
         if not turns:
             return
         u = self._user(user_id)
@@ -288,6 +299,7 @@ class DailyDecayNeuroplasticMemory:
         Each memory returned counts a hit, which spares it the decay of
         never-retrieved memories in consolidation.
         """
+        self._meta.touch(user_id)
         top = self._rank(query, user_id=user_id, now=now, k=k)
         if top:
             hits = self._users[user_id].hits
@@ -305,6 +317,7 @@ class DailyDecayNeuroplasticMemory:
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:
         """Strengthen and co-link the memories that served a correct answer."""
+        self._meta.touch(user_id)
         u = self._users.get(user_id)
         if u is None or not correct:
             return
@@ -334,6 +347,7 @@ class DailyDecayNeuroplasticMemory:
 
     def maintain(self, *, now: datetime) -> None:
         """Decay weights (``ltp``); merge, decay unused and abstract (``consolidation``)."""
+        self._meta.touch_all(self._users)
         for user_id in sorted(self._users):
             u = self._users[user_id]
             if self.ltp:
@@ -432,6 +446,7 @@ class DailyDecayNeuroplasticMemory:
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove every memory whose provenance meets ``turn_ids`` (merged and abstractions too)."""
+        self._meta.touch(user_id)
         gone = self._index.derived(user_id, turn_ids)
         if not gone:
             return
@@ -440,13 +455,7 @@ class DailyDecayNeuroplasticMemory:
 
     def stats(self) -> MemoryStats:
         """Memories held; weights, inhibition, counters and links counted as metadata."""
-        base = self._index.stats()
-        extra = 0
-        for u in self._users.values():
-            # weight, inhibition (float64), hits (int64) per memory; 2 ids + count per pair/link.
-            extra += 24 * len(u.weight) + sum(len(s) for s in u.session.values())
-            extra += 24 * len(u.co) + 8 * sum(len(v) for v in u.links.values())
-        return base.with_metadata(extra)
+        return self._index.stats().with_metadata(self._meta.total(self._users, _state_bytes))
 
     def report(self) -> dict[str, Any]:
         """Mechanism counters for a run's metrics.

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import MemoryStats, Retrieved, Turn, render_turn
+from memory.base import MemoryStats, PerUserTally, Retrieved, Turn, render_turn
 from memory.dense import DenseIndex, parse_memory_id
 from memory.gated import SurpriseMemory
 from sim.errors import UserError
@@ -139,6 +139,12 @@ class _User:
                             del graph[j]
         if gone:
             self.fresh = [i for i in self.fresh if i not in gone]
+
+
+def _state_bytes(u: _User) -> int:
+    """One user's plasticity state in bytes: weight (float64), two decay stamps (int64) and
+    inhibition (float64) per memory with its session id; two ids and a count per co-retrieval pair."""
+    return 32 * len(u.weight) + sum(len(s) for s in u.session.values()) + 12 * sum(len(v) for v in u.co.values())
 
 
 class PublishedNeuroplasticMemory:
@@ -249,6 +255,7 @@ class PublishedNeuroplasticMemory:
         # On a gate, the memories are the gate's own (its index, its ids): one copy of each vector and text.
         self._index = self._gate.index if self._gate is not None else DenseIndex(self._embedder.dim)
         self._users: dict[str, _User] = {}
+        self._meta = PerUserTally()
         self._counts = {
             "questions": 0, "decay_rounds": 0, "strengthened": 0, "links": 0, "expansions": 0,
             "inhibitions": 0, "merges": 0, "consolidations": 0,
@@ -275,6 +282,7 @@ class PublishedNeuroplasticMemory:
 
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
         """Pass the turns through the gate and keep the ones it stores (weight 1, no inhibition)."""
+        self._meta.touch(user_id)
         if not turns:
             return
         if self._gate is not None:
@@ -295,6 +303,7 @@ class PublishedNeuroplasticMemory:
             vectors: unit vectors of ``render_turn(turn)``, one per turn;
                 embedded with the run's embedder when None.
         """
+        self._meta.touch(user_id)
         if not turns:
             return
         if self._gate is not None:
@@ -360,6 +369,7 @@ class PublishedNeuroplasticMemory:
 
     def retrieve(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """The best ``k`` memories; counts a question, and every ``decay_every`` questions decays weights."""
+        self._meta.touch(user_id)
         top, added = self._rank(query, user_id=user_id, now=now, k=k)
         self._counts["questions"] += 1
         self._counts["expansions"] += added
@@ -382,6 +392,7 @@ class PublishedNeuroplasticMemory:
         self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
     ) -> None:
         """Count co-retrievals (always); on a correct answer strengthen what was retrieved."""
+        self._meta.touch(user_id)
         u = self._users.get(user_id)
         if u is None:
             return
@@ -418,6 +429,7 @@ class PublishedNeuroplasticMemory:
         extra decay (else a daily tick would age idle users' memories by
         ``unretrieved_decay`` a day).
         """
+        self._meta.touch_all(self._users)
         for user_id in sorted(self._users):
             u = self._users[user_id]
             fresh = [i for i in u.fresh if self._index.has(user_id, i)]
@@ -483,6 +495,7 @@ class PublishedNeuroplasticMemory:
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove every memory whose provenance meets ``turn_ids``, here and in the gate."""
+        self._meta.touch(user_id)
         gone = self._index.derived(user_id, turn_ids)
         if self._gate is not None:
             self._gate.forget(turn_ids, user_id=user_id, now=now)  # removes them from the shared index
@@ -493,14 +506,7 @@ class PublishedNeuroplasticMemory:
 
     def stats(self) -> MemoryStats:
         """Memories held; weights, inhibition, sessions and co-retrieval counts as metadata."""
-        base = self._index.stats()
-        extra = 0
-        for u in self._users.values():
-            # weight (float64), two decay stamps (int64), inhibition (float64) per memory;
-            # two ids and a count per co-retrieval pair.
-            extra += 32 * len(u.weight) + sum(len(s) for s in u.session.values())
-            extra += 12 * sum(len(v) for v in u.co.values())
-        return base.with_metadata(extra)
+        return self._index.stats().with_metadata(self._meta.total(self._users, _state_bytes))
 
     def report(self) -> dict[str, Any]:
         """Mechanism counters and the gate's figures for a run's metrics.

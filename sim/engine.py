@@ -213,11 +213,12 @@ class Harness:
         t0 = time.perf_counter()
         try:
             sut.system.ingest(turns, user_id=event.user_id, now=now)
+            ms = (time.perf_counter() - t0) * 1000.0  # the ingest alone, not the stats read after it
             stats = sut.system.stats()
         except Exception as exc:  # a failing system must not stop the others
             self._fail(sut, "ingest", exc)
             return None
-        return (time.perf_counter() - t0) * 1000.0, stats, len(turns)
+        return ms, stats, len(turns)
 
     def question(self, q: Question) -> None:
         """Retrieve for the question in every system, score it, schedule feedback."""
@@ -450,11 +451,11 @@ class Harness:
             t0 = time.perf_counter()
             try:
                 sut.system.maintain(now=now)
+                ms = (time.perf_counter() - t0) * 1000.0
                 stats = sut.system.stats()
             except Exception as exc:
                 self._fail(sut, "maintain", exc)
                 continue
-            ms = (time.perf_counter() - t0) * 1000.0
             self._timeline(sut, "", "tick", stats, ingest_ms=ms)
 
     def _timeline(self, sut: SystemUnderTest, user_id: str, kind: str, stats: Any, **extra: Any) -> None:
