@@ -226,8 +226,9 @@ def per_user(rows: pl.DataFrame, metric: str) -> dict[str, dict[str, Any]]:
     """
     out: dict[str, dict[str, Any]] = {}
     answer_cols = [c for c in rows.columns if c.startswith("answer_") and rows[c].dtype.is_numeric()]
-    for user in dict.fromkeys(rows["user_id"].to_list()):
-        part = rows.filter(pl.col("user_id") == user).sort("q_index")
+    # One pass splits the rows by user (a filter per user would read every row once per user).
+    for (user,), part in rows.partition_by("user_id", maintain_order=True, as_dict=True).items():
+        part = part.sort("q_index")
         x = part[metric].cast(pl.Float64).fill_null(math.nan).to_numpy()
         q = part["q_index"].to_numpy()
         ok = ~np.isnan(x)

@@ -56,6 +56,7 @@ class DenseIndex:
         self._next = 0
         self._text_bytes = 0
         self._meta_bytes = 0  # kept as memories come and go, so that stats() costs nothing per memory
+        self._held = 0
 
     # -- writing -------------------------------------------------------------
 
@@ -84,6 +85,7 @@ class DenseIndex:
                 by_turn.setdefault(t, set()).add(i)
             self._text_bytes += text_bytes(rec.text)
             self._meta_bytes += _meta_bytes(rec)
+            self._held += 1
             latest = self._latest.get(user_id)
             if latest is None or rec.created_at > latest:
                 self._latest[user_id] = rec.created_at
@@ -126,6 +128,7 @@ class DenseIndex:
             by_part.setdefault(self._part[user_id].pop(i), []).append(i)
             self._text_bytes -= text_bytes(rec.text)
             self._meta_bytes -= _meta_bytes(rec)
+            self._held -= 1
             for t in rec.source_turn_ids:
                 holders = by_turn.get(t)
                 if holders is not None:
@@ -175,7 +178,7 @@ class DenseIndex:
     def count(self, user_id: str | None = None) -> int:
         """Memories of ``user_id`` (all users when None)."""
         if user_id is None:
-            return sum(len(m) for m in self._mem.values())
+            return self._held
         return len(self._mem.get(user_id, ()))
 
     def derived(self, user_id: str, turn_ids: Collection[str]) -> list[int]:

@@ -59,6 +59,7 @@ class VectorStore:
             make_index(self.index_spec, self.dim)  # a bad parameter fails here, not at the switch
         self._approx: set[str] = set()
         self._indexes: dict[str, faiss.IndexIDMap2] = {}
+        self._total = 0  # vectors held by everyone (a running total; stats read it after every session)
         # Python-side id sets make duplicate checks and membership O(1);
         # FAISS's own id map is the source of order.
         self._ids: dict[str, set[int]] = {}
@@ -99,6 +100,7 @@ class VectorStore:
             self._ids[user_id] = existing
         index.add_with_ids(arr, id_arr)
         existing.update(new)
+        self._total += int(id_arr.size)
         spec = self.index_spec
         if not spec.exact and user_id not in self._approx and index.ntotal >= spec.switch_at:
             self._indexes[user_id] = self._rebuilt(index, faiss.vector_to_array(index.id_map).astype(np.int64))
@@ -137,6 +139,7 @@ class VectorStore:
         else:
             removed = int(index.remove_ids(np.asarray(doomed, dtype=np.int64)))
         held.difference_update(doomed)
+        self._total -= removed
         if not held:
             # An emptied partition is dropped so ``users()`` lists only users with vectors.
             del self._indexes[user_id], self._ids[user_id]
@@ -245,7 +248,7 @@ class VectorStore:
         if user_id is not None:
             index = self._indexes.get(user_id)
             return 0 if index is None else int(index.ntotal)
-        return sum(int(index.ntotal) for index in self._indexes.values())
+        return self._total
 
     def users(self) -> list[str]:
         """Users holding at least one vector, sorted."""
@@ -336,5 +339,6 @@ class VectorStore:
                 tune_index(index, store.index_spec)
                 store._approx.add(user_id)
             store._indexes[user_id] = index
+            store._total += int(index.ntotal)
             store._ids[user_id] = set(faiss.vector_to_array(index.id_map).astype(np.int64).tolist())
         return store

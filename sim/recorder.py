@@ -264,8 +264,34 @@ def _frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFram
     full = {**schema, **{k: (v or pl.Float64) for k, v in extra.items()}}
     if not rows:
         return pl.DataFrame(schema=full)
-    columns = {name: [row.get(name) for row in rows] for name in full}
+    columns: dict[str, Any] = {name: [row.get(name) for row in rows] for name in full}
+    for name, dtype in full.items():
+        if dtype == _NESTED:
+            columns[name] = _nested_strings(name, columns[name])
     return pl.DataFrame(columns, schema=full, strict=False)
+
+
+_NESTED = pl.List(pl.List(pl.Utf8))
+_SEP = "\x1f"
+
+
+def _nested_strings(name: str, values: list[Any]) -> pl.Series | list[Any]:
+    """A list-of-lists-of-strings column, built from joined strings (polars builds nested lists row by row, slowly).
+
+    Falls back to the values as given when a row is missing or an inner list
+    is empty or holds the separator.
+    """
+    joined: list[list[str]] = []
+    for row in values:
+        if row is None:
+            return values
+        out = []
+        for inner in row:
+            if not inner or any(_SEP in t for t in inner):
+                return values
+            out.append(_SEP.join(inner))
+        joined.append(out)
+    return pl.Series(name, joined, dtype=pl.List(pl.Utf8)).list.eval(pl.element().str.split(_SEP))
 
 
 def _concat(frames: list[pl.DataFrame], schema: Mapping[str, Any]) -> pl.DataFrame:

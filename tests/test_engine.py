@@ -293,3 +293,21 @@ def test_cut_offs_above_the_memories_fetched_are_not_reported():
     assert wide.ks == (1, 5, 10, 30, 50)
     with pytest.raises(ValueError, match="recall_all@30 is not scored"):
         RunSpec(scenario=ScenarioEntry(name="persona"), systems=(SystemEntry(name="naive"),), k=10, metric="recall_all@30")
+
+
+def test_recorder_keeps_nested_provenance_exactly() -> None:
+    """Provenance lists (memories x source turns) survive the recorder's fast path and its fallbacks."""
+    from sim.recorder import PROBE_SCHEMA, _frame
+
+    cases = [
+        [["t1"], ["t2", "t3"]],
+        [],
+        [[], ["t4"]],  # an empty provenance takes the slow path
+        [["a\x1fb"]],  # so does a turn id holding the separator
+    ]
+    for sources in cases:
+        rows = [{"system": "s", "retrieved_sources": [["t9"]]}, {"system": "s", "retrieved_sources": sources}]
+        frame = _frame(rows, PROBE_SCHEMA)
+        assert frame["retrieved_sources"].to_list() == [[["t9"]], sources]
+    frame = _frame([{"system": "s", "retrieved_sources": None}], PROBE_SCHEMA)
+    assert frame["retrieved_sources"].to_list() == [None]

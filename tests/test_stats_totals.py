@@ -112,3 +112,28 @@ def test_tally_recounts_only_touched_users_and_drops_gone_ones() -> None:
     del states["b"]
     tally.touch("b")
     assert tally.total(states, count) == 3
+
+
+def test_dense_index_and_vector_store_counts_match_their_partitions() -> None:
+    from memory.dense import DenseIndex
+    from memory.base import Memory
+
+    rng = np.random.default_rng(5)
+    index = DenseIndex(4)
+    ids: dict[str, list[int]] = {"a": [], "b": []}
+    for step in range(40):
+        user = "a" if step % 3 else "b"
+        if step % 4 == 3 and ids[user]:
+            gone = ids[user][:3]
+            ids[user] = ids[user][3:]
+            index.remove(user, gone + [10**6])  # an unknown id is ignored
+        else:
+            n = int(rng.integers(1, 4))
+            vecs = rng.normal(size=(n, 4)).astype(np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            mems = [Memory("", f"text {step} {j}", T0 + timedelta(minutes=step), (f"t{step}.{j}",)) for j in range(n)]
+            ids[user] += index.add(user, mems, vecs, partition="x" if step % 2 else "")
+        per_user = sum(index.count(u) for u in ("a", "b"))
+        assert index.count() == per_user == len(ids["a"]) + len(ids["b"])
+        assert index.store.count() == sum(index.store.count(key) for key in index.store.users()) == per_user
+        assert index.stats().vector_bytes == per_user * 4 * 4
