@@ -55,7 +55,10 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 DEMO_ASK_FIRST: dict[str, str] = {
-    "mem0": "Mem0 takes about half an hour at the demo's size (retrieval about 300 ms a question); add --system mem0",
+    "mem0": (
+        "Mem0 took about half an hour at a sixth of the demo's size (retrieval about 300 ms a question); "
+        "add --system mem0"
+    ),
 }
 """Installed systems the demo plays only when named, with the reason it prints."""
 
