@@ -33,13 +33,6 @@ QUIRKS = FIXTURES / "locomo_quirks.json"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def real_locomo_path() -> Path:
-    """The real locomo10.json, or skip with the fetch command (fail under CI=true) when it is absent."""
-    from conftest import require_locomo
-
-    return require_locomo()
-
-
 # --- evidence cleaning -------------------------------------------------------------------------
 
 KNOWN = {"D8:6", "D9:17", "D11:26", "D9:1", "D4:4", "D4:6", "D30:5", "D1:1"}
@@ -254,8 +247,8 @@ def test_cli_not_json_and_bad_shape(capsys: pytest.CaptureFixture[str], tmp_path
 # --- the real file -----------------------------------------------------------------------------
 
 
-def test_real_file_counts() -> None:
-    ds = load_locomo(real_locomo_path())
+def test_real_file_counts(locomo_path: Path) -> None:
+    ds = load_locomo(locomo_path)
     s = ds.summary
     assert (s.conversations, s.sessions, s.turns, s.questions) == (10, 272, 5882, 1986)
     assert dict(s.questions_per_category) == {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
@@ -346,10 +339,10 @@ def test_bench_real_embedder_warm_run_is_all_cache_hits(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_real_file_one_conversation_with_real_embedder(minilm: Embedder) -> None:
-    ds = load_locomo(real_locomo_path())
+def test_real_file_one_conversation_with_real_embedder(minilm: Embedder, locomo_path: Path) -> None:
+    ds = load_locomo(locomo_path)
     spec = make_spec(
-        "static", "locomo", {"data": str(real_locomo_path()), "limit_conversations": 1}, [SystemSpec("naive")],
+        "static", "locomo", {"data": str(locomo_path), "limit_conversations": 1}, [SystemSpec("naive")],
         k=10, retrieve_k=50, scorers=("evidence",), control=None, n_boot=200,
     )
     run = execute(spec, out_dir=None, resources=Resources(rng=np.random.default_rng(0), embedder_factory=lambda: minilm))

@@ -22,13 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 QUIRKS = REPO / "tests" / "fixtures" / "locomo_quirks.json"
 
 
-def real_locomo_path() -> Path:
-    """The real locomo10.json, or skip with the fetch command (fail under CI=true) when it is absent."""
-    from conftest import require_locomo
-
-    return require_locomo()
-
-
 def stream_of(seed: int = 0, **args) -> ScenarioStream:
     return build_scenario("locomo_stream", args).generate(np.random.default_rng(seed))
 
@@ -160,8 +153,8 @@ def test_paraphrase_lowers_only_question_words() -> None:
 
 
 @pytest.fixture(scope="module")
-def real() -> Path:
-    return real_locomo_path()
+def real(locomo_path: Path) -> Path:
+    return locomo_path
 
 
 def test_real_counts_and_determinism(real: Path) -> None:
