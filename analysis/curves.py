@@ -171,6 +171,18 @@ def _score_like(df: pl.DataFrame) -> list[str]:
     return [c for c, t in df.schema.items() if t.is_numeric() and c not in ("q_index", "t_days")]
 
 
+def _rolling_percentiles(ms: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Median and 95th percentile of each value's trailing window (shorter at the start)."""
+    med = np.empty(ms.size)
+    p95 = np.empty(ms.size)
+    for i in range(min(window - 1, ms.size)):
+        med[i], p95[i] = np.percentile(ms[: i + 1], [50, 95])
+    if ms.size >= window:
+        full = np.percentile(np.lib.stride_tricks.sliding_window_view(ms, window), [50, 95], axis=1)
+        med[window - 1 :], p95[window - 1 :] = full[0], full[1]
+    return med, p95
+
+
 def latency_curves(df: pl.DataFrame, *, window: int = 50, columns: Sequence[str] = ("retrieve_ms", "llm_latency_ms")) -> pl.DataFrame:
     """Rolling median and 95th percentile of per-question latencies.
 
@@ -190,11 +202,7 @@ def latency_curves(df: pl.DataFrame, *, window: int = 50, columns: Sequence[str]
             if sub.height == 0:
                 continue
             ms = sub[col].cast(pl.Float64).to_numpy()
-            med = np.empty(ms.size)
-            p95 = np.empty(ms.size)
-            for i in range(ms.size):
-                w = ms[max(0, i - window + 1) : i + 1]
-                med[i], p95[i] = np.percentile(w, [50, 95])
+            med, p95 = _rolling_percentiles(ms, window)
             parts.append(
                 pl.DataFrame(
                     {

@@ -133,7 +133,13 @@ RESTATED = "#restated"
 
 def _provenance(retrieved: Sequence[Retrieved]) -> list[tuple[str, ...]]:
     """Source turn ids of each retrieved memory, a restatement read as the turn it restates."""
-    return [tuple(t.split(RESTATED, 1)[0] for t in m.source_turn_ids) for m in retrieved]
+    out: list[tuple[str, ...]] = []
+    for m in retrieved:
+        ids = tuple(m.source_turn_ids)
+        if RESTATED in "\x00".join(ids):  # rare: only the correction channel writes restatements
+            ids = tuple(t.split(RESTATED, 1)[0] for t in ids)
+        out.append(ids)
+    return out
 
 
 @runtime_checkable
