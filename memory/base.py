@@ -9,7 +9,7 @@ lets deletion be verified.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -138,7 +138,7 @@ class PerUserTally:
         """Every user in ``user_ids`` may have changed."""
         self._stale.update(user_ids)
 
-    def total(self, states: Mapping[str, Any], count: Any) -> int:
+    def total(self, states: Mapping[str, Any], count: Callable[[Any], int]) -> int:
         """The sum over users of ``count(states[user_id])``, recounting only the touched users."""
         for user_id in self._stale:
             state = states.get(user_id)

@@ -253,6 +253,10 @@ def _atomic(path: Path, write: Any) -> None:
     os.replace(tmp, path)
 
 
+_NESTED = pl.List(pl.List(pl.Utf8))
+_SEP = "\x1f"
+
+
 def _frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
     # Extra columns take their type from their first non-null value.
     extra: dict[str, Any] = {}
@@ -270,9 +274,6 @@ def _frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFram
             columns[name] = _nested_strings(name, columns[name])
     return pl.DataFrame(columns, schema=full, strict=False)
 
-
-_NESTED = pl.List(pl.List(pl.Utf8))
-_SEP = "\x1f"
 
 
 def _nested_strings(name: str, values: list[Any]) -> pl.Series | list[Any]:

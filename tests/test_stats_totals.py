@@ -32,15 +32,11 @@ def recount(system: object) -> tuple[int, int]:
         base = system._index.stats()  # type: ignore[attr-defined]
         extra = sum(module._state_bytes(u) for u in system._users.values())  # type: ignore[attr-defined]
         return base.items, base.metadata_bytes + extra
-    if name in ("BM25Memory", "HybridMemory"):
+    if name == "BM25Memory":
         from memory.lexical import _meta_bytes
 
         mems = [m for v in system._records.mem.values() for m in v.values()]  # type: ignore[attr-defined]
-        items, meta = len(mems), sum(_meta_bytes(m) for m in mems)
-        if name == "HybridMemory":
-            dense = system._dense.stats()  # type: ignore[attr-defined]
-            return items, meta + dense.metadata_bytes
-        return items, meta
+        return len(mems), sum(_meta_bytes(m) for m in mems)
     if name == "FullContextMemory":
         held = [it for v in system._items.values() for it in v]  # type: ignore[attr-defined]
         return len(held), sum(len(it[0]) + len(it[4]) + 16 for it in held)
