@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 import simpy
 
-from memory.base import MemoryStats, Retrieved, Turn
-from memory.registry import Resources, SystemSpec
-from scenarios.base import build_scenario
-from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
-from sim.events import Question, Session
-from sim.recorder import Recorder
-from sim.scorers import build_scorer
+from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.scenarios.base import build_scenario
+from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+from memsim.sim.events import Question, Session
+from memsim.sim.recorder import Recorder
+from memsim.sim.scorers import build_scorer
 
 __all__ = [
     "NullMemory", "TimedEmbedder", "bench_engine", "bench_demo", "bench_locomo", "format_locomo_bench",
@@ -113,7 +113,7 @@ def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) 
     env = {**os.environ, "MEMSIM_CACHE_DIR": str(Path(tmp) / "cache")}
     out: dict[str, Any] = {}
     for phase in ("cold", "warm"):
-        cmd = [sys.executable, "-m", "analysis.cli", "demo", "--no-report", "--out", str(Path(tmp) / f"run-{phase}"), *extra_args]
+        cmd = [sys.executable, "-m", "memsim", "demo", "--no-report", "--out", str(Path(tmp) / f"run-{phase}"), *extra_args]
         t0 = time.perf_counter()
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -200,12 +200,12 @@ def bench_locomo(
         loaded), retrieve p50/p95 ms, and the warm run's headline score. The
         temporary cache is removed afterwards; the user's cache is never touched.
     """
-    from analysis.pipeline import execute, make_spec
+    from memsim.analysis.pipeline import execute, make_spec
 
     if make_embedder is None:
 
         def make_embedder(cache_dir: Path) -> Any:
-            from memory.embed import Embedder
+            from memsim.memory.embed import Embedder
 
             return Embedder(cache_dir=cache_dir)
 
@@ -278,8 +278,8 @@ def _memsim_locomo(
     export_dir: Path | None, limit_conversations: int | None,
 ) -> dict[str, Any]:
     """One static LoCoMo run of ``systems`` through memsim's pipeline on an empty embedding cache, timed by stage."""
-    from analysis.pipeline import execute, make_spec
-    from memory.embed import Embedder
+    from memsim.analysis.pipeline import execute, make_spec
+    from memsim.memory.embed import Embedder
 
     made: list[Any] = []
 
@@ -376,8 +376,8 @@ def bench_compare(
         systems (the reference embeds and searches once per system);
         ``cpu_ratio`` the same for CPU seconds (steadier on a busy machine).
     """
-    from analysis.reference_pipeline import reference_locomo
-    from memory.embed import default_backend
+    from memsim.analysis.reference_pipeline import reference_locomo
+    from memsim.memory.embed import default_backend
 
     if order not in ("reference-first", "memsim-first"):
         raise ValueError(f"order must be reference-first or memsim-first, got {order!r}")
@@ -454,7 +454,7 @@ def bench_backends(
     """Embed LoCoMo's distinct texts with each backend (no cache) and compare vectors, speed and recall.
 
     Recall is the plain pipeline's (exact inner-product search per
-    conversation, ``analysis.reference_pipeline.flat_recall``) on each
+    conversation, ``memsim.analysis.reference_pipeline.flat_recall``) on each
     backend's vectors, so a difference comes from the vectors alone. Cosine is
     per text against the first backend's vector (``torch`` by default).
 
@@ -464,8 +464,8 @@ def bench_backends(
         seconds, all threads: steadier than wall time on a busy machine), ``cosine`` (min, p001,
         mean against the first backend), ``recall_all@k``, ``recall_any@k``.
     """
-    from analysis.reference_pipeline import flat_recall, locomo_workload
-    from memory.embed import Embedder
+    from memsim.analysis.reference_pipeline import flat_recall, locomo_workload
+    from memsim.memory.embed import Embedder
 
     convs = locomo_workload(data, limit_conversations=limit_conversations)
     texts = list(dict.fromkeys([t for c in convs for t in c.turn_texts] + [q.text for c in convs for q in c.questions]))

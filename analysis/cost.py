@@ -16,7 +16,7 @@ the users who had spoken by the end of that month:
   systems that store vectors; their tokens: the growth of text held plus
   the questions' text, at 4 characters a token);
 - **estimated cost** in USD: question tokens at the reader model's prices
-  (``sim.answer.meter.PriceTable``; input and output apart), ingest tokens at
+  (``memsim.sim.answer.meter.PriceTable``; input and output apart), ingest tokens at
   the ingest model's input price (``MemoryStats`` does not split them),
   embedding tokens (4 characters a token, an estimate) at
   ``embed_usd_per_million`` and storage at ``storage_usd_per_gb_month``.
@@ -36,8 +36,8 @@ from typing import Any
 
 import polars as pl
 
-from sim.answer.meter import PriceTable
-from sim.errors import UserError
+from memsim.sim.answer.meter import PriceTable
+from memsim.sim.core.errors import UserError
 
 __all__ = ["CostAssumptions", "cost_table", "format_cost", "cost_figure", "cost_arguments", "cost_main"]
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = [
     "answer_metrics",

@@ -1,7 +1,7 @@
 """``memsim erasure RUN_DIR``: what deletion requests left behind, by place and by simulated month.
 
 Reads a run folder: the timeline's ``forget`` rows (what each system still
-held right after a deletion, by place: ``sim.erasure``), the question rows
+held right after a deletion, by place: ``memsim.sim.erasure``), the question rows
 (``deleted_leaks``: retrieved memories derived from turns deleted earlier)
 and ``run.json``'s ``erasure`` entries (memsim's own caches before and after
 the purge). Per system: deletions, leaks by place, questions that later
@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = ["erasure_table", "format_erasure", "erasure_arguments", "erasure_main"]
 

@@ -31,7 +31,7 @@ figures appear.
 
 A run with an LLM judge records the check result in its spec
 (``judge_checks_for_run``); the result is cached by judge, model, prompt
-hash and check-set digest in ``judge_checks.sqlite`` (a ``memory.kvcache``
+hash and check-set digest in ``judge_checks.sqlite`` (a ``memsim.memory.kvcache``
 store), so the check runs once per judge configuration.
 """
 
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = [
     "CHECK_VERSION",
@@ -274,7 +274,7 @@ def _abstention_items(
 
 
 def _locomo_items(path: Path, rng: np.random.Generator, per_kind: int) -> list[CheckItem]:
-    from static_benchmarks.locomo import ADVERSARIAL, load_locomo
+    from memsim.static_benchmarks.locomo import ADVERSARIAL, load_locomo
 
     data = load_locomo(path)
     questions = list(data.questions)
@@ -308,7 +308,7 @@ def _locomo_items(path: Path, rng: np.random.Generator, per_kind: int) -> list[C
 
 
 def _longmemeval_items(path: Path, rng: np.random.Generator, per_kind: int) -> list[CheckItem]:
-    from static_benchmarks.longmemeval import iter_instances
+    from memsim.static_benchmarks.longmemeval import iter_instances
 
     pool: list[Any] = []
     for inst in iter_instances(path):
@@ -354,9 +354,9 @@ def _longmemeval_items(path: Path, rng: np.random.Generator, per_kind: int) -> l
 
 
 def _persona_items(seed: int, rng: np.random.Generator, per_kind: int) -> list[CheckItem]:
-    from scenarios import persona_text as T
-    from scenarios.persona import PersonaConfig, PersonaScenario
-    from sim.events import Question, Session
+    from memsim.scenarios import persona_text as T
+    from memsim.scenarios.persona import PersonaConfig, PersonaScenario
+    from memsim.sim.events import Question, Session
 
     stream = PersonaScenario(PersonaConfig(users=4, months=6.0)).generate(np.random.default_rng(seed))
     turns = {t.turn_id: t.text for e in stream.events if isinstance(e, Session) for t in e.turns}
@@ -454,7 +454,7 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
 
 
 def _rates(labels: np.ndarray, scores: np.ndarray) -> dict[str, Any]:
-    from sim.answer.judges import JUDGE_PASS
+    from memsim.sim.answer.judges import JUDGE_PASS
 
     judged = ~np.isnan(scores)
     verdict = np.where(judged, scores >= JUDGE_PASS, False)
@@ -525,13 +525,13 @@ def check_judge(
     ``check_metrics`` plus ``scores`` (per item, in order), the judge's
     description, ``items`` (the digest) and ``cached``.
     """
-    from sim.answer.judges import LLM_JUDGES
+    from memsim.sim.answer.judges import LLM_JUDGES
 
     digest = digest or check_set_digest(items)
     store = None
     key = _judge_key(judge, digest)
     if cache and judge.name in LLM_JUDGES:
-        from memory.kvcache import KVCache, default_cache_dir
+        from memsim.memory.kvcache import KVCache, default_cache_dir
 
         store = KVCache(default_cache_dir() / "judge_checks.sqlite", label="judge check cache").open()
         hit = store.get(key)
@@ -574,8 +574,8 @@ def judge_checks_for_run(
     """
     import argparse
 
-    from sim.answer.judges import LLM_JUDGES
-    from sim.answer.setup import answer_setup_from_args
+    from memsim.sim.answer.judges import LLM_JUDGES
+    from memsim.sim.answer.setup import answer_setup_from_args
 
     names = list(options.get("judge") or default_judges)
     if not any(n in LLM_JUDGES for n in names) or options.get("dry_run"):
@@ -635,7 +635,7 @@ def judge_mark(check: Mapping[str, Any] | None) -> str:
     """The marks beside an LLM judge's figures: unreliable, self-judging, paraphrase; "" when none apply."""
     if not check:
         return ""
-    from sim.answer.judges import PARAPHRASE_NOTE
+    from memsim.sim.answer.judges import PARAPHRASE_NOTE
 
     marks = []
     acc = check.get("accuracy")

@@ -1,10 +1,10 @@
 """The load table: latency in simulated time, queue waits, throughput, ingestion lag, deadlines.
 
-Reads the columns ``sim.load`` adds to a run's rows (a run with a ``[load]``
+Reads the columns ``memsim.sim.load`` adds to a run's rows (a run with a ``[load]``
 table). Every figure is in simulated seconds. Under ``memory_time =
 "modelled"`` the table is a function of the seed and goes into
 ``metrics.json``; under ``"measured"`` it depends on the machine and goes into
-``perf.json`` (``analysis.summary``).
+``perf.json`` (``memsim.analysis.summary``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sim.load import percentiles
+from memsim.sim.load import percentiles
 
 __all__ = ["load_table", "format_load"]
 
@@ -32,7 +32,7 @@ def load_table(
     """Per system: latency percentiles per operation, waits, throughput, lagged questions, deadline accuracy.
 
     Args:
-        probes: the run's question rows (with ``sim.load``'s columns).
+        probes: the run's question rows (with ``memsim.sim.load``'s columns).
         timeline: the run's session rows (with ``ingest_*_s``).
         score: the column whose mean is "accuracy" (a judge's column when a reader ran, else the headline metric).
         deadline_s: the run's answer deadline (None: accuracy with deadlines equals without).

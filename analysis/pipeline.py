@@ -15,12 +15,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from analysis.summary import Summary, summarise, write_summary
-from memory.registry import Resources, SystemSpec
-from scenarios.base import build_scenario
-from sim.errors import UserError
-from sim.runner import Checkpoint, RunResult, iter_run, random_streams
-from sim.spec import RunSettings, RunSpec, ScenarioEntry, read_spec, system_entries
+from memsim.analysis.summary import Summary, summarise, write_summary
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.scenarios.base import build_scenario
+from memsim.sim.core.errors import UserError
+from memsim.sim.runner import Checkpoint, RunResult, iter_run, random_streams
+from memsim.sim.spec import RunSettings, RunSpec, ScenarioEntry, read_spec, system_entries
 
 __all__ = ["Outcome", "make_spec", "spec_from_config", "execute", "rerun", "default_out_dir", "answer_options"]
 
@@ -56,20 +56,20 @@ def answer_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """The reader/judge options of a command line, as a spec records them (None: ``--reader none``)."""
     if getattr(args, "reader", "none") in (None, "none"):
         return None
-    from sim.answer.setup import add_answer_arguments
+    from memsim.sim.answer.setup import add_answer_arguments
 
     probe = argparse.ArgumentParser(add_help=False)
     add_answer_arguments(probe)
     options = {a.dest: getattr(args, a.dest, a.default) for a in probe._actions if a.dest != "help"}
     # Every LLM judge is checked (or its cached check reused) before the run; the spec records the result.
-    from analysis.judge_check import judge_checks_for_run, stderr_progress
+    from memsim.analysis.judge_check import judge_checks_for_run, stderr_progress
 
     # The check set is the same for every run (LoCoMo items where its file is found, persona items),
     # so one cached check serves every run with the same judge, model and prompts.
     data = getattr(args, "data", None)
     locomo = data if getattr(args, "benchmark", None) == "locomo" and data is not None else None
     if locomo is None:
-        from scenarios.locomo_stream import default_locomo_path
+        from memsim.scenarios.locomo_stream import default_locomo_path
 
         locomo = default_locomo_path() if default_locomo_path().is_file() else None
     checks = judge_checks_for_run(options, default_judges=(), locomo=locomo, progress=stderr_progress)
@@ -81,7 +81,7 @@ def answer_options(args: argparse.Namespace) -> dict[str, Any] | None:
 def _answer_setup(options: Mapping[str, Any] | None, default_judges: Sequence[str]) -> Any:
     if not options:
         return None
-    from sim.answer.setup import answer_setup_from_args
+    from memsim.sim.answer.setup import answer_setup_from_args
 
     return answer_setup_from_args(argparse.Namespace(**options), default_judges=default_judges)
 
@@ -100,7 +100,7 @@ def make_spec(
     Raises:
         UserError: unknown scenario, bad arguments or settings, a missing file.
     """
-    from memory.registry import check_system_args
+    from memsim.memory.registry import check_system_args
 
     for system in systems:  # typed and known arguments, before any work
         try:
@@ -126,7 +126,7 @@ def make_spec(
 
 def spec_from_config(config: Any, *, systems: Sequence[SystemSpec] = (), **overrides: Any) -> RunSpec:
     """A longitudinal spec from a loaded config file, with command-line overrides."""
-    from memory.registry import parse_system
+    from memsim.memory.registry import parse_system
 
     run_cfg: RunSettings = config.run
     chosen = tuple(systems) or tuple(parse_system(s) for s in run_cfg.systems)
@@ -188,7 +188,7 @@ def execute(
         if answer is not None and hasattr(answer, "close"):
             answer.close()
     if dry_run:
-        from sim.answer.dryrun import DryRunFinished
+        from memsim.sim.answer.dryrun import DryRunFinished
 
         raise DryRunFinished(answer.dry_run_report())
     assert result is not None
@@ -196,7 +196,7 @@ def execute(
     if out_dir is not None:
         write_summary(Path(out_dir), summary, wall_seconds=result.wall_seconds)
         if report:
-            from analysis.report import write_report
+            from memsim.analysis.report import write_report
 
             write_report(Path(out_dir))
     return Outcome(spec, result, summary)

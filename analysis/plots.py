@@ -201,7 +201,7 @@ def gain_figure(
     """Gain over the twin per learning system over simulated time, one panel each, with its band.
 
     Args:
-        curves: system -> windows (``analysis.learning.gain_curve_band``: ``t_days, gain, lo, hi, n``).
+        curves: system -> windows (``memsim.analysis.learning.gain_curve_band``: ``t_days, gain, lo, hi, n``).
         metric: the metric (axis label).
         window_days: width of a window (axis label).
         styles: ``system_styles`` of the run.
@@ -251,7 +251,7 @@ def accuracy_figure(
     """Windowed, cumulative and fading-factor accuracy per system (three panels).
 
     Args:
-        curves: output of ``analysis.curves.accuracy_curves``.
+        curves: output of ``memsim.analysis.curves.accuracy_curves``.
         metric: the metric the curves follow (axis label), e.g. a run's ``spec.metric``.
         x: ``"q_index"`` or ``"t_days"``.
         window, window_days, fading: parameters, shown in panel titles.

@@ -7,7 +7,7 @@ effect of a given size show up, and how small an effect could? Both are
 answered here on a scenario's own rows:
 
 - ``power_curve`` injects a known effect into a base system's recorded rows
-  (``memory.inject.inject_rows``: the same oracle as the ``control-inject``
+  (``memsim.memory.inject.inject_rows``: the same oracle as the ``control-inject``
   instrument, with a probability rising linearly over the run) and counts,
   over seeds, how often the DiD interval against the control lies above 0.
   The oracle probability is calibrated per seed so that the *expected* DiD
@@ -22,8 +22,8 @@ answered here on a scenario's own rows:
   exchangeable static arms that keep a random top-k' (k' uniform in 1..k) of
   the same recorded ranking, whose true DiD is 0 by symmetry.
 - ``run_seeds`` plays a config on consecutive seeds through the one pipeline
-  (``analysis.pipeline.execute``) and keeps the probe rows, in this process;
-  ``power_sweep`` expresses the same runs as a sweep (``analysis.sweep``: a
+  (``memsim.analysis.pipeline.execute``) and keeps the probe rows, in this process;
+  ``power_sweep`` expresses the same runs as a sweep (``memsim.analysis.sweep``: a
   process pool or Dask, resumable) and ``seed_runs_from_sweep`` reads them back.
 
 Nothing here replays retrieval: every figure comes from recorded probe rows.
@@ -43,9 +43,9 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-from analysis.stats import diff_in_diff
-from memory.inject import inject_rows, oracle_probability, promote_gold
-from sim.errors import UserError
+from memsim.analysis.stats import diff_in_diff
+from memsim.memory.inject import inject_rows, oracle_probability, promote_gold
+from memsim.sim.core.errors import UserError
 
 __all__ = [
     "PowerPoint",
@@ -215,7 +215,7 @@ def gain_power_curve(
     recorded rows (what it missed and could be fixed, on its question
     stream) and the injected rows are compared with the same rows without
     it, with each user's questions split at that user's median and users
-    resampled (``analysis.learning.compare``), as a run's headline is
+    resampled (``memsim.analysis.learning.compare``), as a run's headline is
     computed. The gain a learning system really has over its twin is thus
     not counted as injected effect; the run's own ``gain_mde`` (from its
     interval against the twin) also carries the noise of that divergence.
@@ -223,7 +223,7 @@ def gain_power_curve(
     second-half gain it adds equals the effect; ``PowerPoint.mean_did``
     holds the measured second-half gain.
     """
-    from analysis.learning import compare, user_halves
+    from memsim.analysis.learning import compare, user_halves
 
     points = []
     for effect in effects:
@@ -358,14 +358,14 @@ def run_seeds(
     progress: Callable[[int, Any], None] | None = None,
     **overrides: Any,
 ) -> SeedRuns:
-    """Play a config on ``seeds`` consecutive seeds (from its own) through ``analysis.pipeline.execute``.
+    """Play a config on ``seeds`` consecutive seeds (from its own) through ``memsim.analysis.pipeline.execute``.
 
     Rows stay in memory (no run folder). Each seed's systems draw from that
-    seed's ``systems`` stream (``sim.runner.random_streams``), as ``memsim run`` does.
+    seed's ``systems`` stream (``memsim.sim.runner.random_streams``), as ``memsim run`` does.
 
     Args:
-        config: a loaded config (``scenarios.config.RunConfig``).
-        systems: the systems to play (``memory.registry.SystemSpec``).
+        config: a loaded config (``memsim.scenarios.config.RunConfig``).
+        systems: the systems to play (``memsim.memory.registry.SystemSpec``).
         seeds: how many seeds.
         embedder_factory: embedder for every run (default: the run's own).
         progress: called with each seed and its ``Outcome`` when it finishes.
@@ -374,9 +374,9 @@ def run_seeds(
     Raises:
         UserError: fewer than 1 seed, or a bad config or system.
     """
-    from analysis.pipeline import execute, spec_from_config
-    from memory.registry import Resources
-    from sim.runner import random_streams
+    from memsim.analysis.pipeline import execute, spec_from_config
+    from memsim.memory.registry import Resources
+    from memsim.sim.runner import random_streams
 
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")
@@ -400,13 +400,13 @@ def run_seeds(
 def power_sweep(config: Any, *, systems: Sequence[Any], seeds: int, embedder: str = "minilm") -> Any:
     """The runs behind a power curve as a sweep spec: ``systems`` in one cell per seed, cheap summaries.
 
-    Played with ``analysis.sweep.run_sweep``, its cells hold the same probe
+    Played with ``memsim.analysis.sweep.run_sweep``, its cells hold the same probe
     rows as ``run_seeds`` (same seeds, same random streams).
 
     Raises:
         UserError: fewer than 1 seed, or a bad config or system.
     """
-    from analysis.sweep import config_sweep
+    from memsim.analysis.sweep import config_sweep
 
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")
@@ -415,7 +415,7 @@ def power_sweep(config: Any, *, systems: Sequence[Any], seeds: int, embedder: st
 
 
 def seed_runs_from_sweep(result: Any) -> SeedRuns:
-    """The probe rows of a finished power sweep (``analysis.sweep.SweepResult``), in seed order.
+    """The probe rows of a finished power sweep (``memsim.analysis.sweep.SweepResult``), in seed order.
 
     Raises:
         UserError: a cell did not finish.
@@ -423,7 +423,7 @@ def seed_runs_from_sweep(result: Any) -> SeedRuns:
     import json
     from pathlib import Path
 
-    from analysis.sweep import cell_probes, require_done
+    from memsim.analysis.sweep import cell_probes, require_done
 
     require_done(result)
     cells = sorted((r.cell for r in result.records), key=lambda c: c.seed)

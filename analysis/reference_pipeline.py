@@ -12,7 +12,7 @@ very same texts (``"<date> | <speaker>: <text>"``), questions, gold evidence
 and exclusions (adversarial questions, questions without usable evidence);
 reading is timed as its own stage. Recall is computed here from scratch
 (``recall_all@k``: every gold turn among the top k; ``recall_any@k``: at
-least one), independently of ``sim.scorers``.
+least one), independently of ``memsim.sim.scorers``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from memory.base import render_turn
-from sim.events import Question, Session
+from memsim.memory.base import render_turn
+from memsim.sim.events import Question, Session
 
 __all__ = ["Conversation", "locomo_workload", "flat_recall", "reference_locomo"]
 
@@ -46,7 +46,7 @@ class Conversation:
 
 def locomo_workload(data: str | os.PathLike[str], *, limit_conversations: int | None = None) -> list[Conversation]:
     """The conversations of a LoCoMo file, read with memsim's loader."""
-    from static_benchmarks.locomo import load_locomo, locomo_episodes
+    from memsim.static_benchmarks.locomo import load_locomo, locomo_episodes
 
     out = []
     for ep in locomo_episodes(load_locomo(data), limit_conversations=limit_conversations):

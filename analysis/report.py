@@ -11,7 +11,7 @@ table of ``metrics.json`` (each learning system against its twin, the same
 system with feedback withheld: halves, gain in the second half with its
 interval and p, DiD vs twin, MDE, DiD vs the static control) and the gain
 over the twin per learning system over simulated time with a 95% band
-(``analysis.learning.gain_curve_band``, drawn from the run's ``stats``
+(``memsim.analysis.learning.gain_curve_band``, drawn from the run's ``stats``
 stream, so it is reproducible). A run without twins says so in words. Then
 come the overall scores, the accuracy curves, storage/latency/cost
 timelines, one table of systems x question kinds shaded by value, and the
@@ -20,7 +20,7 @@ overall and per-kind tables and the worst questions.
 
 The overall and per-kind scores and their intervals, storage and safety
 counts come from ``metrics.json``, the one summariser's output
-(``analysis.summary``); a folder without ``metrics.json`` is summarised in
+(``memsim.analysis.summary``); a folder without ``metrics.json`` is summarised in
 memory. Latencies come from ``perf.json`` (wall-clock, not part of the
 deterministic metrics).
 
@@ -43,16 +43,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analysis import curves as cv
-from analysis import plots
-from analysis.learning import MIN_USERS, format_learning, gain_curve_band, learning_table
-from analysis.stats import (
+from memsim.analysis import curves as cv
+from memsim.analysis import plots
+from memsim.analysis.learning import MIN_USERS, format_learning, gain_curve_band, learning_table
+from memsim.analysis.stats import (
     critical_difference_plot,
     friedman_ranking,
     summarise_seeds,
 )
-from sim.errors import UserError
-from sim.spec import RunSpec, read_spec
+from memsim.sim.core.errors import UserError
+from memsim.sim.spec import RunSpec, read_spec
 
 __all__ = [
     "RunData",
@@ -80,7 +80,7 @@ GAIN_WINDOW_DAYS = 14.0
 _WORST = 10
 _SHOWN_MEMORIES = 5
 _REQUIRED = ("system", "episode", "user_id", "question_id", "q_index", "kind", "excluded", "error")
-"""Probe columns a report reads besides the metric (``sim.recorder.PROBE_SCHEMA``)."""
+"""Probe columns a report reads besides the metric (``memsim.sim.recorder.PROBE_SCHEMA``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,7 @@ class RunData:
     timeline: pl.DataFrame
     """``timeline.parquet`` (empty when the folder has none)."""
     metrics: dict[str, Any]
-    """``metrics.json`` (computed by ``analysis.summary.summarise`` when the folder has none)."""
+    """``metrics.json`` (computed by ``memsim.analysis.summary.summarise`` when the folder has none)."""
     perf: dict[str, Any]
     """``perf.json``: wall-clock figures (empty when absent)."""
 
@@ -179,7 +179,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if timeline_path.is_file():
         timeline = _parquet(timeline_path)
     else:
-        from sim.recorder import TIMELINE_SCHEMA
+        from memsim.sim.recorder import TIMELINE_SCHEMA
 
         timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
     perf = _read_json(path / "perf.json") if (path / "perf.json").is_file() else {}
@@ -192,7 +192,7 @@ def load_run(run_dir: str | Path) -> RunData:
             )
     else:
         # metrics.json is recomputable from the rows: summarise in memory, write nothing but the report.
-        from analysis.summary import summarise
+        from memsim.analysis.summary import summarise
 
         if not (path / "run.json").is_file():
             raise UserError(f"{path}: missing metrics.json and run.json (not a finished run folder)")
@@ -204,7 +204,7 @@ def load_run(run_dir: str | Path) -> RunData:
 
 def stats_rng(run: RunData) -> np.random.Generator:
     """A fresh copy of the generator the summariser draws from (the run's ``stats`` stream)."""
-    from sim.runner import random_streams
+    from memsim.sim.runner import random_streams
 
     return random_streams(run.spec.seed)["stats"]
 
@@ -290,7 +290,7 @@ def _score_columns(run: RunData) -> list[str]:
 
     Columns nobody scored (no changed facts, no reader) are left out: they would only show dashes.
     """
-    from analysis.summary import score_columns
+    from memsim.analysis.summary import score_columns
 
     tables = [run.entry(s).get("overall", {}) for s in run.systems]
     # The scorers' own order (metrics.json sorts its keys).
@@ -1012,7 +1012,7 @@ def summary_text(run: RunData, *, n_boot: int | None = None) -> str:
     if run.longitudinal and run.metrics.get("systems"):
         table = {s: run.entry(s) for s in _family_order(run)}
         return format_learning(table, metric=run.metric, control=run.control)
-    from analysis.summary import format_tables
+    from memsim.analysis.summary import format_tables
 
     return "\n\n".join(f"{system}\n{format_tables(run.metrics, system)}" for system in run.systems)
 

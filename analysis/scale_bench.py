@@ -2,7 +2,7 @@
 
 Each index is built over the same vectors and asked the same queries one at a
 time (as a memory system asks them), with FAISS on one thread (as
-``memory.store`` runs it). Reported per index and size: build time (training
+``memsim.memory.store`` runs it). Reported per index and size: build time (training
 included), the index's bytes as FAISS writes it, retrieve p50/p95 in ms, and
 recall@10 / recall@30 against exact search (the share of exact search's top
 k that the index also returns in its top k).
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.errors import UserError
-from sim.validate import validate_args
+from memsim.sim.core.errors import UserError
+from memsim.sim.core.validate import validate_args
 
 if TYPE_CHECKING:  # faiss and the index module load only when a benchmark runs (memsim bench --help stays light)
-    from memory.index import IndexSpec
+    from memsim.memory.index import IndexSpec
 
 __all__ = ["realistic_vectors", "bench_index", "bench_scale", "format_scale", "add_arguments", "main"]
 
@@ -76,7 +76,7 @@ def bench_index(
 
 def bench_scale(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Run every size of a scale config (see ``scenarios/configs/scale.toml``)."""
-    from memory.index import IndexSpec
+    from memsim.memory.index import IndexSpec
 
     sizes = config.get("sizes")
     if not isinstance(sizes, list) or not sizes:
@@ -107,7 +107,7 @@ def _bench_split(
     """Measure each index over the first ``n`` rows of ``both``, asked the last ``queries`` rows."""
     import faiss
 
-    from memory.index import index_bytes, make_index, train_index
+    from memsim.memory.index import index_bytes, make_index, train_index
 
     x, q = both[:n], both[n:]
     dim = both.shape[1]

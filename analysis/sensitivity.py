@@ -10,12 +10,12 @@ The seeds of one point are pooled into one comparison rather than averaged:
 every seed's rows keep their own users and question threads (ids are
 prefixed by the seed), and each seed's question positions are scaled to
 ``[0, 1)`` so that the halves split every seed's stream in its middle. The
-interval is ``analysis.stats.diff_in_diff``'s paired bootstrap over question
+interval is ``memsim.analysis.stats.diff_in_diff``'s paired bootstrap over question
 threads (or users, when there are many), so three seeds give one interval
 that is narrower than any seed's own.
 
 ``sensitivity_sweep`` expresses the same grid as a sweep spec
-(``analysis.sweep``: one cell per point and seed, played on a process pool
+(``memsim.analysis.sweep``: one cell per point and seed, played on a process pool
 or Dask, resumable) and ``grid_from_sweep`` measures its cells exactly as
 ``sensitivity_grid`` measures its in-process runs.
 
@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analysis.stats import diff_in_diff
-from memory.registry import SystemSpec
-from sim.errors import UserError
+from memsim.analysis.stats import diff_in_diff
+from memsim.memory.registry import SystemSpec
+from memsim.sim.core.errors import UserError
 
 __all__ = [
     "Knob",
@@ -162,7 +162,7 @@ def sensitivity_grid(
     """Run the one-knob-at-a-time grid and measure the pooled DiD at each point.
 
     Args:
-        config: a loaded run config (``scenarios.config.RunConfig``): the base point.
+        config: a loaded run config (``memsim.scenarios.config.RunConfig``): the base point.
         system: the system under study (name or ``SystemSpec``).
         knobs: knobs to vary; each must be a key of its table in the resolved config.
         seeds: seeds per point (consecutive from the config's seed).
@@ -177,7 +177,7 @@ def sensitivity_grid(
     Raises:
         UserError: unknown knob, fewer than 1 seed, or the system is the control.
     """
-    from analysis.power import run_seeds
+    from memsim.analysis.power import run_seeds
 
     spec_sys, control, base = _check(config, system, seeds)
     cache: dict[tuple[str, str, float] | None, tuple[tuple[pl.DataFrame, ...], str]] = {}
@@ -235,7 +235,7 @@ def _measure(
 
 
 def _check(config: Any, system: str | SystemSpec, seeds: int) -> tuple[SystemSpec, str, dict[str, dict[str, Any]]]:
-    from scenarios.base import build_scenario
+    from memsim.scenarios.base import build_scenario
 
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")
@@ -262,7 +262,7 @@ def sensitivity_sweep(
     Raises:
         UserError: unknown knob, fewer than 1 seed, or the system is the control.
     """
-    from analysis.sweep import config_sweep
+    from memsim.analysis.sweep import config_sweep
 
     spec_sys, control, base = _check(config, system, seeds)
     grids: dict[str, dict[str, list[float]]] = {"scenario": {}, "run": {}}
@@ -282,12 +282,12 @@ def grid_from_sweep(
     knobs: Sequence[Knob] = DEFAULT_KNOBS,
     n_boot: int = 1000,
 ) -> list[GridPoint]:
-    """The grid's points from a finished ``sensitivity_sweep`` (``analysis.sweep.SweepResult``).
+    """The grid's points from a finished ``sensitivity_sweep`` (``memsim.analysis.sweep.SweepResult``).
 
     Raises:
         UserError: a cell did not finish, or a point of the grid has no cells.
     """
-    from analysis.sweep import cell_probes, require_done
+    from memsim.analysis.sweep import cell_probes, require_done
 
     require_done(result)
     seeds = len({r.cell.seed for r in result.records})

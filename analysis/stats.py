@@ -9,7 +9,7 @@ Conventions shared by the halves and difference-in-differences figures:
 - Here the question stream is split at the median ``q_index`` of the rows
   being compared: rows with ``q_index`` below the median form the first
   half, the rest the second half. (The learning figures split each user's
-  questions at that user's own median instead: ``analysis.learning``.)
+  questions at that user's own median instead: ``memsim.analysis.learning``.)
 - Intervals are percentile bootstrap intervals. The unit resampled
   (``cluster_labels``) is the whole user when there are at least
   ``MIN_USER_CLUSTERS`` (30) users, so that questions about the same person, which
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = [
     "FRIEDMAN_TEST",

@@ -8,7 +8,7 @@ Every run kind goes through ``summarise``. What it computes:
   conversations or instances, a longitudinal run's users), and the questions
   left out of scores, by reason;
 - for longitudinal runs, the learning-through-use table
-  against each system's twin (``analysis.learning``), the minimum detectable effect and
+  against each system's twin (``memsim.analysis.learning``), the minimum detectable effect and
   per-user halves;
 - storage, safety counts (isolation failures, deletion leaks) and the
   systems' own reports.
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sim.errors import UserError
-from sim.scorers import build_scorer
-from sim.spec import RunSpec, read_spec
+from memsim.sim.core.errors import UserError
+from memsim.sim.scorers import build_scorer
+from memsim.sim.spec import RunSpec, read_spec
 
 __all__ = [
     "Summary",
@@ -53,7 +53,7 @@ class Summary:
     """What ``summarise`` returns."""
 
     learning: dict[str, dict[str, Any]] | None
-    """The learning-through-use table per system (``analysis.learning``); None for static runs."""
+    """The learning-through-use table per system (``memsim.analysis.learning``); None for static runs."""
     metrics: dict[str, Any]
     """``metrics.json``: deterministic figures only."""
     timings: dict[str, Any]
@@ -78,7 +78,7 @@ def _table(
     rows: pl.DataFrame, cols: Sequence[str], *, rng: np.random.Generator, n_boot: int
 ) -> dict[str, Any]:
     """Means with episode-resampled intervals; excluded questions counted, not scored."""
-    from analysis.stats import bootstrap_ci
+    from memsim.analysis.stats import bootstrap_ci
 
     scored = rows.filter(pl.col("excluded").is_null())
     excluded = rows.filter(pl.col("excluded").is_not_null()).group_by("excluded").len().sort("excluded").rows()
@@ -108,7 +108,7 @@ def _table(
 
 def _llm_columns(spec: RunSpec) -> set[str]:
     """The answer columns of LLM judges in this run."""
-    from sim.answer.judges import LLM_JUDGES
+    from memsim.sim.answer.judges import LLM_JUDGES
 
     return {f"answer_{n}" for n in LLM_JUDGES}
 
@@ -121,8 +121,8 @@ def judge_marks(spec: RunSpec, answer_cols: Sequence[str]) -> dict[str, Any]:
     whether its prompt is memsim's paraphrase. A run recorded before checks
     existed has no check: its LLM judges are marked unreliable (no check).
     """
-    from analysis.judge_check import judge_mark
-    from sim.answer.judges import LLM_JUDGES, PARAPHRASE_NOTE
+    from memsim.analysis.judge_check import judge_mark
+    from memsim.sim.answer.judges import LLM_JUDGES, PARAPHRASE_NOTE
 
     answer = spec.answer or {}
     checks = (answer.get("judge_checks") or {}).get("judges", {})
@@ -161,8 +161,8 @@ def answer_table(rows: pl.DataFrame, cols: Sequence[str], *, llm_judges: set[str
     answer). Agreement is over questions both judges judged, verdicts read
     at ``JUDGE_PASS``; kappa is Cohen's.
     """
-    from analysis.judge_check import cohen_kappa
-    from sim.answer.judges import JUDGE_PASS
+    from memsim.analysis.judge_check import cohen_kappa
+    from memsim.sim.answer.judges import JUDGE_PASS
 
     errors = rows["error"].is_not_null().to_numpy() if "error" in rows.columns else np.zeros(rows.height, bool)
     abstention = np.zeros(rows.height, dtype=bool)
@@ -297,11 +297,11 @@ def summarise(
 ) -> Summary:
     """Tables and metrics of a run from its rows (``probes``, ``timeline``) and ``run.json``.
 
-    The bootstrap draws from the run's ``stats`` stream (``sim.runner.random_streams``),
+    The bootstrap draws from the run's ``stats`` stream (``memsim.sim.runner.random_streams``),
     so the figures are a function of the folder alone.
     """
-    from analysis.learning import gain_curve, learning_table
-    from sim.runner import random_streams
+    from memsim.analysis.learning import gain_curve, learning_table
+    from memsim.sim.runner import random_streams
 
     rng = random_streams(spec.seed)["stats"]
     metric = spec.metric
@@ -381,7 +381,7 @@ def summarise(
     if reports:
         metrics["system_reports"] = reports
     if spec.load is not None:
-        from analysis.load import load_table, score_column
+        from memsim.analysis.load import load_table, score_column
 
         table = load_table(
             scored, timeline, score=score_column(cols, metric), deadline_s=spec.load.deadline_s

@@ -4,7 +4,7 @@ A sweep spec (TOML, ``load_sweep``) names scenarios with parameter grids,
 systems with argument grids and ablations, run settings with grids, seeds,
 and the reader/judge settings. ``expand`` turns it into **cells**: one cell
 is one scenario point x one system set x one seed, and one cell is one run
-of ``analysis.pipeline.execute`` into its own run folder, so every cell can
+of ``memsim.analysis.pipeline.execute`` into its own run folder, so every cell can
 be opened, reported and rerun like any run.
 
 ``run_sweep`` plays the cells that are not finished yet, with an executor:
@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -160,7 +160,7 @@ class SweepSpec(BaseModel):
     scenarios: tuple[ScenarioGrid, ...]
     systems: tuple[SystemGrid, ...]
     run: dict[str, Any] = Field(default_factory=dict)
-    """``[run]`` settings (``sim.spec.RunSettings`` minus seed and systems)."""
+    """``[run]`` settings (``memsim.sim.spec.RunSettings`` minus seed and systems)."""
     run_grid: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
     answer: dict[str, Any] | None = None
     """Reader and judge options as ``memsim run`` records them (None: retrieval only)."""
@@ -233,8 +233,8 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
     Raises:
         UserError: naming the file and the dotted key at fault.
     """
-    from memory.registry import memory_names
-    from sim.spec import RunSettings
+    from memsim.memory.registry import memory_names
+    from memsim.sim.spec import RunSettings
 
     bad = f"bad sweep spec{_where(source)}"
     unknown = sorted(set(data) - {"sweep", "scenario", "systems", "run", "answer"})
@@ -262,7 +262,7 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
     for i, s in enumerate(raw_sys):
         key = f"systems[{i}]"
         if isinstance(s, str):
-            from memory.registry import parse_system
+            from memsim.memory.registry import parse_system
 
             try:
                 ps = parse_system(s)
@@ -301,7 +301,7 @@ def _answer_options(table: Any, bad: str) -> dict[str, Any] | None:
     """The ``[answer]`` table as the full options ``memsim run`` records (None when the reader is none)."""
     import argparse
 
-    from sim.answer.setup import add_answer_arguments
+    from memsim.sim.answer.setup import add_answer_arguments
 
     if not isinstance(table, Mapping):
         raise UserError(f"{bad}: answer: expected a table")
@@ -351,7 +351,7 @@ class Cell:
 
 
 def _system_variants(entry: SystemGrid) -> list[Any]:
-    from memory.registry import SystemSpec, memory_names
+    from memsim.memory.registry import SystemSpec, memory_names
 
     out = []
     keys = list(entry.grid)
@@ -375,10 +375,10 @@ def _points(spec: SweepSpec, scen: ScenarioGrid) -> list[tuple[dict[str, Any], b
         names = [k for k, _ in knobs]
         return [(dict(zip(names, combo)), False) for combo in itertools.product(*(v for _, v in knobs))]
     # One at a time: the base point once, then each knob's other values with the rest at base.
-    from scenarios.base import build_scenario
+    from memsim.scenarios.base import build_scenario
 
     resolved = build_scenario(scen.name, scen.args, source=spec.source).spec_args()
-    from sim.spec import RunSettings
+    from memsim.sim.spec import RunSettings
 
     run_base = RunSettings(**spec.run).model_dump()
     base = {}
@@ -404,10 +404,10 @@ def expand(spec: SweepSpec) -> list[Cell]:
     Raises:
         UserError: a point whose scenario arguments or run settings are invalid (named by key).
     """
-    from analysis.pipeline import make_spec
+    from memsim.analysis.pipeline import make_spec
 
     embedder = {"kind": "hash", "dim": spec.sweep.hash_dim} if spec.sweep.embedder == "hash" else {"kind": "minilm"}
-    from memory.registry import SystemSpec
+    from memsim.memory.registry import SystemSpec
 
     variants = [v for entry in spec.systems for v in _system_variants(entry)]
     control = spec.run.get("control", "naive")
@@ -486,7 +486,7 @@ def project_revision() -> str:
 
 def _embedder_factory(embedder: Mapping[str, Any]) -> Callable[[], Any] | None:
     if embedder.get("kind") == "hash":
-        from memory.embed import HashEmbedder
+        from memsim.memory.embed import HashEmbedder
 
         dim = int(embedder.get("dim", 256))
         return lambda: HashEmbedder(dim)
@@ -526,7 +526,7 @@ def headline(metrics: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def run_cell(task: Mapping[str, Any]) -> dict[str, Any]:
     """Play one cell into its run folder and write its ``cell.json``; never raises for a failing run.
 
-    A cell folder that holds a cut-short run is resumed (``sim.recorder``).
+    A cell folder that holds a cut-short run is resumed (``memsim.sim.recorder``).
 
     Returns:
         The cell record (as written to ``cell.json``).
@@ -548,10 +548,10 @@ def run_cell(task: Mapping[str, Any]) -> dict[str, Any]:
         "started": started.isoformat(timespec="seconds"),
     }
     try:
-        from analysis.pipeline import execute
-        from memory.registry import Resources
-        from sim.runner import random_streams
-        from sim.spec import RunSpec
+        from memsim.analysis.pipeline import execute
+        from memsim.memory.registry import Resources
+        from memsim.sim.runner import random_streams
+        from memsim.sim.spec import RunSpec
 
         spec = RunSpec.model_validate(task["spec"])
         resources = Resources(rng=random_streams(spec.seed)["systems"], embedder_factory=_embedder_factory(task["embedder"]))
@@ -848,7 +848,7 @@ def cell_probes(out_dir: str | Path, cell: Cell) -> Any:
 
 def _played(cell: Cell) -> int:
     """Systems played in a cell, twins and placebos included."""
-    from memory.registry import learns_from_feedback
+    from memsim.memory.registry import learns_from_feedback
 
     spec = cell.spec
     n = 0
@@ -863,8 +863,8 @@ def _played(cell: Cell) -> int:
 
 def _texts(episodes: Sequence[Any]) -> list[str]:
     """The distinct texts a run embeds up front (turns as rendered, questions)."""
-    from memory.base import render_turn
-    from sim.events import Question, Session
+    from memsim.memory.base import render_turn
+    from memsim.sim.events import Question, Session
 
     texts: dict[str, None] = {}
     for ep in episodes:
@@ -877,8 +877,8 @@ def _texts(episodes: Sequence[Any]) -> list[str]:
 
 
 def _work(cell: Cell) -> tuple[dict[str, Any], list[Any], Any]:
-    from scenarios.base import build_scenario
-    from sim.runner import episode_totals, random_streams
+    from memsim.scenarios.base import build_scenario
+    from memsim.sim.runner import episode_totals, random_streams
 
     scen = build_scenario(cell.spec["scenario"]["name"], cell.spec["scenario"]["args"])
     stream = scen.generate(random_streams(cell.seed)["scenario"])
@@ -904,10 +904,10 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     turn length, at 1.3 tokens a word, plus 150) per call. Estimates, not
     measurements.
     """
-    from memory.embed import Embedder, HashEmbedder
-    from memory.registry import Resources
-    from sim.runner import iter_run, random_streams
-    from sim.spec import RunSpec
+    from memsim.memory.embed import Embedder, HashEmbedder
+    from memsim.memory.registry import Resources
+    from memsim.sim.runner import iter_run, random_streams
+    from memsim.sim.spec import RunSpec
 
     if not cells:
         return []
@@ -934,7 +934,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     judges_llm = 0
     reader = spec.answer is not None
     if reader:
-        from sim.answer.judges import LLM_JUDGES
+        from memsim.sim.answer.judges import LLM_JUDGES
 
         judges_llm = sum(1 for j in (spec.answer.get("judge") or []) if j in LLM_JUDGES)
     out = []
@@ -987,8 +987,8 @@ def config_sweep(
     (every system in one cell, so that the DiD against the control is paired).
 
     Args:
-        config: a loaded config (``scenarios.config.RunConfig``).
-        systems: ``memory.registry.SystemSpec`` values, the control among them or not (it is added first).
+        config: a loaded config (``memsim.scenarios.config.RunConfig``).
+        systems: ``memsim.memory.registry.SystemSpec`` values, the control among them or not (it is added first).
         seeds: consecutive seeds from ``config.run.seed``.
         embedder: ``minilm`` or ``hash`` (256 dimensions).
         name: the sweep's name.

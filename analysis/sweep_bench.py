@@ -44,7 +44,7 @@ def bench_sweep(*, users: int = 4, months: float = 2.0, seeds: int = 4, dask: bo
     The runs are interleaved ``repeat`` times and each keeps its best wall
     time, so that load from other processes on a shared machine weighs less.
     """
-    from analysis.sweep import run_sweep, sweep_from_mapping
+    from memsim.analysis.sweep import run_sweep, sweep_from_mapping
 
     spec = sweep_from_mapping({
         "systems": ["naive", "neuroplastic", "control-learner"],

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from memory.base import Memory, MemoryStats, MemorySystem, Retrieved, Turn, render_turn
-from memory.embed import Embedder, HashEmbedder
-from memory.registry import (
+from memsim.memory.base import Memory, MemoryStats, MemorySystem, Retrieved, Turn, render_turn
+from memsim.memory.embed import Embedder, HashEmbedder
+from memsim.memory.registry import (
     Resources,
     SystemSpec,
     UnknownSystemError,

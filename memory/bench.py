@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from memory.base import Turn
-from memory.registry import Resources, build_memory, memory_names, parse_system
-from sim.errors import UserError
+from memsim.memory.base import Turn
+from memsim.memory.registry import Resources, build_memory, memory_names, parse_system
+from memsim.sim.core.errors import UserError
 
 __all__ = ["BenchRow", "EmbedderFigure", "DEFAULT_SYSTEMS", "bench_systems", "format_rows", "add_arguments", "main"]
 
@@ -238,7 +238,7 @@ def _bench(
     rng = np.random.default_rng(seed)
     probe_embedder = embedder
     if embedder is None:
-        from memory.embed import Embedder
+        from memsim.memory.embed import Embedder
 
         embedder = Embedder()
         # Throughput is measured without the cache, which would otherwise serve a second run.

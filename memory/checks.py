@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from memory.base import MemorySystem, Retrieved, Turn
-from memory.inject import receives_gold
-from memory.registry import Resources, SystemSpec, build_memory
+from memsim.memory.base import MemorySystem, Retrieved, Turn
+from memsim.memory.inject import receives_gold
+from memsim.memory.registry import Resources, SystemSpec, build_memory
 
 __all__ = [
     "CheckSkipped",

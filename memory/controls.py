@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memory.base import MemoryStats, Retrieved, Turn
-from memory.inject import unit_hash
-from memory.naive import NaiveMemory
+from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.inject import unit_hash
+from memsim.memory.naive import NaiveMemory
 
 if TYPE_CHECKING:
-    from memory.registry import Resources
+    from memsim.memory.registry import Resources
 
 __all__ = ["StaticControl", "LearnerControl", "DecayControl"]
 

@@ -17,8 +17,8 @@ from datetime import datetime
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
-from memory.store import VectorStore
+from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.store import VectorStore
 
 __all__ = ["DenseIndex", "parse_memory_id"]
 

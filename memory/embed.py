@@ -3,7 +3,7 @@
 Every system of every run embeds the same turns again and again (LoCoMo has
 a few thousand turns; a sweep runs many seeds and systems), so vectors are
 cached on disk by ``model_id + sha256(text)`` and shared across systems, runs
-and benchmarks. The cache is one ``memory.kvcache.KVCache`` file per model:
+and benchmarks. The cache is one ``memsim.memory.kvcache.KVCache`` file per model:
 several processes read and write it at once, and an entry that fails its
 checksum (or has the wrong length) is recomputed and overwritten, never
 returned.
@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from memory.kvcache import KVCache, default_cache_dir
-from sim.errors import UserError
+from memsim.memory.kvcache import KVCache, default_cache_dir
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -13,11 +13,11 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memory.base import MemoryStats, Retrieved, Turn, render_turn, text_bytes
-from sim.errors import UserError
+from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.registry import Resources
+    from memsim.memory.registry import Resources
 
 __all__ = ["FullContextMemory", "estimate_tokens"]
 

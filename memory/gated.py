@@ -47,13 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn
-from memory.dense import DenseIndex
-from sim.errors import UserError
+from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn
+from memsim.memory.dense import DenseIndex
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.kvcache import KVCache
-    from memory.registry import Resources
+    from memsim.memory.kvcache import KVCache
+    from memsim.memory.registry import Resources
 
 __all__ = [
     "SurpriseMemory",
@@ -297,7 +297,7 @@ class EntityRecognizer:
 
     def _store(self) -> KVCache | None:
         if self._cache is None and self.cache_dir is not None:
-            from memory.kvcache import KVCache
+            from memsim.memory.kvcache import KVCache
 
             self._cache = KVCache(self.cache_dir / "entities" / f"{self.model_id}.sqlite", label="entity cache")
         return self._cache

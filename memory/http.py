@@ -1,7 +1,7 @@
 """memsim's memory protocol over HTTP: the wire format and the client adapter.
 
 A memory system written in any language is measured through the same seven
-methods as memsim's own (``memory.base.MemorySystem``), as JSON over HTTP.
+methods as memsim's own (``memsim.memory.base.MemorySystem``), as JSON over HTTP.
 Protocol version 1 (``PROTOCOL``), every path under ``/v1``:
 
 ========  ==================================  ==========================================
@@ -42,11 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from memory.base import MemoryStats, Retrieved, Turn
-from sim.errors import UserError
+from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.registry import Resources
+    from memsim.memory.registry import Resources
 
 __all__ = [
     "PROTOCOL",
@@ -77,7 +77,7 @@ class _Model(BaseModel):
 
 
 class TurnIn(_Model):
-    """One turn on the wire (``memory.base.Turn``)."""
+    """One turn on the wire (``memsim.memory.base.Turn``)."""
 
     turn_id: str
     user_id: str
@@ -131,7 +131,7 @@ class QueryRequest(_Model):
 
 
 class RetrievedOut(_Model):
-    """One result (``memory.base.Retrieved``)."""
+    """One result (``memsim.memory.base.Retrieved``)."""
 
     memory_id: str
     text: str
@@ -192,7 +192,7 @@ class ForgetRequest(_Model):
 
 
 class StatsOut(_Model):
-    """Answer of ``stats`` (``memory.base.MemoryStats``)."""
+    """Answer of ``stats`` (``memsim.memory.base.MemoryStats``)."""
 
     items: int = Field(ge=0)
     vector_bytes: int = Field(ge=0)

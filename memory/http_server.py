@@ -2,7 +2,7 @@
 
 ``create_app(name, args)`` builds a FastAPI application whose instances are
 fresh systems from the registry (``build_memory(name, args)``), one per
-``POST /v1/instances``; the wire format is ``memory.http``'s. The instances
+``POST /v1/instances``; the wire format is ``memsim.memory.http``'s. The instances
 share one embedder (``Resources``), and calls to one instance are serialised
 (systems are not thread-safe). ``memsim serve`` runs it under uvicorn.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from memory.base import MemorySystem
-from memory.http import (
+from memsim.memory.base import MemorySystem
+from memsim.memory.http import (
     PROTOCOL,
     Describe,
     ErrorOut,
@@ -34,7 +34,7 @@ from memory.http import (
     RetrievedOut,
     StatsOut,
 )
-from memory.registry import Resources, build_memory, learns_from_feedback, memory_description
+from memsim.memory.registry import Resources, build_memory, learns_from_feedback, memory_description
 
 __all__ = ["create_app", "openapi_document"]
 
@@ -203,7 +203,7 @@ def create_app(
 
 def openapi_document() -> dict[str, Any]:
     """The protocol's OpenAPI document (independent of the served system)."""
-    from memory.embed import HashEmbedder
+    from memsim.memory.embed import HashEmbedder
 
     def resources(seed: int) -> Resources:
         return Resources(rng=np.random.default_rng(seed), embedder_factory=HashEmbedder)

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import polars as pl
 
-from memory.base import MemoryStats, Retrieved, Turn, render_turn
+from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn
 
 if TYPE_CHECKING:
-    from memory.base import MemorySystem
-    from memory.registry import Resources
+    from memsim.memory.base import MemorySystem
+    from memsim.memory.registry import Resources
 
 __all__ = [
     "INSTRUMENT_PREFIX",
@@ -137,7 +137,7 @@ class InjectedEffect:
         span_days: float = 180.0,
         seed: int = 0,
     ) -> None:
-        from memory.registry import build_memory
+        from memsim.memory.registry import build_memory
 
         if not 0 <= p_end <= 1:
             raise ValueError(f"p_end must be in [0, 1], got {p_end}")
@@ -263,7 +263,7 @@ def inject_rows(
     Raises:
         UserError: the rows lack ``metric`` or a column the injection reads.
     """
-    from sim.errors import UserError
+    from memsim.sim.core.errors import UserError
 
     missing = [c for c in ("question_id", "t_days", "retrieved_sources", "evidence_ids", metric) if c not in probes.columns]
     if missing:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = ["KVCache", "default_cache_dir"]
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
-from memory.dense import DenseIndex
-from sim.errors import UserError
+from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.dense import DenseIndex
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.registry import Resources
+    from memsim.memory.registry import Resources
 
 __all__ = ["BM25Memory", "HybridMemory", "BM25Index", "rrf_fuse"]
 

@@ -53,10 +53,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory.base import MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn, text_bytes
 
 if TYPE_CHECKING:
-    from memory.registry import Resources
+    from memsim.memory.registry import Resources
 
 __all__ = ["Mem0Memory", "EMBEDDING_DIMS", "AddCost"]
 
@@ -67,12 +67,12 @@ _FLOAT_BYTES = 4
 
 def _import_mem0() -> Any:
     """``mem0.Memory``, imported with telemetry off and its folder under memsim's cache."""
-    from sim.errors import UserError
+    from memsim.sim.core.errors import UserError
 
     if "mem0" not in sys.modules:
         os.environ["MEM0_TELEMETRY"] = "False"
         if not os.environ.get("MEM0_DIR"):
-            from memory.kvcache import default_cache_dir
+            from memsim.memory.kvcache import default_cache_dir
 
             mem0_dir = default_cache_dir() / "mem0"
             mem0_dir.mkdir(parents=True, exist_ok=True)
@@ -178,7 +178,7 @@ class Mem0Memory:
         path: str = "",
         resources: Resources | None = None,
     ) -> None:
-        from sim.errors import UserError
+        from memsim.sim.core.errors import UserError
 
         if infer and not llm_base_url:
             raise UserError("mem0 with infer=true needs llm_base_url=http://host:port/v1 (an OpenAI-compatible endpoint)")

@@ -11,10 +11,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
-from memory.embed import TextEmbedder
-from memory.registry import Resources
-from memory.store import VectorStore
+from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.embed import TextEmbedder
+from memsim.memory.registry import Resources
+from memsim.memory.store import VectorStore
 
 __all__ = ["NaiveMemory", "TIMESTAMP_BYTES", "VECTOR_ID_BYTES"]
 

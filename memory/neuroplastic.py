@@ -1,7 +1,7 @@
 """memsim's daily-decay neuroplastic variant (``neuroplastic-daily-decay``).
 
 The default ``neuroplastic`` is the published mechanism
-(``memory.neuroplastic_published``). This module keeps memsim's earlier port,
+(``memsim.memory.neuroplastic_published``). This module keeps memsim's earlier port,
 registered as ``neuroplastic-daily-decay``, with its behaviour unchanged. It
 differs from the published system in: every turn is stored (no write gate);
 weights decay at every ``maintain`` (memsim's daily tick) rather than every
@@ -51,12 +51,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import Memory, MemoryStats, PerUserTally, Retrieved, Turn, render_turn
-from memory.dense import DenseIndex, parse_memory_id
-from sim.errors import UserError
+from memsim.memory.base import Memory, MemoryStats, PerUserTally, Retrieved, Turn, render_turn
+from memsim.memory.dense import DenseIndex, parse_memory_id
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.registry import Resources
+    from memsim.memory.registry import Resources
 
 __all__ = ["DailyDecayNeuroplasticMemory", "NeuroplasticMemory", "has_past_cue"]
 
@@ -475,4 +475,4 @@ class DailyDecayNeuroplasticMemory:
 
 NeuroplasticMemory = DailyDecayNeuroplasticMemory
 """The daily-decay variant under its earlier class name (the registered ``neuroplastic`` is
-``memory.neuroplastic_published.PublishedNeuroplasticMemory``)."""
+``memsim.memory.neuroplastic_published.PublishedNeuroplasticMemory``)."""

@@ -69,13 +69,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import MemoryStats, PerUserTally, Retrieved, Turn, render_turn
-from memory.dense import DenseIndex, parse_memory_id
-from memory.gated import SurpriseMemory
-from sim.errors import UserError
+from memsim.memory.base import MemoryStats, PerUserTally, Retrieved, Turn, render_turn
+from memsim.memory.dense import DenseIndex, parse_memory_id
+from memsim.memory.gated import SurpriseMemory
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.registry import Resources
+    from memsim.memory.registry import Resources
 
 __all__ = ["PublishedNeuroplasticMemory", "PAST_STATE_CUES", "past_state_cue", "GATES"]
 
@@ -244,7 +244,7 @@ class PublishedNeuroplasticMemory:
         self._embedder = resources.embedder
         self._gate: SurpriseMemory | None = None
         if gate != "none":
-            from memory.registry import build_memory
+            from memsim.memory.registry import build_memory
 
             try:
                 built = build_memory(gate, dict(gate_args or {}), resources=resources)

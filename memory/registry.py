@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from memory.base import MemorySystem
-    from memory.embed import Embedder
+    from memsim.memory.base import MemorySystem
+    from memsim.memory.embed import Embedder
 
 __all__ = [
     "Resources",
@@ -77,7 +77,7 @@ class Resources:
             if self.embedder_factory is not None:
                 self._embedder = self.embedder_factory()
             else:
-                from memory.embed import Embedder
+                from memsim.memory.embed import Embedder
 
                 self._embedder = Embedder()
         return self._embedder
@@ -271,46 +271,46 @@ def parse_system(text: str) -> SystemSpec:
 def _register_builtin() -> None:
     register_memory(
         "naive",
-        "memory.naive:NaiveMemory",
+        "memsim.memory.naive:NaiveMemory",
         description="every turn stored as one memory; top-k by cosine",
         learns=False,
     )
     register_memory(
         "surprise",
-        "memory.gated:SurpriseMemory",
+        "memsim.memory.gated:SurpriseMemory",
         description="as published: turn stored when 1 - max cosine to its speaker's memories >= 0.2; first 3 per speaker kept",
         learns=False,
     )
     register_memory(
         "surprise-adaptive",
-        "memory.gated:SurpriseMemory",
+        "memsim.memory.gated:SurpriseMemory",
         description="as published, adaptive: threshold = the 50th percentile of every novelty the speaker's gate scored",
         defaults={"adaptive": True, "threshold": 0.5},
         learns=False,
     )
     register_memory(
         "surprise-adaptive-window",
-        "memory.gated:SurpriseMemory",
+        "memsim.memory.gated:SurpriseMemory",
         description="memsim's adaptive gate: median of the last 200 earlier novelties (current one left out)",
         defaults={"adaptive": True, "percentile": 50.0, "window": 200},
         learns=False,
     )
     register_memory(
         "multisignal",
-        "memory.gated:MultiSignalMemory",
+        "memsim.memory.gated:MultiSignalMemory",
         description="as published: surprise OR temporal markers OR a novel (text, label) entity (spaCy), seen once checked",
         learns=False,
     )
     register_memory(
         "multisignal-extended",
-        "memory.gated:MultiSignalMemory",
+        "memsim.memory.gated:MultiSignalMemory",
         description="memsim's multisignal: wider temporal vocabulary, entities by text, known only from stored turns",
         defaults={"markers": "extended", "entity_key": "text", "entity_seen": "stored"},
         learns=False,
     )
     register_memory(
         "neuroplastic",
-        "memory.neuroplastic_published:PublishedNeuroplasticMemory",
+        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
         description="published mechanism on the multi-signal gate: strengthening with decay every 10 questions, "
         "Hebbian links, belief revision by inhibition, consolidation by inhibiting near-duplicates",
     )
@@ -318,85 +318,85 @@ def _register_builtin() -> None:
     for mechanism in ("ltp", "associations", "inhibition", "consolidation"):
         register_memory(
             f"neuroplastic-no-{mechanism}",
-            "memory.neuroplastic_published:PublishedNeuroplasticMemory",
+            "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
             description=f"neuroplastic with {mechanism} switched off"
             + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
             defaults={mechanism: False},
         )
     register_memory(
         "neuroplastic-decay-only",
-        "memory.neuroplastic_published:PublishedNeuroplasticMemory",
+        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
         description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
         defaults={"strengthen": False},
     )
     register_memory(
         "neuroplastic-daily-decay",
-        "memory.neuroplastic:DailyDecayNeuroplasticMemory",
+        "memsim.memory.neuroplastic:DailyDecayNeuroplasticMemory",
         description="memsim's earlier port: every turn stored, decay at every daily tick, merges that delete",
     )
     register_memory(
         "fullcontext",
-        "memory.fullcontext:FullContextMemory",
+        "memsim.memory.fullcontext:FullContextMemory",
         description="no retrieval: the newest turns that fit 2048 tokens, newest first",
         learns=False,
     )
     register_memory(
         "bm25",
-        "memory.lexical:BM25Memory",
+        "memsim.memory.lexical:BM25Memory",
         description="every turn stored; top-k by BM25 per user (bm25s)",
         learns=False,
     )
     register_memory(
         "hybrid",
-        "memory.lexical:HybridMemory",
+        "memsim.memory.lexical:HybridMemory",
         description="BM25 and dense cosine rankings fused by reciprocal rank",
         learns=False,
     )
     register_memory(
         "recency",
-        "memory.variants:PositionRecencyMemory",
+        "memsim.memory.variants:PositionRecencyMemory",
         description="as published: any system (inner=NAME), score x (1 + 0.15 x position in the user's history), 2k candidates",
         standalone=False,
         learns=None,
     )
     register_memory(
         "recency-halflife",
-        "memory.variants:RecencyMemory",
+        "memsim.memory.variants:RecencyMemory",
         description="memsim's recency: any system (inner=NAME), score + 0.1 x 0.5^(age days / 30)",
         standalone=False,
         learns=None,
     )
     register_memory(
         "rerank",
-        "memory.variants:RerankMemory",
+        "memsim.memory.variants:RerankMemory",
         description="any system (inner=NAME): 50 candidates reranked by a local cross-encoder (model=PATH), top k",
         standalone=False,
         learns=None,
     )
     register_memory(
         "per-speaker",
-        "memory.variants:PerSpeakerMemory",
+        "memsim.memory.variants:PerSpeakerMemory",
         description="as published for LoCoMo: any system (inner=NAME), one store per speaker, top 30 of each",
         standalone=False,
         learns=None,
     )
     register_memory(
         "naive+recency",
-        "memory.variants:PositionRecencyMemory",
+        "memsim.memory.variants:PositionRecencyMemory",
         description="naive with the published position boost: score x (1 + 0.15 x position)",
         defaults={"inner": "naive"},
         learns=None,
     )
     register_memory(
         "naive+recency-halflife",
-        "memory.variants:RecencyMemory",
+        "memsim.memory.variants:RecencyMemory",
         description="naive with memsim's recency boost (half-life 30 days)",
         defaults={"inner": "naive"},
         learns=None,
     )
     register_memory(
         "naive+rerank",
-        "memory.variants:RerankMemory",
+        "memsim.memory.variants:RerankMemory",
         description="naive top-50 reranked by a local cross-encoder (model=PATH), top k",
         standalone=False,
         defaults={"inner": "naive"},
@@ -405,14 +405,14 @@ def _register_builtin() -> None:
     # Outside systems: optional dependencies, imported only when built.
     register_memory(
         "http",
-        "memory.http:HttpMemory",
+        "memsim.memory.http:HttpMemory",
         description="any system served over memsim's HTTP protocol (url=http://host:port; memsim serve NAME)",
         standalone=False,
         learns=None,
     )
     register_memory(
         "mem0",
-        "memory.mem0:Mem0Memory",
+        "memsim.memory.mem0:Mem0Memory",
         description="Mem0 open-source Memory (mem0ai, offline: local MiniLM, Qdrant on disk; infer=false stores turns)",
         standalone=importlib.util.find_spec("mem0") is not None,
         learns=False,
@@ -420,24 +420,24 @@ def _register_builtin() -> None:
     # Instruments (control- prefix): known effects that check the benchmark, not systems to use.
     register_memory(
         "control-static",
-        "memory.controls:StaticControl",
+        "memsim.memory.controls:StaticControl",
         description="instrument: naive under another name (A/A: DiD against naive is exactly zero)",
         learns=False,
     )
     register_memory(
         "control-learner",
-        "memory.controls:LearnerControl",
+        "memsim.memory.controls:LearnerControl",
         description="instrument: naive re-ranked by centred credit from feedback on questions like it (known positive gain over its twin, null placebo)",
     )
     register_memory(
         "control-decay",
-        "memory.controls:DecayControl",
+        "memsim.memory.controls:DecayControl",
         description="instrument: naive that forgets a growing share of old memories (known negative DiD)",
         learns=False,
     )
     register_memory(
         "control-inject",
-        "memory.inject:InjectedEffect",
+        "memsim.memory.inject:InjectedEffect",
         description="instrument: any system (inner=NAME) plus an oracle that puts missed gold on top, p rising over time",
         learns=None,
     )

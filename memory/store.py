@@ -5,7 +5,7 @@ Each user gets an own exact inner-product index (``IndexIDMap2`` over
 vector, and removing a user's memories touches only that user's index. With
 L2-normalised vectors the inner product is the cosine. Flat indexes are exact:
 retrieval quality is the embedder's, not an approximation's. A store made
-with another ``memory.index.IndexSpec`` (HNSW, IVF-PQ) keeps a partition
+with another ``memsim.memory.index.IndexSpec`` (HNSW, IVF-PQ) keeps a partition
 exact until it holds ``switch_at`` vectors, then rebuilds it as that index.
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from memory.index import FLAT, IndexSpec, make_index, train_index, tune_index
-from sim.errors import UserError
+from memsim.memory.index import FLAT, IndexSpec, make_index, train_index, tune_index
+from memsim.sim.core.errors import UserError
 
 __all__ = ["VectorStore", "MANIFEST_NAME", "FAISS_THREADS_ENV"]
 

@@ -28,12 +28,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory.base import MemoryStats, Retrieved, Turn
-from sim.errors import UserError
+from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.base import MemorySystem
-    from memory.registry import Resources
+    from memsim.memory.base import MemorySystem
+    from memsim.memory.registry import Resources
 
 __all__ = ["PositionRecencyMemory", "RecencyMemory", "RerankMemory", "PerSpeakerMemory", "load_cross_encoder"]
 
@@ -44,7 +44,7 @@ class _Wrapper:
     def __init__(
         self, *, resources: Resources, inner: str, inner_args: Mapping[str, Any] | None, candidates: int | None
     ) -> None:
-        from memory.registry import build_memory
+        from memsim.memory.registry import build_memory
 
         if candidates is not None and (not isinstance(candidates, int) or isinstance(candidates, bool) or candidates < 1):
             raise UserError(f"{type(self).__name__}: candidates must be a positive integer, got {candidates!r}")
@@ -303,7 +303,7 @@ class PerSpeakerMemory:
         k_per_speaker: int = 30,
     ) -> None:
         """Build ``inner`` with ``inner_args`` from the registry."""
-        from memory.registry import build_memory
+        from memsim.memory.registry import build_memory
 
         if not isinstance(k_per_speaker, int) or isinstance(k_per_speaker, bool) or k_per_speaker < 1:
             raise UserError(f"per-speaker: k_per_speaker must be a positive integer, got {k_per_speaker!r}")

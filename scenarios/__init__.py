@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from scenarios.base import Scenario, ScenarioStream, build_scenario, register_scenario, scenario_names
+from memsim.scenarios.base import Scenario, ScenarioStream, build_scenario, register_scenario, scenario_names
 
 __all__ = ["Scenario", "ScenarioStream", "build_scenario", "register_scenario", "scenario_names"]

@@ -15,8 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from sim.errors import UserError
-from sim.events import Deletion, Episode, Event, Question, Session, episodes_by_user
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Deletion, Episode, Event, Question, Session, episodes_by_user
 
 __all__ = [
     "Scenario",
@@ -41,7 +41,7 @@ class ScenarioStream:
     end: datetime | None
     """Time after the last event."""
     events: tuple[Event, ...] = ()
-    """All events, time-ordered (``sim.events.sort_events``)."""
+    """All events, time-ordered (``memsim.sim.events.sort_events``)."""
     meta: Mapping[str, Any] = field(default_factory=dict)
     """Scenario-specific facts worth recording (e.g. per-user fact histories)."""
     streamed: Iterable[Episode] | None = None
@@ -120,8 +120,8 @@ def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: 
     return cls.from_args(dict(args or {}), source=source)
 
 
-register_scenario("persona", "scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
-register_scenario("locomo_stream", "scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
-register_scenario("locomo", "scenarios.static:LocomoBenchmark", description="static LoCoMo: each conversation ingested into fresh systems, then its questions")
-register_scenario("longmemeval", "scenarios.static:LongMemEvalBenchmark", description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question")
-register_scenario("longmemeval_stream", "scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")
+register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
+register_scenario("locomo_stream", "memsim.scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
+register_scenario("locomo", "memsim.scenarios.static:LocomoBenchmark", description="static LoCoMo: each conversation ingested into fresh systems, then its questions")
+register_scenario("longmemeval", "memsim.scenarios.static:LongMemEvalBenchmark", description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question")
+register_scenario("longmemeval_stream", "memsim.scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")

@@ -1,7 +1,7 @@
 """Run configuration files (TOML), validated at the edge.
 
 A config file has a ``[scenario]`` table (``name`` plus the scenario's own
-keys) and an optional ``[run]`` table (``sim.spec.RunSettings``: seed, k,
+keys) and an optional ``[run]`` table (``memsim.sim.spec.RunSettings``: seed, k,
 systems, feedback and maintenance schedule, control). Unknown keys, wrong
 types and impossible values are errors that name the key and the file.
 """
@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scenarios.base import build_scenario
-from sim.errors import UserError
-from sim.load import LoadSettings
-from sim.spec import RunSettings
-from sim.validate import validate_args
+from memsim.scenarios.base import build_scenario
+from memsim.sim.core.errors import UserError
+from memsim.sim.load import LoadSettings
+from memsim.sim.spec import RunSettings
+from memsim.sim.core.validate import validate_args
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,7 +40,7 @@ class RunConfig(BaseModel):
     scenario: dict[str, Any]
     run: RunSettings = Field(default_factory=RunSettings)
     load: LoadSettings | None = None
-    """The optional ``[load]`` table (``sim.load``): bounded services, service times, a deadline."""
+    """The optional ``[load]`` table (``memsim.sim.load``): bounded services, service times, a deadline."""
     source: str = ""
 
 

@@ -3,7 +3,7 @@
 Each LoCoMo conversation is one user: both speakers' turns are that user's
 history (the memory serves the pair). Sessions arrive at their real
 ``session_N_date_time`` and are built exactly as the static protocol builds
-them (``static_benchmarks.locomo.locomo_episodes``): the same turn ids
+them (``memsim.static_benchmarks.locomo.locomo_episodes``): the same turn ids
 (``"<sample_id>:<dia_id>"``), the same text, ``created_at`` = the session's
 time and ``metadata["date_text"]`` = the session's date string, so a memory
 renders the same text in both protocols.
@@ -53,12 +53,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scenarios.base import ScenarioStream
-from sim.validate import validate_args
-from sim.errors import UserError
-from sim.events import Event, Question, Session, sort_events
-from static_benchmarks.data import fetch_hint, locate, resolve_given
-from static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
+from memsim.scenarios.base import ScenarioStream
+from memsim.sim.core.validate import validate_args
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Event, Question, Session, sort_events
+from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
+from memsim.static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
 
 __all__ = [
     "LocomoStreamConfig",

@@ -60,13 +60,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memory.base import Turn
-from scenarios.base import ScenarioStream
-from sim.validate import validate_args
-from sim.errors import UserError
-from sim.events import Event, Question, Session, sort_events
-from static_benchmarks.data import fetch_hint, locate, resolve_given
-from static_benchmarks.longmemeval import (
+from memsim.memory.base import Turn
+from memsim.scenarios.base import ScenarioStream
+from memsim.sim.core.validate import validate_args
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Event, Question, Session, sort_events
+from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
+from memsim.static_benchmarks.longmemeval import (
     QUESTION_TYPES,
     Instance,
     LoadWarnings,

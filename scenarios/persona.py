@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memory.base import Turn
-from scenarios import persona_text as T
-from scenarios.base import ScenarioStream
-from sim.validate import validate_args
-from sim.events import Deletion, Event, Question, Session, sort_events
+from memsim.memory.base import Turn
+from memsim.scenarios import persona_text as T
+from memsim.scenarios.base import ScenarioStream
+from memsim.sim.core.validate import validate_args
+from memsim.sim.events import Deletion, Event, Question, Session, sort_events
 
 __all__ = ["PersonaConfig", "PersonaScenario", "BASE_CHANGE_RATES", "RECOMMENDATION_TOPIC"]
 

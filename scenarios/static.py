@@ -17,18 +17,18 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from scenarios.base import ScenarioStream
-from scenarios.longmemeval_stream import LongMemEvalFileArgs
-from sim.errors import UserError
-from sim.validate import validate_args
-from static_benchmarks.data import fetch_hint, resolve_given
+from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
+from memsim.sim.core.errors import UserError
+from memsim.sim.core.validate import validate_args
+from memsim.static_benchmarks.data import fetch_hint, resolve_given
 
 __all__ = ["LocomoConfig", "LocomoBenchmark", "LongMemEvalConfig", "LongMemEvalBenchmark", "default_locomo_path"]
 
 
 def default_locomo_path() -> Path:
     """``$MEMSIM_LOCOMO``, else the fetched copy, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
-    from scenarios.locomo_stream import default_locomo_path as default
+    from memsim.scenarios.locomo_stream import default_locomo_path as default
 
     return default()
 
@@ -63,7 +63,7 @@ class LocomoBenchmark:
                 f"no such LoCoMo data file: {path}; give --data (or scenario.data), or set MEMSIM_LOCOMO, "
                 f"or {fetch_hint('locomo')}"
             )
-        from static_benchmarks.locomo import load_locomo
+        from memsim.static_benchmarks.locomo import load_locomo
 
         self.dataset = load_locomo(path)
 
@@ -85,7 +85,7 @@ class LocomoBenchmark:
 
     def generate(self, rng: np.random.Generator) -> ScenarioStream:
         """The conversations as episodes (no random draws)."""
-        from static_benchmarks.locomo import locomo_episodes
+        from memsim.static_benchmarks.locomo import locomo_episodes
 
         eps = locomo_episodes(
             self.dataset, captions=self.config.captions, limit_conversations=self.config.limit_conversations
@@ -117,7 +117,7 @@ _SURVEYS: dict[tuple[Any, ...], dict[str, Any]] = {}
 class LongMemEvalBenchmark:
     """Static LongMemEval: one episode per instance, its haystack then its question.
 
-    Instances stream from the file one at a time (``static_benchmarks.longmemeval``),
+    Instances stream from the file one at a time (``memsim.static_benchmarks.longmemeval``),
     so memory stays flat on the 2.7 GB M file. ``meta`` (recorded in the spec)
     holds the file's sha256, the load warnings and what the selection holds.
     """
@@ -136,7 +136,7 @@ class LongMemEvalBenchmark:
         if not path.is_file():
             raise UserError(f"--data {path}: no such file; {fetch_hint('longmemeval')} (or another release: memsim data list)")
         self.path = path
-        from static_benchmarks.longmemeval import select
+        from memsim.static_benchmarks.longmemeval import select
 
         self.selection = select(
             path,
@@ -159,7 +159,7 @@ class LongMemEvalBenchmark:
 
     def meta(self) -> dict[str, Any]:
         """The file's sha256, its load warnings and the selection's counts (one pass over the selection)."""
-        from memory.embed import file_sha256
+        from memsim.memory.embed import file_sha256
 
         st = self.path.stat()
         key = (str(self.path.resolve()), st.st_size, st.st_mtime_ns, self.config.model_dump_json())
@@ -168,7 +168,7 @@ class LongMemEvalBenchmark:
         return copy.deepcopy(_SURVEYS[key])
 
     def _survey(self) -> dict[str, Any]:
-        from static_benchmarks.longmemeval import QUESTION_TYPES, LoadWarnings, gold_session_ids
+        from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, LoadWarnings, gold_session_ids
 
         warnings = LoadWarnings()
         per_type: dict[str, int] = {}
@@ -202,7 +202,7 @@ class LongMemEvalBenchmark:
 
     def generate(self, rng: np.random.Generator) -> ScenarioStream:
         """The selected instances as streamed episodes (``rng`` is not drawn from: the sample has its own seed)."""
-        from static_benchmarks.longmemeval import iter_episodes
+        from memsim.static_benchmarks.longmemeval import iter_episodes
 
         cfg = self.config
         episodes = iter_episodes(

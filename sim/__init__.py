@@ -1,21 +1,21 @@
 """Engine, runner, recorder, scorers and run spec.
 
-``sim.errors`` and ``sim.validate`` are the bottom layer every other package
-may import. The other names are imported on first use, so that importing
-``sim`` loads nothing heavy.
+``memsim.sim.core`` is the bottom layer every other package may import. The
+names below are imported on first use, so that importing ``memsim.sim``
+loads nothing heavy.
 """
 
 from __future__ import annotations
 
-from sim.lazy import lazy_exports
+from memsim.sim.core.lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "sim.errors": ("UserError",),
-        "sim.events": ("Turn", "Session", "Question", "Feedback", "Deletion", "Tick", "Episode",),
-        "sim.spec": ("RunSpec",),
-        "sim.runner": ("RunResult", "Checkpoint", "iter_run", "run",),
-        "sim.scorers": ("Scorer", "register_scorer",),
+        "memsim.sim.core.errors": ("UserError",),
+        "memsim.sim.events": ("Turn", "Session", "Question", "Feedback", "Deletion", "Tick", "Episode",),
+        "memsim.sim.spec": ("RunSpec",),
+        "memsim.sim.runner": ("RunResult", "Checkpoint", "iter_run", "run",),
+        "memsim.sim.scorers": ("Scorer", "register_scorer",),
     },
 )

@@ -7,11 +7,11 @@ before any feedback about it exists; the feedback is a separate process
 (``delayed_feedback``) that waits out the configured delay. Maintenance is
 its own process (``maintenance``). Systems see turns, question text, a
 correctness signal, deletion requests and ticks: never gold fields. The one
-exception is instruments (``memory.inject``): a ``control-`` system with an
+exception is instruments (``memsim.memory.inject``): a ``control-`` system with an
 ``oracle`` method is handed the question's evidence ids just before it
 retrieves, so that a known effect can be injected.
 
-Scoring is done by the run's scorers (``sim.scorers``); the harness itself
+Scoring is done by the run's scorers (``memsim.sim.scorers``); the harness itself
 adds only what every row has: who asked what, what came back, how long it
 took, and the safety counts (isolation failures, deletion leaks).
 """
@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import simpy
 
-from memory.base import MemorySystem, Retrieved, Turn, render_turn
-from memory.inject import receives_gold
-from sim.errors import UserError
-from sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
-from sim.erasure import audit_caches, audit_system, cache_texts, purge_caches
-from sim.load import Load
-from sim.recorder import Recorder
-from sim.scorers import RESTATED, Scorer
+from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
+from memsim.memory.inject import receives_gold
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
+from memsim.sim.erasure import audit_caches, audit_system, cache_texts, purge_caches
+from memsim.sim.load import Load
+from memsim.sim.recorder import Recorder
+from memsim.sim.scorers import RESTATED, Scorer
 
 __all__ = [
     "SystemUnderTest",
@@ -69,7 +69,7 @@ class SystemUnderTest:
 
     @property
     def receives_gold(self) -> bool:
-        """Whether this is an instrument that gets gold evidence (``memory.inject.receives_gold``)."""
+        """Whether this is an instrument that gets gold evidence (``memsim.memory.inject.receives_gold``)."""
         return receives_gold(self.name, self.system)
 
 
@@ -90,7 +90,7 @@ class EngineConfig:
     feedback_delay_s: float = 3600.0
     """Seconds between a question and its feedback."""
     feedback_from: str = "evidence"
-    """The channel (``sim.spec.FEEDBACK_CHANNELS``): ``evidence`` (the oracle bit: the headline metric is 1),
+    """The channel (``memsim.sim.spec.FEEDBACK_CHANNELS``): ``evidence`` (the oracle bit: the headline metric is 1),
     ``answer`` (first judge >= 0.5), ``noisy:P`` (the oracle bit flipped with probability P), ``none``,
     ``correction`` (no feedback call: after a wrong answer the user restates the fact in their next session)."""
     maintenance_every_s: float = 86400.0
@@ -119,11 +119,11 @@ class Harness:
     episode_of: Mapping[str, str] = field(default_factory=dict)
     """user_id -> episode id (the ``episode`` column)."""
     caches: Mapping[str, Any] | None = None
-    """memsim's own caches to purge after a deletion (``sim.erasure.purge_caches`` keywords); None: none."""
+    """memsim's own caches to purge after a deletion (``memsim.sim.erasure.purge_caches`` keywords); None: none."""
     erasures: list[dict[str, Any]] = field(default_factory=list)
     """One entry per deletion whose caches were purged: what they held before, what was purged, what is left."""
     load: Load | None = None
-    """Bounded services (``sim.load``): sessions and questions queue for them; None: no queueing."""
+    """Bounded services (``memsim.sim.load``): sessions and questions queue for them; None: no queueing."""
     q_index: int = 0
     """Questions asked so far (the next question's index)."""
     turn_owner: dict[str, str] = field(default_factory=dict)
@@ -162,8 +162,8 @@ class Harness:
     def handle(self, event: Event) -> None:
         """Deliver one event to every live system."""
         if self.load is not None and isinstance(event, (Session, Question)):
-            # Under load each system's copy of the event queues for its services (sim.load).
-            self.load.dispatch(self, event)
+            # Under load each system's copy of the event queues for its services (load_dispatch).
+            load_dispatch(self.load, self, event)
         elif isinstance(event, Session):
             self.session(event)
         elif isinstance(event, Question):
@@ -503,6 +503,109 @@ def maintenance(env: simpy.Environment, harness: Harness, every_s: float) -> Any
     while True:
         yield env.timeout(every_s)
         harness.maintain()
+
+
+def load_dispatch(load: Load, harness: Harness, event: Session | Question) -> None:
+    """Start one job per live system for an arriving session or question."""
+    env = harness.env
+    if isinstance(event, Session):
+        embed_ms = harness.arrive(event)
+        for sut in harness._live():
+            key = (sut.label, event.user_id)
+            load.pending[key] = load.pending.get(key, 0) + 1
+            load.in_flight += 1
+            env.process(ingest_job(env, harness, load, sut, event, embed_ms))
+    else:
+        index, thread, embed_ms = harness.ask(event)
+        for sut in harness._live():
+            load.in_flight += 1
+            env.process(question_job(env, harness, load, sut, event, index, thread, embed_ms))
+
+
+def ingest_job(
+    env: simpy.Environment,
+    harness: Harness,
+    load: Load,
+    sut: SystemUnderTest,
+    event: Session,
+    embed_ms: float,
+) -> Any:
+    """A session waits for a memory worker, is ingested, and holds the worker for its service time."""
+    dep = load.deployment(env, sut.label)
+    arrived = env.now
+    modelled = load.settings.deterministic
+    with dep.memory.request() as req:
+        yield req
+        started = env.now
+        if modelled:
+            service = sum(load.settings.ingest_per_turn.draw(dep.rng) for _ in event.turns)
+            yield env.timeout(service)
+        done = harness.ingest_one(sut, event) if sut.failed is None else None
+        if not modelled:
+            service = done[0] / 1000.0 if done is not None else 0.0
+            yield env.timeout(service)
+    key = (sut.label, event.user_id)
+    load.pending[key] = load.pending.get(key, 1) - 1
+    load.in_flight -= 1
+    if done is None:
+        return
+    ms, stats, n = done
+    harness._timeline(
+        sut, event.user_id, "session", stats, ingest_ms=ms, embed_ms=embed_ms, turns=n,
+        ingest_wait_s=started - arrived, ingest_service_s=service, ingest_latency_s=env.now - arrived,
+    )
+
+
+def question_job(
+    env: simpy.Environment,
+    harness: Harness,
+    load: Load,
+    sut: SystemUnderTest,
+    q: Question,
+    index: int,
+    thread: str,
+    embed_ms: float,
+) -> Any:
+    """A question waits for a memory worker to retrieve, then for an LLM worker to answer; then it is scored."""
+    dep = load.deployment(env, sut.label)
+    settings = load.settings
+    arrived = env.now
+    with dep.memory.request() as req:
+        yield req
+        r_started = env.now
+        if settings.deterministic:
+            r_service = settings.retrieve.draw(dep.rng)
+            yield env.timeout(r_service)
+        lagged = load.pending.get((sut.label, q.user_id), 0) > 0
+        got = harness.retrieve_one(sut, q, index, thread, embed_ms) if sut.failed is None else None
+        if not settings.deterministic:
+            r_service = got[0]["retrieve_ms"] / 1000.0 if got is not None else 0.0
+            yield env.timeout(r_service)
+    if got is None:
+        load.in_flight -= 1
+        return
+    row, memories = got
+    r_done = env.now
+    with dep.llm.request() as req:
+        yield req
+        a_started = env.now
+        a_service = settings.answer.draw(dep.rng)
+        yield env.timeout(a_service)
+        harness.answer_one(row, q, memories)
+    latency = env.now - arrived
+    row.update(
+        t_days=arrived / 86400.0,
+        ingest_lag=lagged,
+        retrieve_wait_s=r_started - arrived,
+        retrieve_service_s=r_service,
+        retrieve_latency_s=r_done - arrived,
+        llm_wait_s=a_started - r_done,
+        llm_service_s=a_service,
+        latency_s=latency,
+        deadline_miss=None if settings.deadline_s is None else bool(latency > settings.deadline_s),
+    )
+    load.in_flight -= 1
+    harness.finish_one(sut, q, row, memories)
 
 
 def start_processes(env: simpy.Environment, harness: Harness, episodes: Iterable[Episode]) -> None:

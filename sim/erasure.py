@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from memory.base import MemorySystem, Retrieved, Turn, render_turn
+from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
 
 __all__ = ["MIN_TEXT", "classify", "audit_system", "audit_caches", "purge_caches", "cache_texts"]
 

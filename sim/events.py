@@ -15,7 +15,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Union
 
-from memory.base import Turn  # re-exported: a turn is an event's payload
+from memsim.memory.base import Turn  # re-exported: a turn is an event's payload
 
 __all__ = [
     "Turn",

@@ -1,7 +1,8 @@
 """Latency under load: the memory service and the LLM endpoint as ``simpy.Resource``s.
 
 Without a ``[load]`` table a run hands each event to every system at the
-moment it is due and takes no simulated time (``sim.engine``). With one,
+moment it is due and takes no simulated time. With one (the processes are
+``load_dispatch``, ``ingest_job`` and ``question_job`` in ``memsim.sim.engine``),
 every system under test is its own deployment with two bounded services:
 
 - **memory**: ``memory_workers`` slots; a session's ingest and a question's
@@ -15,7 +16,7 @@ latency is from its arrival to its answer. A question retrieved while a
 session of the same user that arrived before it is still waiting or in
 service for that system sees the older memory: it is counted
 (``ingest_lag``) and scored as it is. With ``deadline_s`` an answer later than
-the deadline is a miss (``deadline_miss``); ``analysis.load`` reports
+the deadline is a miss (``deadline_miss``); ``memsim.analysis.load`` reports
 accuracy with and without deadlines.
 
 Service times of the memory service are ``modelled`` (drawn from the
@@ -38,18 +39,14 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import numpy as np
 import simpy
 from pydantic import BaseModel, ConfigDict, Field
 
-from sim.events import Question, Session
 
-if TYPE_CHECKING:  # the engine imports this module
-    from sim.engine import Harness, SystemUnderTest
-
-__all__ = ["Service", "LoadSettings", "Deployment", "Load", "ingest_job", "question_job"]
+__all__ = ["Service", "LoadSettings", "Deployment", "Load", "percentiles"]
 
 
 class Service(BaseModel):
@@ -136,108 +133,6 @@ class Load:
                 rng=np.random.default_rng([self.seed, key]),
             )
         return dep
-
-    def dispatch(self, harness: Harness, event: Session | Question) -> None:
-        """Start one job per live system for an arriving session or question."""
-        env = harness.env
-        if isinstance(event, Session):
-            embed_ms = harness.arrive(event)
-            for sut in harness._live():
-                key = (sut.label, event.user_id)
-                self.pending[key] = self.pending.get(key, 0) + 1
-                self.in_flight += 1
-                env.process(ingest_job(env, harness, self, sut, event, embed_ms))
-        else:
-            index, thread, embed_ms = harness.ask(event)
-            for sut in harness._live():
-                self.in_flight += 1
-                env.process(question_job(env, harness, self, sut, event, index, thread, embed_ms))
-
-
-def ingest_job(
-    env: simpy.Environment,
-    harness: Harness,
-    load: Load,
-    sut: SystemUnderTest,
-    event: Session,
-    embed_ms: float,
-) -> Any:
-    """A session waits for a memory worker, is ingested, and holds the worker for its service time."""
-    dep = load.deployment(env, sut.label)
-    arrived = env.now
-    modelled = load.settings.deterministic
-    with dep.memory.request() as req:
-        yield req
-        started = env.now
-        if modelled:
-            service = sum(load.settings.ingest_per_turn.draw(dep.rng) for _ in event.turns)
-            yield env.timeout(service)
-        done = harness.ingest_one(sut, event) if sut.failed is None else None
-        if not modelled:
-            service = done[0] / 1000.0 if done is not None else 0.0
-            yield env.timeout(service)
-    key = (sut.label, event.user_id)
-    load.pending[key] = load.pending.get(key, 1) - 1
-    load.in_flight -= 1
-    if done is None:
-        return
-    ms, stats, n = done
-    harness._timeline(
-        sut, event.user_id, "session", stats, ingest_ms=ms, embed_ms=embed_ms, turns=n,
-        ingest_wait_s=started - arrived, ingest_service_s=service, ingest_latency_s=env.now - arrived,
-    )
-
-
-def question_job(
-    env: simpy.Environment,
-    harness: Harness,
-    load: Load,
-    sut: SystemUnderTest,
-    q: Question,
-    index: int,
-    thread: str,
-    embed_ms: float,
-) -> Any:
-    """A question waits for a memory worker to retrieve, then for an LLM worker to answer; then it is scored."""
-    dep = load.deployment(env, sut.label)
-    settings = load.settings
-    arrived = env.now
-    with dep.memory.request() as req:
-        yield req
-        r_started = env.now
-        if settings.deterministic:
-            r_service = settings.retrieve.draw(dep.rng)
-            yield env.timeout(r_service)
-        lagged = load.pending.get((sut.label, q.user_id), 0) > 0
-        got = harness.retrieve_one(sut, q, index, thread, embed_ms) if sut.failed is None else None
-        if not settings.deterministic:
-            r_service = got[0]["retrieve_ms"] / 1000.0 if got is not None else 0.0
-            yield env.timeout(r_service)
-    if got is None:
-        load.in_flight -= 1
-        return
-    row, memories = got
-    r_done = env.now
-    with dep.llm.request() as req:
-        yield req
-        a_started = env.now
-        a_service = settings.answer.draw(dep.rng)
-        yield env.timeout(a_service)
-        harness.answer_one(row, q, memories)
-    latency = env.now - arrived
-    row.update(
-        t_days=arrived / 86400.0,
-        ingest_lag=lagged,
-        retrieve_wait_s=r_started - arrived,
-        retrieve_service_s=r_service,
-        retrieve_latency_s=r_done - arrived,
-        llm_wait_s=a_started - r_done,
-        llm_service_s=a_service,
-        latency_s=latency,
-        deadline_miss=None if settings.deadline_s is None else bool(latency > settings.deadline_s),
-    )
-    load.in_flight -= 1
-    harness.finish_one(sut, q, row, memories)
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:

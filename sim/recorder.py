@@ -25,8 +25,8 @@ from typing import Any
 
 import polars as pl
 
-from sim.errors import UserError
-from sim.spec import RunSpec, spec_diff
+from memsim.sim.core.errors import UserError
+from memsim.sim.spec import RunSpec, spec_diff
 
 __all__ = ["Recorder", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES"]
 

@@ -11,7 +11,7 @@ Two settings of one loop (``RunSpec.kind``):
   file. Rows are committed after each episode.
 
 The stream of checkpoints is the primitive (``iter_run``); ``run`` consumes
-it. The runner writes rows only (``sim.recorder``); tables, intervals and
+it. The runner writes rows only (``memsim.sim.recorder``); tables, intervals and
 reports are ``analysis``'s job.
 """
 
@@ -29,15 +29,15 @@ import numpy as np
 import polars as pl
 import simpy
 
-from memory.base import render_turn
-from memory.registry import Resources, build_memory, learns_from_feedback
-from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
-from sim.errors import UserError
-from sim.events import Deletion, Episode, Question, Session, Tick
-from sim.load import Load
-from sim.recorder import Recorder
-from sim.scorers import build_scorer
-from sim.spec import RunSpec
+from memsim.memory.base import render_turn
+from memsim.memory.registry import Resources, build_memory, learns_from_feedback
+from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Deletion, Episode, Question, Session, Tick
+from memsim.sim.load import Load
+from memsim.sim.recorder import Recorder
+from memsim.sim.scorers import build_scorer
+from memsim.sim.spec import RunSpec
 
 __all__ = ["Checkpoint", "RunResult", "iter_run", "run", "random_streams", "episode_totals"]
 
@@ -148,7 +148,7 @@ def iter_run(
         start: simulated time zero of a longitudinal run (default: the first event).
         end: time after its last event (default: a minute after the last event).
         resources: shared run resources (embedder); default made from the seed.
-        answer: optional reader + judges (``sim.answer.AnswerSetup``).
+        answer: optional reader + judges (``memsim.sim.answer.AnswerSetup``).
 
     Raises:
         UserError: bad systems or scorers, a folder of another spec, an

@@ -30,12 +30,12 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from sim.errors import UserError
-from sim.spec import DEFAULT_KS
+from memsim.sim.core.errors import UserError
+from memsim.sim.spec import DEFAULT_KS
 
 if TYPE_CHECKING:
-    from memory.base import Retrieved
-    from sim.events import Question
+    from memsim.memory.base import Retrieved
+    from memsim.sim.events import Question
 
 __all__ = [
     "DEFAULT_KS",
@@ -234,11 +234,11 @@ register_scorer("evidence", EvidenceScorer, description="recall_all@k, recall_an
 register_scorer("stale", StaleScorer, description="stale_above_current: a superseded value outranks the current one")
 register_scorer(
     "lme_turn",
-    "static_benchmarks.longmemeval:TurnScorer",
+    "memsim.static_benchmarks.longmemeval:TurnScorer",
     description="LongMemEval's official turn-level recall_any/recall_all/nDCG_any (keys <session>_<turn>)",
 )
 register_scorer(
     "lme_session",
-    "static_benchmarks.longmemeval:SessionScorer",
+    "memsim.static_benchmarks.longmemeval:SessionScorer",
     description="LongMemEval's official session-level figures of a turn ranking (turn2session)",
 )

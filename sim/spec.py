@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sim.errors import UserError
-from sim.load import LoadSettings
-from sim.validate import validate_args
+from memsim.sim.core.errors import UserError
+from memsim.sim.load import LoadSettings
+from memsim.sim.core.validate import validate_args
 
 FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction")
 """What a system is told after a question (``RunSpec.feedback_from``); see ``check_channel``."""
@@ -115,7 +115,7 @@ class RunSpec(BaseModel):
     retrieve_k: int | None = Field(None, ge=1)
     """Memories fetched per question (None: ``k``); static runs fetch ``max(ks)`` and score prefixes."""
     scorers: tuple[str, ...] = ("evidence", "stale")
-    """Registered scorers (``sim.scorers``) applied to every question."""
+    """Registered scorers (``memsim.sim.scorers``) applied to every question."""
     metric: str = ""
     """The headline column (default ``recall_all@k``)."""
     control: str | None = "naive"
@@ -132,9 +132,9 @@ class RunSpec(BaseModel):
 
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
     answer: dict[str, Any] | None = None
-    """Reader and judge options (``sim.answer``); None: retrieval only."""
+    """Reader and judge options (``memsim.sim.answer``); None: retrieval only."""
     load: LoadSettings | None = None
-    """Bounded services and service times (``sim.load``); None: no queueing (left out of ``spec.json``)."""
+    """Bounded services and service times (``memsim.sim.load``); None: no queueing (left out of ``spec.json``)."""
     scenario_meta: dict[str, Any] = Field(default_factory=dict)
     """What the scenario reports about its data (file hash, exclusions); part of the spec so a changed file is seen."""
     memsim_version: str = ""

@@ -7,11 +7,11 @@ then, in a fresh child process so the numbers are its own:
 
 1. streams it with the loader alone (MB/s, instances/s, peak memory);
 2. plays the static retrieval spec (``memsim static longmemeval --system
-   naive -k 10``) on it: the one engine (``sim.runner``), a fresh ``naive``
+   naive -k 10``) on it: the one engine (``memsim.sim.runner``), a fresh ``naive``
    system per instance, the official scorers and the durable recorder
    writing a run folder in a temporary directory (instances/s, peak memory,
    unique texts). The spec is built here rather than by
-   ``analysis.pipeline`` because this layer may not import ``analysis``.
+   ``memsim.analysis.pipeline`` because this layer may not import ``analysis``.
 
 Peak memory is the child's maximum resident set size, which includes the
 interpreter and libraries. The default embedder is the hashing stand-in
@@ -161,7 +161,7 @@ class _MemoEmbedder:
     """
 
     def __init__(self, dim: int = 384) -> None:
-        from memory.embed import HashEmbedder
+        from memsim.memory.embed import HashEmbedder
 
         self._inner = HashEmbedder(dim=dim)
         self.dim = dim
@@ -193,7 +193,7 @@ def _peak_rss_mb() -> float:
 
 def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
     """The measurement, run in a fresh interpreter."""
-    from static_benchmarks import longmemeval as lme
+    from memsim.static_benchmarks import longmemeval as lme
 
     base_mb = _peak_rss_mb()
     size = os.path.getsize(path)
@@ -217,10 +217,10 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
     import shutil
     import tempfile
 
-    from memory.embed import Embedder
-    from memory.registry import Resources
-    from sim.runner import run
-    from sim.spec import RunSpec, ScenarioEntry, SystemEntry
+    from memsim.memory.embed import Embedder
+    from memsim.memory.registry import Resources
+    from memsim.sim.runner import run
+    from memsim.sim.spec import RunSpec, ScenarioEntry, SystemEntry
 
     factory = _MemoEmbedder if embedder == "hash" else Embedder
     resources = Resources(embedder_factory=factory)
@@ -271,7 +271,7 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
 def _in_child(path: Path, mode: str, embedder: str) -> dict[str, Any]:
     code = (
         "import json, sys\n"
-        "from static_benchmarks.bench_longmemeval import _child\n"
+        "from memsim.static_benchmarks.bench_longmemeval import _child\n"
         f"print(json.dumps(_child({str(path)!r}, {mode!r}, {embedder!r})))\n"
     )
     root = Path(__file__).resolve().parent.parent

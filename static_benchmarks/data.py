@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = [
     "Dataset",

@@ -36,9 +36,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from memory.base import Turn
-from sim.errors import UserError
-from sim.events import Episode, Question, Session
+from memsim.memory.base import Turn
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Episode, Question, Session
 
 __all__ = [
     "CATEGORY_LABELS",

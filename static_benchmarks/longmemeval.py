@@ -18,7 +18,7 @@ with ``ijson``: memory is bounded by the largest instance, not the file.
 
 Each instance becomes one ``Episode`` (``instance_episode``): its haystack
 sessions at their dates, then its question. The engine plays it against
-fresh systems (``scenarios.static.LongMemEvalBenchmark``); the scorers here
+fresh systems (``memsim.scenarios.static.LongMemEvalBenchmark``); the scorers here
 (``TurnScorer``, ``SessionScorer``) compute the official figures:
 
 - Turn level: the keys are the *user* turns, id ``<session_id>_<index + 1>``
@@ -62,12 +62,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.base import Turn
-from sim.errors import UserError
-from sim.events import Episode, Question, Session
+from memsim.memory.base import Turn
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Episode, Question, Session
 
 if TYPE_CHECKING:
-    from memory.base import Retrieved
+    from memsim.memory.base import Retrieved
 
 __all__ = [
     "QUESTION_TYPES",
@@ -884,7 +884,7 @@ def iter_episodes(
 
 
 # ---------------------------------------------------------------------------
-# Scorers (``sim.scorers`` registry: ``lme_turn``, ``lme_session``)
+# Scorers (``memsim.sim.scorers`` registry: ``lme_turn``, ``lme_session``)
 
 
 def _nan(columns: Iterable[str]) -> dict[str, float]:

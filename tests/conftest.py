@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memory.base import Turn
-from memory.embed import Embedder, HashEmbedder
-from static_benchmarks.data import locate
+from memsim.memory.base import Turn
+from memsim.memory.embed import Embedder, HashEmbedder
+from memsim.static_benchmarks.data import locate
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
 """Start of the test calendar."""

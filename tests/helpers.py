@@ -7,14 +7,14 @@ from typing import Any
 
 import simpy
 
-from analysis.summary import Summary, summarise
-from memory.registry import Resources, SystemSpec
-from scenarios.base import ScenarioStream
-from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
-from sim.recorder import Recorder
-from sim.runner import RunResult, run
-from sim.scorers import build_scorer
-from sim.spec import RunSpec, ScenarioEntry, system_entries
+from memsim.analysis.summary import Summary, summarise
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.scenarios.base import ScenarioStream
+from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+from memsim.sim.recorder import Recorder
+from memsim.sim.runner import RunResult, run
+from memsim.sim.scorers import build_scorer
+from memsim.sim.spec import RunSpec, ScenarioEntry, system_entries
 
 
 class Replayed:

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.bench import format_compare
-from analysis.cli import main
-from analysis.reference_pipeline import flat_recall
-from sim.events import Question
+from memsim.analysis.bench import format_compare
+from memsim.analysis.cli import main
+from memsim.analysis.reference_pipeline import flat_recall
+from memsim.sim.events import Question
 
 
 def _question(qid: str, evidence: tuple[str, ...]) -> Question:

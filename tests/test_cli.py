@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
+from memsim.analysis.cli import main
 
 
 def _config(tmp_path: Path, body: str) -> Path:
@@ -68,7 +68,7 @@ def test_bench_engine_prints_figures(capsys) -> None:
 
 def test_no_option_that_sizes_nothing() -> None:
     """Answers are asked one at a time, so there is no --llm-concurrency to pretend otherwise."""
-    from analysis.cli import build_parser
+    from memsim.analysis.cli import build_parser
 
     with pytest.raises(SystemExit):
         build_parser(["run"]).parse_args(["run", "x.toml", "--llm-concurrency", "8"])

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory.checks import QUERIES, CheckSkipped, CheckSubject, conversation, iter_checks
-from memory.embed import HashEmbedder
-from memory.registry import Resources, memory_names
+from memsim.memory.checks import QUERIES, CheckSkipped, CheckSubject, conversation, iter_checks
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, memory_names
 from tiny_cross_encoder import build_tiny_cross_encoder
 
 CHECKS = dict(iter_checks())
@@ -54,7 +54,7 @@ def served_naive() -> Any:
     pytest.importorskip("fastapi", reason="the http extra is not installed: pip install 'memsim[http]'")
     from http_helpers import serving
 
-    from memory.http_server import create_app
+    from memsim.memory.http_server import create_app
 
     def resources(seed: int) -> Resources:
         return Resources(rng=np.random.default_rng(seed), embedder_factory=HashEmbedder)
@@ -119,7 +119,7 @@ def test_probe_check_catches_a_probe_that_retrieves(
     name: str, args: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A system whose ``probe`` is its ``retrieve`` (hit counts, served sets, the oracle) fails the check."""
-    from memory.registry import build_memory
+    from memsim.memory.registry import build_memory
 
     system_type = type(build_memory(name, dict(args), resources=Resources(embedder_factory=HashEmbedder)))
     monkeypatch.setattr(system_type, "probe", system_type.retrieve)

@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.pipeline import Outcome, execute, make_spec
-from memory.embed import HashEmbedder
-from memory.inject import inject_rows, receives_gold
-from memory.registry import Resources, SystemSpec, build_memory
+from memsim.analysis.pipeline import Outcome, execute, make_spec
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.inject import inject_rows, receives_gold
+from memsim.memory.registry import Resources, SystemSpec, build_memory
 
 SCENARIO = {"users": 3, "months": 3}
 SPAN_DAYS = 90.0

@@ -12,14 +12,14 @@ import polars as pl
 import pytest
 import simpy
 
-from analysis.cost import CostAssumptions, cost_main, cost_table, format_cost
-from memory.base import MemoryStats, Retrieved, Turn, text_bytes
-from scenarios.base import build_scenario
-from sim.answer.meter import PriceTable
-from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
-from sim.errors import UserError
-from sim.recorder import Recorder
-from sim.scorers import build_scorer
+from memsim.analysis.cost import CostAssumptions, cost_main, cost_table, format_cost
+from memsim.memory.base import MemoryStats, Retrieved, Turn, text_bytes
+from memsim.scenarios.base import build_scenario
+from memsim.sim.answer.meter import PriceTable
+from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+from memsim.sim.core.errors import UserError
+from memsim.sim.recorder import Recorder
+from memsim.sim.scorers import build_scorer
 
 
 class Extractor:

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.curves import (
+from memsim.analysis.curves import (
     accuracy_curves,
     answer_metrics,
     cost_curves,
@@ -17,7 +17,7 @@ from analysis.curves import (
     rolling_mean,
     storage_timeline,
 )
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 METRIC = "recall_all@10"
 """The headline column of the hand-made rows."""
@@ -119,7 +119,7 @@ def _paired(users: int, per_user: int) -> pl.DataFrame:
 
 
 def test_gain_curve_band_matches_the_point_curve_and_resamples_users() -> None:
-    from analysis.learning import MIN_USERS, gain_curve, gain_curve_band
+    from memsim.analysis.learning import MIN_USERS, gain_curve, gain_curve_band
 
     probes = _paired(MIN_USERS, 8)
     band = gain_curve_band(probes, metric=METRIC, system="s", twin="s~twin", window_days=14.0,
@@ -138,7 +138,7 @@ def test_gain_curve_band_matches_the_point_curve_and_resamples_users() -> None:
 
 
 def test_system_styles_never_repeat_a_colour_and_style_pair() -> None:
-    from analysis.plots import PALETTE, system_styles
+    from memsim.analysis.plots import PALETTE, system_styles
 
     bases = [f"sys{i}" for i in range(2 * len(PALETTE) + 3)]
     labels = [x for b in bases for x in (b, f"{b}~twin", f"{b}~placebo")]

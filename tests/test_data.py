@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from sim.errors import UserError
-from static_benchmarks import data
+from memsim.analysis.cli import main
+from memsim.sim.core.errors import UserError
+from memsim.static_benchmarks import data
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LME_MINI = FIXTURES / "longmemeval_s_mini.json"
@@ -81,7 +81,7 @@ def test_locomo_fetch_stores_the_verified_file_and_prints_the_licence(
     assert "CC BY-NC 4.0" in out
     # The fetched copy is what a run finds when no file is named.
     assert data.locate("locomo") == stored
-    from scenarios.static import LocomoConfig
+    from memsim.scenarios.static import LocomoConfig
 
     assert LocomoConfig().path() == stored
     assert LocomoConfig(data="locomo").path() == stored
@@ -132,8 +132,8 @@ def test_the_mirror_comes_from_the_environment(mirror: Mirror, data_home: Path, 
 
 
 def test_longmemeval_runs_fall_back_to_the_fetched_file(mirror: Mirror, data_home: Path) -> None:
-    from scenarios.base import build_scenario
-    from scenarios.static import LongMemEvalConfig
+    from memsim.scenarios.base import build_scenario
+    from memsim.scenarios.static import LongMemEvalConfig
 
     assert LongMemEvalConfig().path() is None
     _serve(mirror, "longmemeval-s-cleaned", LME_MINI)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.pipeline import execute, spec_from_config
-from memory.registry import learns_from_feedback
-from scenarios.config import CONFIG_DIR, load_config
+from memsim.analysis.pipeline import execute, spec_from_config
+from memsim.memory.registry import learns_from_feedback
+from memsim.scenarios.config import CONFIG_DIR, load_config
 
 
 @pytest.mark.slow
 def test_demo_headline_mde_is_at_most_three_points() -> None:
-    from analysis.run_cli import demo_systems
+    from memsim.analysis.cli.run import demo_systems
 
     learners = [s for s in demo_systems() if learns_from_feedback(s.name, s.args)]
     assert {s.name for s in learners} >= {"neuroplastic", "neuroplastic-daily-decay"}

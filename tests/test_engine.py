@@ -13,13 +13,13 @@ import polars as pl
 import pytest
 from helpers import replay
 
-from memory.base import MemoryStats, Retrieved, Turn
-from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
-from analysis.pipeline import execute, make_spec
-from analysis.summary import summarise_folder
-from scenarios.base import ScenarioStream, build_scenario
-from sim.events import Deletion, Question, Session, sort_events
+from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.analysis.summary import summarise_folder
+from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.sim.events import Deletion, Question, Session, sort_events
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -226,7 +226,7 @@ def test_run_folder_is_complete_and_metrics_recomputable(tmp_path: Path):
 
 
 def test_unknown_system_is_a_clear_error(tmp_path: Path):
-    from memory.registry import UnknownSystemError, parse_system
+    from memsim.memory.registry import UnknownSystemError, parse_system
 
     with pytest.raises(UnknownSystemError, match="known systems: .*naive"):
         parse_system("nosuch")
@@ -243,7 +243,7 @@ def test_stream_users_are_processed_concurrently(tmp_path: Path):
 
 def test_endpoint_failure_stops_the_run_and_keeps_rows(tmp_path: Path):
     """A reader whose endpoint is gone stops the run with its error; rows before it are written."""
-    from sim.errors import UserError
+    from memsim.sim.core.errors import UserError
 
     calls = {"n": 0}
 
@@ -273,7 +273,7 @@ def test_endpoint_failure_stops_the_run_and_keeps_rows(tmp_path: Path):
 
 
 def test_ndcg_gives_no_gain_to_a_second_copy_of_the_same_evidence():
-    from sim.scorers import evidence_scores
+    from memsim.sim.scorers import evidence_scores
 
     dup = evidence_scores([("a",), ("a",)], {"a", "b"}, ks=(2,))
     assert dup["recall_all@2"] == 0.0
@@ -285,7 +285,7 @@ def test_ndcg_gives_no_gain_to_a_second_copy_of_the_same_evidence():
 
 
 def test_cut_offs_above_the_memories_fetched_are_not_reported():
-    from sim.spec import RunSpec, ScenarioEntry, SystemEntry
+    from memsim.sim.spec import RunSpec, ScenarioEntry, SystemEntry
 
     spec = RunSpec(scenario=ScenarioEntry(name="persona"), systems=(SystemEntry(name="naive"),), k=10)
     assert spec.ks == (1, 5, 10)
@@ -297,7 +297,7 @@ def test_cut_offs_above_the_memories_fetched_are_not_reported():
 
 def test_recorder_keeps_nested_provenance_exactly() -> None:
     """Provenance lists (memories x source turns) survive the recorder's fast path and its fallbacks."""
-    from sim.recorder import PROBE_SCHEMA, _frame
+    from memsim.sim.recorder import PROBE_SCHEMA, _frame
 
     cases = [
         [["t1"], ["t2", "t3"]],

@@ -13,18 +13,18 @@ import polars as pl
 import pytest
 import simpy
 
-from analysis.erasure import erasure_table, format_erasure
-from memory.base import MemoryStats, Retrieved, Turn, render_turn
-from memory.embed import EmbeddingCache, HashEmbedder
-from memory.kvcache import KVCache
-from scenarios.base import ScenarioStream, build_scenario
-from sim.answer.cache import CachedLLM
-from sim.answer.llm import ScriptedLLM
-from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
-from sim.erasure import audit_system, classify
-from sim.events import Deletion, Question, Session, sort_events
-from sim.recorder import Recorder
-from sim.scorers import build_scorer
+from memsim.analysis.erasure import erasure_table, format_erasure
+from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn
+from memsim.memory.embed import EmbeddingCache, HashEmbedder
+from memsim.memory.kvcache import KVCache
+from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.sim.answer.cache import CachedLLM
+from memsim.sim.answer.llm import ScriptedLLM
+from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+from memsim.sim.erasure import audit_system, classify
+from memsim.sim.events import Deletion, Question, Session, sort_events
+from memsim.sim.recorder import Recorder
+from memsim.sim.scorers import build_scorer
 from tests.conftest import T0
 
 SECRET = "I was diagnosed with asthma at the clinic on Harbour Street"

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory.base import Turn
-from memory.gated import EntityRecognizer, MultiSignalMemory, SurpriseMemory, entity_keys, temporal_markers
-from memory.registry import Resources, build_memory
-from memory.variants import PerSpeakerMemory, PositionRecencyMemory, RerankMemory, load_cross_encoder
-from sim.errors import UserError
+from memsim.memory.base import Turn
+from memsim.memory.gated import EntityRecognizer, MultiSignalMemory, SurpriseMemory, entity_keys, temporal_markers
+from memsim.memory.registry import Resources, build_memory
+from memsim.memory.variants import PerSpeakerMemory, PositionRecencyMemory, RerankMemory, load_cross_encoder
+from memsim.sim.core.errors import UserError
 from test_systems import FAR, T0, ids, res, turn, unit
 from tiny_cross_encoder import build_tiny_cross_encoder
 
@@ -330,10 +330,10 @@ def test_per_speaker_gates_see_their_speaker_only() -> None:
 
 
 def test_static_locomo_per_speaker_scores_the_union(tmp_path: Path) -> None:
-    from analysis.pipeline import execute
-    from analysis.static_cli import locomo_spec, static_arguments
-    from memory.embed import HashEmbedder
-    from memory.registry import Resources
+    from memsim.analysis.pipeline import execute
+    from memsim.analysis.cli.static import locomo_spec, static_arguments
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.registry import Resources
 
     parser = argparse.ArgumentParser()
     static_arguments(parser)
@@ -350,7 +350,7 @@ def test_static_locomo_per_speaker_scores_the_union(tmp_path: Path) -> None:
 
 
 def test_sorted_percentile_matches_numpy_to_the_last_bit() -> None:
-    from memory.gated import _percentile_sorted
+    from memsim.memory.gated import _percentile_sorted
 
     rng = np.random.default_rng(1)
     for n in (1, 2, 3, 7, 100):

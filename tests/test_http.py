@@ -18,13 +18,13 @@ pytest.importorskip("fastapi", reason="the http extra is not installed: pip inst
 
 from http_helpers import free_port, serving  # noqa: E402
 
-from analysis.cli import main  # noqa: E402
-from memory.checks import CheckSkipped, CheckSubject, iter_checks  # noqa: E402
-from memory.embed import HashEmbedder  # noqa: E402
-from memory.http import PROTOCOL, HttpMemory  # noqa: E402
-from memory.http_server import create_app, openapi_document  # noqa: E402
-from memory.registry import Resources, build_memory, learns_from_feedback  # noqa: E402
-from sim.errors import UserError  # noqa: E402
+from memsim.analysis.cli import main  # noqa: E402
+from memsim.memory.checks import CheckSkipped, CheckSubject, iter_checks  # noqa: E402
+from memsim.memory.embed import HashEmbedder  # noqa: E402
+from memsim.memory.http import PROTOCOL, HttpMemory  # noqa: E402
+from memsim.memory.http_server import create_app, openapi_document  # noqa: E402
+from memsim.memory.registry import Resources, build_memory, learns_from_feedback  # noqa: E402
+from memsim.sim.core.errors import UserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OPENAPI = REPO / "memory" / "http_openapi.json"
@@ -109,7 +109,7 @@ def test_learns_comes_from_the_server(naive_url: str, learner_url: str) -> None:
 
 
 def test_bad_requests_come_back_as_user_errors_naming_url_and_operation(naive_url: str) -> None:
-    from memory.http import QueryRequest
+    from memsim.memory.http import QueryRequest
 
     remote = _client(naive_url)
     bad = QueryRequest.model_construct(query="q", user_id="u1", now=NOW, k=-1)  # what the client itself refuses

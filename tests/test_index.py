@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from analysis.scale_bench import bench_index, format_scale, realistic_vectors
-from memory.index import IndexSpec, make_index
-from memory.store import VectorStore
+from memsim.analysis.scale_bench import bench_index, format_scale, realistic_vectors
+from memsim.memory.index import IndexSpec, make_index
+from memsim.memory.store import VectorStore
 
 DIM = 32
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from analysis.judge_check import (
+from memsim.analysis.judge_check import (
     CATEGORIES,
     RELIABLE_ACCURACY,
     build_check_set,
@@ -23,8 +23,8 @@ from analysis.judge_check import (
     judge_mark,
     write_check,
 )
-from sim.answer import ScriptedLLM, load_official_prompts, make_judge
-from sim.errors import UserError
+from memsim.sim.answer import ScriptedLLM, load_official_prompts, make_judge
+from memsim.sim.core.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI_LME = FIXTURES / "longmemeval_s_mini.json"
@@ -211,13 +211,13 @@ def test_a_file_of_neither_structure_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_unreliable_self_judging_paraphrase_marks_reach_tables_metrics_and_report(items, tmp_path: Path) -> None:
     """A run whose LLM judge failed its check: every answer table and metrics.json carry the marks."""
-    from analysis.judge_check import _summary_of
-    from analysis.pipeline import execute
-    from analysis.report import write_report
-    from analysis.summary import format_answer_accuracy, format_tables
-    from analysis.pipeline import make_spec
-    from memory.embed import HashEmbedder
-    from memory.registry import Resources, SystemSpec
+    from memsim.analysis.judge_check import _summary_of
+    from memsim.analysis.pipeline import execute
+    from memsim.analysis.report import write_report
+    from memsim.analysis.summary import format_answer_accuracy, format_tables
+    from memsim.analysis.pipeline import make_spec
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.registry import Resources, SystemSpec
 
     result = check_judge(make_judge("llm_longmemeval", ScriptedLLM("yes")), items, cache=False)
     checks = {"items": result["items"], "self_judging": True,
@@ -267,7 +267,7 @@ def test_unreliable_self_judging_paraphrase_marks_reach_tables_metrics_and_repor
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    from sim.answer.setup import add_answer_arguments
+    from memsim.sim.answer.setup import add_answer_arguments
 
     p = argparse.ArgumentParser()
     add_answer_arguments(p)
@@ -278,7 +278,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
 @pytest.mark.slow
 def test_self_judging_needs_the_flag_and_is_marked() -> None:
     pytest.importorskip("llama_cpp")
-    from sim.answer.setup import answer_setup_from_args
+    from memsim.sim.answer.setup import answer_setup_from_args
 
     with pytest.raises(UserError, match="--allow-self-judging"):
         answer_setup_from_args(_args(["--reader", "short", "--judge", "llm_locomo", "--no-cache"]), ["contains"])
@@ -296,8 +296,8 @@ def test_self_judging_needs_the_flag_and_is_marked() -> None:
 def test_dry_run_counts_match_a_real_runs_meter() -> None:
     """Calls and reader prompt tokens are exact; completion tokens and judge prompts are upper bounds."""
     pytest.importorskip("llama_cpp")
-    from memory.base import Retrieved
-    from sim.answer.setup import answer_setup_from_args
+    from memsim.memory.base import Retrieved
+    from memsim.sim.answer.setup import answer_setup_from_args
 
     t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
     memories = [
@@ -327,7 +327,7 @@ def test_dry_run_counts_match_a_real_runs_meter() -> None:
 
 
 def test_runs_without_llm_judges_or_dry_runs_need_no_check() -> None:
-    from analysis.judge_check import judge_checks_for_run
+    from memsim.analysis.judge_check import judge_checks_for_run
 
     assert judge_checks_for_run({"reader": "short", "judge": ["contains"]}, default_judges=()) == {}
     assert judge_checks_for_run({"reader": "short", "judge": ["llm_locomo"], "dry_run": True}, default_judges=()) == {}

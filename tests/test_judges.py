@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sim.answer import (
+from memsim.sim.answer import (
     JUDGE_LONGMEMEVAL,
     JUDGE_NAMES,
     LongMemEvalLLMJudge,
@@ -18,7 +18,7 @@ from sim.answer import (
     normalize,
     says_not_available,
 )
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 
 def score(name: str, gold, answer: str, category=None, question_id=None, llm=None) -> float:

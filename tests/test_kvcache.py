@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memory.kvcache import KVCache
-from sim.errors import UserError
+from memsim.memory.kvcache import KVCache
+from memsim.sim.core.errors import UserError
 
 
 def _key(i: int) -> bytes:

@@ -10,14 +10,14 @@ import polars as pl
 import pytest
 from helpers import replay
 
-from analysis.learning import compare, learning_table, user_halves
-from analysis.pipeline import execute, make_spec
-from memory.base import MemoryStats, Retrieved, Turn
-from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
-from scenarios.base import ScenarioStream
-from sim.errors import UserError
-from sim.events import Question, Session, sort_events
+from memsim.analysis.learning import compare, learning_table, user_halves
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.scenarios.base import ScenarioStream
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Question, Session, sort_events
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -268,7 +268,7 @@ def test_halves_are_per_user() -> None:
 
 
 def test_a_run_without_its_static_control_says_why_the_did_column_is_empty() -> None:
-    from analysis.learning import format_learning
+    from memsim.analysis.learning import format_learning
 
     outcome = _run(0, ("control-learner",))
     m = outcome.summary.metrics

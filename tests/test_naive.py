@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memory.base import MemorySystem, Turn, render_turn, text_bytes
-from memory.embed import Embedder, HashEmbedder
-from memory.naive import TIMESTAMP_BYTES, VECTOR_ID_BYTES, NaiveMemory
-from memory.registry import Resources, build_memory
+from memsim.memory.base import MemorySystem, Turn, render_turn, text_bytes
+from memsim.memory.embed import Embedder, HashEmbedder
+from memsim.memory.naive import TIMESTAMP_BYTES, VECTOR_ID_BYTES, NaiveMemory
+from memsim.memory.registry import Resources, build_memory
 
 LATER = datetime(2030, 1, 1, tzinfo=timezone.utc)
 

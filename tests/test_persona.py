@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scenarios.base import build_scenario
-from scenarios.persona import PersonaConfig, PersonaScenario
-from scenarios.config import load_config
-from sim.errors import UserError
-from sim.events import Deletion, Question, Session
+from memsim.scenarios.base import build_scenario
+from memsim.scenarios.persona import PersonaConfig, PersonaScenario
+from memsim.scenarios.config import load_config
+from memsim.sim.core.errors import UserError
+from memsim.sim.events import Deletion, Question, Session
 
 
 def _stream(seed: int = 0, **args):
@@ -144,17 +144,17 @@ def test_config_file_errors_name_file_and_key(tmp_path: Path):
 
 
 def _shipped_configs() -> list[Path]:
-    from scenarios.config import CONFIG_DIR
+    from memsim.scenarios.config import CONFIG_DIR
 
     return sorted(CONFIG_DIR.glob("*.toml"))
 
 
 @pytest.mark.parametrize("path", _shipped_configs(), ids=lambda p: p.name)
 def test_shipped_configs_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from scenarios.config import tomllib
+    from memsim.scenarios.config import tomllib
 
     if path.name.startswith("sweep_"):  # sweep specs (analysis.sweep), not run configs
-        from analysis.sweep import load_sweep
+        from memsim.analysis.sweep import load_sweep
 
         assert load_sweep(path).scenarios
         return

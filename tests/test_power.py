@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.power import (
+from memsim.analysis.power import (
     PowerPoint,
     aa_coverage,
     calibrate_p_end,
@@ -15,10 +15,10 @@ from analysis.power import (
     minimum_detectable_effect,
     power_curve,
 )
-from analysis.pipeline import execute, make_spec
-from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
-from sim.errors import UserError
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.sim.core.errors import UserError
 
 METRIC = "recall_all@10"
 """The headline column of those runs (k = 10)."""
@@ -93,7 +93,7 @@ def learner_runs(tmp_path_factory: pytest.TempPathFactory) -> list:
 
 def test_gain_power_uses_the_system_under_test_as_base(learner_runs) -> None:
     """The effect goes into the system's own rows; the learner's real gain over its twin is not counted."""
-    from analysis.power import gain_power_curve
+    from memsim.analysis.power import gain_power_curve
 
     pts = gain_power_curve(learner_runs, system="control-learner", effects=(0.0, 0.1), k=10, span_days=60,
                            metric=METRIC, rng=np.random.default_rng(0), n_boot=300)

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memory.base import Retrieved, Turn, render_turn
-from sim.answer import (
+from memsim.memory.base import Retrieved, Turn, render_turn
+from memsim.sim.answer import (
     FINAL_ANSWER_MARK,
     NO_MEMORIES,
     READER_COT,
@@ -19,7 +19,7 @@ from sim.answer import (
     format_memory,
     format_question_date,
 )
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 T0 = datetime(2023, 5, 1, 9, 30, tzinfo=timezone.utc)
 

@@ -16,9 +16,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis import compare_cli, report_cli
-from analysis.pipeline import execute, make_spec
-from analysis.report import (
+from memsim.analysis.cli import compare as compare_cli, report as report_cli
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.analysis.report import (
     DEFAULT_FADING,
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_DAYS,
@@ -27,12 +27,12 @@ from analysis.report import (
     summary_text,
     write_report,
 )
-from analysis.summary import summarise, write_summary
-from memory.embed import HashEmbedder
-from memory.registry import Resources, SystemSpec
-from sim.errors import UserError
-from sim.recorder import Recorder
-from sim.spec import RunSpec, ScenarioEntry, system_entries
+from memsim.analysis.summary import summarise, write_summary
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, SystemSpec
+from memsim.sim.core.errors import UserError
+from memsim.sim.recorder import Recorder
+from memsim.sim.spec import RunSpec, ScenarioEntry, system_entries
 
 CHROMIUM = "/usr/bin/chromium"
 SYSTEMS = (("naive", 0.5, 0.5), ("gated", 0.3, 0.8), ("decay", 0.4, 0.6))
@@ -497,7 +497,7 @@ def test_real_run_report_leads_with_the_gain_over_twin_and_every_legend_is_compl
     assert "neuroplastic − twin" in _legend_labels(gain_svg)
     assert "neuroplastic~placebo − twin" in _legend_labels(gain_svg)
     # The point estimates are metrics.json's gain curve.
-    from analysis.learning import gain_curve_band
+    from memsim.analysis.learning import gain_curve_band
     band = gain_curve_band(pl.read_parquet(out / "probes.parquet"), metric=METRIC, system="neuroplastic",
                            twin="neuroplastic~twin", window_days=14.0, rng=np.random.default_rng(0), n_boot=200)
     assert [round(b["gain"], 12) for b in band] == [round(p["gain"], 12) for p in metrics["gain_curves"]["neuroplastic"]]

@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.sensitivity import GridPoint, Knob, format_table, grid_frame, plot_grid, pool_seeds, sensitivity_grid
-from analysis.stats import diff_in_diff
-from memory.embed import HashEmbedder
-from scenarios.config import config_from_mapping
-from sim.errors import UserError
+from memsim.analysis.sensitivity import GridPoint, Knob, format_table, grid_frame, plot_grid, pool_seeds, sensitivity_grid
+from memsim.analysis.stats import diff_in_diff
+from memsim.memory.embed import HashEmbedder
+from memsim.scenarios.config import config_from_mapping
+from memsim.sim.core.errors import UserError
 
 METRIC = "recall_all@10"
 """The headline column of the hand-made rows."""

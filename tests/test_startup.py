@@ -13,7 +13,7 @@ HEAVY = ("torch", "scipy", "sentence_transformers", "transformers", "onnxruntime
 
 _PROBE = """
 import sys
-from analysis.cli import main
+from memsim.analysis.cli import main
 try:
     code = main({argv!r})
 except SystemExit as exc:
@@ -35,7 +35,7 @@ def test_start_up_imports_nothing_heavy(argv: list[str]) -> None:
 
 
 def test_a_top_level_option_value_is_not_taken_for_the_command() -> None:
-    from analysis.cli import _command_of
+    from memsim.analysis.cli import _command_of
 
     assert _command_of(["--embed-backend", "torch", "static", "locomo"]) == "static"
     assert _command_of(["--debug", "list"]) == "list"

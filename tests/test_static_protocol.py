@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.summary import format_tables, summarise, summarise_folder, write_summary
-from memory.base import MemoryStats, MemorySystem, Retrieved, Turn, render_turn
-from memory.registry import _REGISTRY, Resources, register_memory
-from sim.events import Episode, Question, Session
-from sim.runner import run
-from sim.spec import RunSpec, ScenarioEntry, SystemEntry
+from memsim.analysis.summary import format_tables, summarise, summarise_folder, write_summary
+from memsim.memory.base import MemoryStats, MemorySystem, Retrieved, Turn, render_turn
+from memsim.memory.registry import _REGISTRY, Resources, register_memory
+from memsim.sim.events import Episode, Question, Session
+from memsim.sim.runner import run
+from memsim.sim.spec import RunSpec, ScenarioEntry, SystemEntry
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 _WORD = re.compile(r"[a-z]+")

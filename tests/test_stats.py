@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
-from analysis.stats import (
+from memsim.analysis.stats import (
     bootstrap_ci,
     critical_difference_plot,
     diff_in_diff,
@@ -17,7 +17,7 @@ from analysis.stats import (
     halves,
     summarise_seeds,
 )
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 METRIC = "recall_all@10"
 """The headline column of the hand-made rows (callers always name the metric)."""
@@ -111,7 +111,7 @@ def test_halves_splits_at_median_q_index_and_excludes_unscored() -> None:
 
 
 def test_halves_clusters_by_user_when_many_users_else_by_thread() -> None:
-    from analysis.stats import MIN_USER_CLUSTERS
+    from memsim.analysis.stats import MIN_USER_CLUSTERS
 
     n_users = MIN_USER_CLUSTERS
     users = [f"u{i % n_users}" for i in range(4 * n_users)]

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memory.base import PerUserTally, Turn
-from memory.embed import HashEmbedder
-from memory.registry import Resources, build_memory
+from memsim.memory.base import PerUserTally, Turn
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import Resources, build_memory
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 WORDS = ["lives", "in", "Paris", "Lyon", "works", "as", "a", "nurse", "teacher", "likes", "tea", "coffee", "dog", "cat"]
@@ -25,15 +25,15 @@ def recount(system: object) -> tuple[int, int]:
     """(items, metadata bytes) summed over every user's held state, without the running totals."""
     name = type(system).__name__
     if name in ("PublishedNeuroplasticMemory", "DailyDecayNeuroplasticMemory"):
-        import memory.neuroplastic as daily
-        import memory.neuroplastic_published as published
+        import memsim.memory.neuroplastic as daily
+        import memsim.memory.neuroplastic_published as published
 
         module = published if name == "PublishedNeuroplasticMemory" else daily
         base = system._index.stats()  # type: ignore[attr-defined]
         extra = sum(module._state_bytes(u) for u in system._users.values())  # type: ignore[attr-defined]
         return base.items, base.metadata_bytes + extra
     if name == "BM25Memory":
-        from memory.lexical import _meta_bytes
+        from memsim.memory.lexical import _meta_bytes
 
         mems = [m for v in system._records.mem.values() for m in v.values()]  # type: ignore[attr-defined]
         return len(mems), sum(_meta_bytes(m) for m in mems)
@@ -111,8 +111,8 @@ def test_tally_recounts_only_touched_users_and_drops_gone_ones() -> None:
 
 
 def test_dense_index_and_vector_store_counts_match_their_partitions() -> None:
-    from memory.dense import DenseIndex
-    from memory.base import Memory
+    from memsim.memory.dense import DenseIndex
+    from memsim.memory.base import Memory
 
     rng = np.random.default_rng(5)
     index = DenseIndex(4)

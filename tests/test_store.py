@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from memory.store import MANIFEST_NAME, VectorStore
-from sim.errors import UserError
+from memsim.memory.store import MANIFEST_NAME, VectorStore
+from memsim.sim.core.errors import UserError
 
 DIM = 16
 

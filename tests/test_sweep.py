@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analysis.sweep import expand, load_sweep, read_index, run_sweep, sweep_from_mapping
-from sim.errors import UserError
+from memsim.analysis.sweep import expand, load_sweep, read_index, run_sweep, sweep_from_mapping
+from memsim.sim.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def _write(tmp: Path, text: str, name: str = "spec.toml") -> Path:
 
 def _memsim(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
     full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "analysis.cli", *args], cwd=ROOT, env=full,
+    return subprocess.Popen([sys.executable, "-m", "memsim", *args], cwd=ROOT, env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
@@ -227,9 +227,9 @@ def test_killed_sweep_resumes_to_identical_results(tmp_path: Path, uninterrupted
 
 
 def test_compare_sweep_aggregates_over_seeds_ranks_and_plots_each_knob(tmp_path: Path, capsys) -> None:
-    from analysis.cli import main
-    from analysis.stats import summarise_seeds
-    from analysis.sweep_compare import aggregate, rankings
+    from memsim.analysis.cli import main
+    from memsim.analysis.stats import summarise_seeds
+    from memsim.analysis.sweep_compare import aggregate, rankings
 
     text = (TINY.replace("seeds = 5", "seeds = 3").replace('name = "tiny"', 'name = "tiny"\nsplit = "together"')
             .replace("months = 1", "months = 1\n[scenario.grid]\nreask_rate = [0.0, 0.6]"))
@@ -298,8 +298,8 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_dry_run_lists_cells_with_their_cost(tmp_path: Path, capsys) -> None:
-    from analysis.cli import main
-    from analysis.sweep import estimate
+    from memsim.analysis.cli import main
+    from memsim.analysis.sweep import estimate
 
     text = TINY.replace("seeds = 5", "seeds = 2").replace('"neuroplastic", "control-learner"', '"neuroplastic"')
     path = _write(tmp_path, text + '\n[answer]\nreader = "short"\njudge = ["contains", "llm_locomo"]\n')

@@ -9,12 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.power import power_curve, power_sweep, run_seeds, seed_runs_from_sweep
-from analysis.sensitivity import Knob, grid_from_sweep, sensitivity_grid, sensitivity_sweep
-from analysis.sweep import run_sweep
-from memory.embed import HashEmbedder
-from memory.registry import SystemSpec
-from scenarios.config import config_from_mapping
+from memsim.analysis.power import power_curve, power_sweep, run_seeds, seed_runs_from_sweep
+from memsim.analysis.sensitivity import Knob, grid_from_sweep, sensitivity_grid, sensitivity_sweep
+from memsim.analysis.sweep import run_sweep
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import SystemSpec
+from memsim.scenarios.config import config_from_mapping
 
 # Columns that measure wall time differ between two runs of one seed; every other column is the seed's.
 _TIMED = ("retrieve_ms", "embed_ms")

@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory.base import Turn
-from memory.embed import HashEmbedder
-from memory.fullcontext import FullContextMemory, estimate_tokens
-from memory.gated import MultiSignalMemory, temporal_markers
-from memory.lexical import BM25Memory, HybridMemory, rrf_fuse
-from memory.neuroplastic import NeuroplasticMemory, has_past_cue
-from memory.registry import Resources, build_memory
-from memory.variants import RecencyMemory, RerankMemory, load_cross_encoder
+from memsim.memory.base import Turn
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.fullcontext import FullContextMemory, estimate_tokens
+from memsim.memory.gated import MultiSignalMemory, temporal_markers
+from memsim.memory.lexical import BM25Memory, HybridMemory, rrf_fuse
+from memsim.memory.neuroplastic import NeuroplasticMemory, has_past_cue
+from memsim.memory.registry import Resources, build_memory
+from memsim.memory.variants import RecencyMemory, RerankMemory, load_cross_encoder
 from tiny_cross_encoder import build_tiny_cross_encoder
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -335,7 +335,7 @@ def _check_rerank(tiny_ce: Path) -> None:
 
 
 def test_rerank_needs_an_existing_model_folder(tmp_path: Path) -> None:
-    from sim.errors import UserError
+    from memsim.sim.core.errors import UserError
 
     with pytest.raises(UserError, match="model"):
         RerankMemory(resources=res())
@@ -355,9 +355,9 @@ MIN_LOCOMO_RECALL_AT_30 = 0.65
 def test_multisignal_on_real_locomo_compresses_and_keeps_evidence(minilm: Any, locomo_path: Path) -> None:
     """On a real LoCoMo conversation the gate drops turns, says why it kept the rest,
     and still finds evidence for most questions."""
-    from sim.scorers import evidence_scores
-    from sim.events import Question, Session
-    from static_benchmarks.locomo import load_locomo, locomo_episodes
+    from memsim.sim.scorers import evidence_scores
+    from memsim.sim.events import Question, Session
+    from memsim.static_benchmarks.locomo import load_locomo, locomo_episodes
 
     episode = locomo_episodes(load_locomo(locomo_path), limit_conversations=1)[0]
     sessions = [e for e in episode.events if isinstance(e, Session)]
@@ -387,7 +387,7 @@ def test_multisignal_on_real_locomo_compresses_and_keeps_evidence(minilm: Any, l
 
 
 def test_bench_systems_small_run_reports_every_system_and_size() -> None:
-    from memory.bench import bench_systems, format_rows
+    from memsim.memory.bench import bench_systems, format_rows
 
     rows, fig = bench_systems(
         ["naive", "surprise:warmup=1", "bm25"], [60, 120], sample=40, ingest_turns=20, queries=10,

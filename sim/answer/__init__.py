@@ -11,46 +11,46 @@ Names are imported from their modules on first use.
 
 from __future__ import annotations
 
-from sim.lazy import lazy_exports
+from memsim.sim.core.lazy import lazy_exports
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "__future__": (
         "annotations",
     ),
-    "sim.answer.bench": (
+    "memsim.sim.answer.bench": (
         "BenchResult", "bench_llm", "bench_questions", "format_bench",
     ),
-    "sim.answer.cache": (
+    "memsim.sim.answer.cache": (
         "CachedLLM",
     ),
-    "sim.answer.dryrun": (
+    "memsim.sim.answer.dryrun": (
         "DryRunFinished",
     ),
-    "sim.answer.judges": (
+    "memsim.sim.answer.judges": (
         "JUDGE_NAMES", "JUDGE_PASS", "LLM_JUDGES", "PARAPHRASE_NOTE", "Bleu1Judge", "ContainsJudge", "Judge",
         "LocomoF1Judge", "LocomoLLMJudge", "LongMemEvalLLMJudge", "Mem0F1Judge", "abstains", "bleu1",
         "is_abstention_question", "locomo_f1", "make_judge", "mem0_f1", "normalize", "says_not_available",
     ),
-    "sim.answer.llm": (
+    "memsim.sim.answer.llm": (
         "LLM_KINDS", "OPENAI_URL", "SERVER_SAMPLING", "ClientWrapper", "Completion", "LLMClient",
         "LLMRequestError", "LLMUnavailableError", "LocalLLM", "OpenAICompatibleLLM", "ScriptedLLM",
         "default_model_path", "endpoint_of", "make_llm", "openai_base_url",
     ),
-    "sim.answer.meter": (
+    "memsim.sim.answer.meter": (
         "DEFAULT_PRICES", "DryRunLLM", "Meter", "MeteredLLM", "PriceTable",
     ),
-    "sim.answer.official": (
+    "memsim.sim.answer.official": (
         "LONGMEMEVAL_SCRIPT", "OfficialPrompts", "load_official_prompts",
     ),
-    "sim.answer.prompts": (
+    "memsim.sim.answer.prompts": (
         "FINAL_ANSWER_MARK", "JUDGE_LOCOMO", "JUDGE_LONGMEMEVAL", "JUDGE_LONGMEMEVAL_TYPES",
         "NO_MEMORIES", "READER_COT", "READER_SHORT", "READER_TEMPLATES", "PromptTemplate",
     ),
-    "sim.answer.readers": (
+    "memsim.sim.answer.readers": (
         "DEFAULT_ANSWER_TOKENS", "READER_VARIANTS", "Answer", "Reader", "extract_answer",
         "format_memory", "format_question_date",
     ),
-    "sim.answer.setup": (
+    "memsim.sim.answer.setup": (
         "DEFAULT_JUDGES", "AnswerSetup", "add_answer_arguments", "answer_setup_from_args",
         "build_llm", "format_cost", "format_dry_run", "judge_client", "official_templates", "same_model",
     ),

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 
-from memory.base import Retrieved
-from sim.answer.llm import LLMClient, LocalLLM
-from sim.answer.readers import READER_VARIANTS, Reader
+from memsim.memory.base import Retrieved
+from memsim.sim.answer.llm import LLMClient, LocalLLM
+from memsim.sim.answer.readers import READER_VARIANTS, Reader
 
 __all__ = ["BenchResult", "bench_llm", "bench_questions", "format_bench", "add_arguments", "main"]
 
@@ -185,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark and print the table."""
-    from sim.errors import UserError
+    from memsim.sim.core.errors import UserError
 
     if args.questions < 1 or args.memories < 0:
         raise UserError("--questions must be >= 1 and --memories >= 0")

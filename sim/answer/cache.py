@@ -1,7 +1,7 @@
 """The LLM response cache: the same request is answered once, then from disk.
 
 ``CachedLLM`` wraps a client and keeps every successful reply in
-``llm_responses.sqlite`` under memsim's cache folder (a ``memory.kvcache``
+``llm_responses.sqlite`` under memsim's cache folder (a ``memsim.memory.kvcache``
 store, like the embedding cache), keyed by a hash of endpoint, model,
 messages and parameters. A re-run of a benchmark therefore makes no model
 calls and gives the same answers.
@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memory.kvcache import KVCache, default_cache_dir
-from sim.answer.llm import ClientWrapper, Completion, LLMClient, Messages
+from memsim.memory.kvcache import KVCache, default_cache_dir
+from memsim.sim.answer.llm import ClientWrapper, Completion, LLMClient, Messages
 
 __all__ = ["CachedLLM"]
 

@@ -38,7 +38,7 @@ LLM judges (their model, temperature and prompt source are recorded by ``describ
 Both LLM judges ship with memsim's own wording of these rubrics (a
 paraphrase: its figures are not comparable to published numbers). Official
 templates are read at run time from the user's copy of the benchmark's
-evaluation code (``sim.answer.official``) and passed as ``templates``.
+evaluation code (``memsim.sim.answer.official``) and passed as ``templates``.
 
 A score is 1.0/0.0, or an F1 in [0, 1]. NaN means unscored (no gold answer,
 or an LLM verdict that could not be read), never zero; ``JUDGE_PASS`` turns
@@ -57,11 +57,11 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from sim.answer.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
-from sim.errors import UserError
+from memsim.sim.answer.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from sim.answer.llm import LLMClient
+    from memsim.sim.answer.llm import LLMClient
 
 __all__ = [
     "JUDGE_PASS",
@@ -355,7 +355,7 @@ class _LLMJudge:
         llm: the client that judges.
         temperature: sampling temperature (0: greedy).
         seed: sampling seed sent with every call.
-        templates: official templates read from the user's copy (``sim.answer.official``),
+        templates: official templates read from the user's copy (``memsim.sim.answer.official``),
             keyed like the judge's own; None: memsim's paraphrase.
         prompt_source: where ``templates`` came from (file and its hash), recorded by ``describe``.
         """

@@ -12,7 +12,7 @@ what it cost (tokens, latency). Clients:
 - ``ScriptedLLM``: a deterministic stand-in for tests.
 
 Wrappers around a client derive from ``ClientWrapper``: the response cache
-(``sim.answer.cache.CachedLLM``) and the meter (``sim.answer.meter.MeteredLLM``).
+(``memsim.sim.answer.cache.CachedLLM``) and the meter (``memsim.sim.answer.meter.MeteredLLM``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = [
     "Completion",

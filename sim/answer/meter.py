@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from sim.answer.llm import ClientWrapper, Completion, LLMClient, Messages
-from sim.errors import UserError
+from memsim.sim.answer.llm import ClientWrapper, Completion, LLMClient, Messages
+from memsim.sim.core.errors import UserError
 
 __all__ = ["DEFAULT_PRICES", "PriceTable", "Meter", "MeteredLLM", "DryRunLLM"]
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.answer.prompts import PromptTemplate
-from sim.errors import UserError
+from memsim.sim.answer.prompts import PromptTemplate
+from memsim.sim.core.errors import UserError
 
 __all__ = ["OfficialPrompts", "load_official_prompts", "LONGMEMEVAL_SCRIPT"]
 

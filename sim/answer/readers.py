@@ -1,6 +1,6 @@
 """Readers: turn retrieved memories and a question into an answer.
 
-A reader fills one of the prompt templates of ``sim.answer.prompts`` with the
+A reader fills one of the prompt templates of ``memsim.sim.answer.prompts`` with the
 memories (each with the date it was said), the question and the date it is
 asked, sends it to an LLM client and extracts the final answer.
 
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
-from sim.errors import UserError
+from memsim.sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.base import Retrieved
-    from sim.answer.llm import LLMClient
+    from memsim.memory.base import Retrieved
+    from memsim.sim.answer.llm import LLMClient
 
 __all__ = [
     "READER_DESCRIPTIONS",
@@ -62,7 +62,7 @@ _TOKENS_PER_MESSAGE = 8
 _TOKENS_SAFETY = 16
 
 # A memory already carries its date when it starts with a short dated prefix
-# followed by " | " (the form of ``memory.base.render_turn``).
+# followed by " | " (the form of ``memsim.memory.base.render_turn``).
 _DATED_PREFIX = re.compile(r"^[^|\n]{0,48}\d[^|\n]{0,48} \| ")
 _FINAL_LINE = re.compile(
     r"^[\s>*_#-]*" + re.escape(FINAL_ANSWER_MARK.rstrip(":")) + r"[\s*_]*[:：][\s*_]*(?P<answer>.*)$",
@@ -225,7 +225,7 @@ class Reader:
         """Answer ``question`` from ``memories`` (best first).
 
         Raises:
-            LLMUnavailableError: the model's endpoint failed (see ``sim.answer.llm``).
+            LLMUnavailableError: the model's endpoint failed (see ``memsim.sim.answer.llm``).
         """
         messages, used = self.build_messages(question, question_date, memories)
         out = self.llm.chat(

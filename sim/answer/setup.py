@@ -21,10 +21,10 @@ from pathlib import Path
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sim.answer.cache import CachedLLM
-from sim.answer.dryrun import DryRunFinished
-from sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
-from sim.answer.llm import (
+from memsim.sim.answer.cache import CachedLLM
+from memsim.sim.answer.dryrun import DryRunFinished
+from memsim.sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
+from memsim.sim.answer.llm import (
     LLM_KINDS,
     OPENAI_URL,
     LLMClient,
@@ -34,13 +34,13 @@ from sim.answer.llm import (
     make_llm,
     openai_base_url,
 )
-from sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
-from sim.answer.official import OfficialPrompts, load_official_prompts
-from sim.answer.readers import READER_VARIANTS, Reader
-from sim.errors import UserError
+from memsim.sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
+from memsim.sim.answer.official import OfficialPrompts, load_official_prompts
+from memsim.sim.answer.readers import READER_VARIANTS, Reader
+from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memory.base import Retrieved
+    from memsim.memory.base import Retrieved
 
 __all__ = [
     "AnswerSetup",

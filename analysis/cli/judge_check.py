@@ -11,9 +11,9 @@ __all__ = ["judge_check_arguments", "judge_check_main"]
 
 def judge_check_arguments(parser: argparse.ArgumentParser) -> None:
     """Options: data files, judges, judge models, official prompts, output folder."""
-    from analysis.judge_check import PER_KIND
-    from sim.answer.judges import JUDGE_NAMES
-    from sim.answer.llm import LLM_KINDS
+    from memsim.analysis.judge_check import PER_KIND
+    from memsim.sim.answer.judges import JUDGE_NAMES
+    from memsim.sim.answer.llm import LLM_KINDS
 
     parser.add_argument("--locomo", type=Path, default=None,
                         help="LoCoMo file for items (default: $MEMSIM_LOCOMO or ../shared/data/locomo/locomo10.json "
@@ -40,8 +40,8 @@ def judge_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _judges(args: argparse.Namespace) -> list[tuple[str, Any]]:
     """(column label, judge) for every judge and model asked for."""
-    from sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, make_judge
-    from sim.answer.setup import build_llm, official_templates
+    from memsim.sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, make_judge
+    from memsim.sim.answer.setup import build_llm, official_templates
 
     names = list(dict.fromkeys(args.judge or JUDGE_NAMES))
     official = official_templates(args.judge_prompts)
@@ -69,7 +69,7 @@ def judge_check_main(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from analysis.judge_check import (
+    from memsim.analysis.judge_check import (
         build_check_set,
         category_counts,
         check_judge,
@@ -78,8 +78,8 @@ def judge_check_main(args: argparse.Namespace) -> int:
         stderr_progress,
         write_check,
     )
-    from analysis.pipeline import default_out_dir
-    from scenarios.locomo_stream import default_locomo_path
+    from memsim.analysis.pipeline import default_out_dir
+    from memsim.scenarios.locomo_stream import default_locomo_path
 
     locomo = None
     if not args.no_locomo:

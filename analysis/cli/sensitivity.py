@@ -1,9 +1,9 @@
 """``memsim sensitivity CONFIG.toml``: how a system's DiD against the control moves with the scenario knobs.
 
 Varies re-ask rate, topic skew, fact change rate and feedback delay one at a
-time around the config's values (``analysis.sensitivity``), prints the table
+time around the config's values (``memsim.analysis.sensitivity``), prints the table
 and writes the four-panel plot. The grid's runs are a sweep
-(``analysis.sensitivity.sensitivity_sweep``: one cell per point and seed, a
+(``memsim.analysis.sensitivity.sensitivity_sweep``: one cell per point and seed, a
 run folder each under ``--sweep-dir``) played on a process pool or Dask and
 resumed where a killed run stopped.
 """
@@ -27,18 +27,18 @@ def sensitivity_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("analysis/figures/sensitivity.png"), help="plot file (PNG or SVG)")
     parser.add_argument("--sweep-dir", type=Path, default=None,
                         help="sweep folder of the grid's runs (default runs/sensitivity-<config name>); finished cells are reused")
-    from analysis.sweep_cli import add_executor_arguments
+    from memsim.analysis.cli.sweep import add_executor_arguments
 
     add_executor_arguments(parser)
 
 
 def sensitivity_main(args: argparse.Namespace) -> int:
     """Run the grid, print the table, write the plot."""
-    from analysis.sensitivity import DEFAULT_KNOBS, format_table, grid_from_sweep, plot_grid, sensitivity_sweep
-    from analysis.sweep import run_sweep
-    from memory.registry import parse_system
-    from scenarios.config import load_config
-    from sim.errors import UserError
+    from memsim.analysis.sensitivity import DEFAULT_KNOBS, format_table, grid_from_sweep, plot_grid, sensitivity_sweep
+    from memsim.analysis.sweep import run_sweep
+    from memsim.memory.registry import parse_system
+    from memsim.scenarios.config import load_config
+    from memsim.sim.core.errors import UserError
 
     if args.seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {args.seeds}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sim.errors import UserError
+from memsim.sim.core.errors import UserError
 
 __all__ = ["validate_args"]
 

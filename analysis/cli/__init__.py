@@ -14,34 +14,34 @@ import os
 import sys
 from collections.abc import Sequence
 
-from sim.answer.dryrun import DryRunFinished
-from sim.errors import UserError
+from memsim.sim.answer.dryrun import DryRunFinished
+from memsim.sim.core.errors import UserError
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("demo", "analysis.run_cli:demo", "the persona demo against every registered system (offline)"),
-    ("run", "analysis.run_cli:run", "replay a scenario config against memory systems"),
-    ("static", "analysis.static_cli:static", "run a static benchmark (LoCoMo, LongMemEval) on the same engine"),
-    ("rerun", "analysis.run_cli:rerun", "play a run folder again from its spec.json"),
-    ("list", "analysis.run_cli:listing", "registered systems, scenarios, readers, judges and scorers"),
-    ("report", "analysis.report_cli:report", "write report.html and report.md for a run folder"),
-    ("compare", "analysis.compare_cli:compare", "compare run folders: per-seed intervals, rankings"),
-    ("bench", "analysis.bench_cli:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo, compare, backends, sweep, scale"),
-    ("power", "analysis.power_cli:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
-    ("erasure", "analysis.erasure:erasure", "what deletions left behind in a run folder: leaks by place and month, time to full erasure"),
-    ("cost", "analysis.cost:cost", "cost per user per simulated month of a run folder: memories, bytes, LLM and embedding calls, USD"),
-    ("sensitivity", "analysis.sensitivity_cli:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
-    ("sweep", "analysis.sweep_cli:sweep", "scenarios x systems x seeds from a sweep spec, on a process pool or Dask, resumable"),
-    ("data", "analysis.data_cli:data", "fetch the LoCoMo and LongMemEval files (sha256-verified) and list what is present"),
-    ("serve", "analysis.serve_cli:serve", "serve a registered memory system over memsim's HTTP protocol"),
-    ("judge-check", "analysis.judge_check_cli:judge_check", "check every judge on labelled answers: accuracy, false accepts/rejects, kappa"),
+    ("demo", "memsim.analysis.cli.run:demo", "the persona demo against every registered system (offline)"),
+    ("run", "memsim.analysis.cli.run:run", "replay a scenario config against memory systems"),
+    ("static", "memsim.analysis.cli.static:static", "run a static benchmark (LoCoMo, LongMemEval) on the same engine"),
+    ("rerun", "memsim.analysis.cli.run:rerun", "play a run folder again from its spec.json"),
+    ("list", "memsim.analysis.cli.run:listing", "registered systems, scenarios, readers, judges and scorers"),
+    ("report", "memsim.analysis.cli.report:report", "write report.html and report.md for a run folder"),
+    ("compare", "memsim.analysis.cli.compare:compare", "compare run folders: per-seed intervals, rankings"),
+    ("bench", "memsim.analysis.cli.bench:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo, compare, backends, sweep, scale"),
+    ("power", "memsim.analysis.cli.power:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
+    ("erasure", "memsim.analysis.erasure:erasure", "what deletions left behind in a run folder: leaks by place and month, time to full erasure"),
+    ("cost", "memsim.analysis.cost:cost", "cost per user per simulated month of a run folder: memories, bytes, LLM and embedding calls, USD"),
+    ("sensitivity", "memsim.analysis.cli.sensitivity:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
+    ("sweep", "memsim.analysis.cli.sweep:sweep", "scenarios x systems x seeds from a sweep spec, on a process pool or Dask, resumable"),
+    ("data", "memsim.analysis.cli.data:data", "fetch the LoCoMo and LongMemEval files (sha256-verified) and list what is present"),
+    ("serve", "memsim.analysis.cli.serve:serve", "serve a registered memory system over memsim's HTTP protocol"),
+    ("judge-check", "memsim.analysis.cli.judge_check:judge_check", "check every judge on labelled answers: accuracy, false accepts/rejects, kappa"),
 )
 """(command, ``module:prefix`` with ``<prefix>_arguments`` and ``<prefix>_main``, help)."""
 
 
 EMBED_BACKENDS = ("onnx", "onnx-int8", "torch")
-"""``memory.embed.BACKENDS``, repeated so that ``--help`` imports nothing heavy (a test keeps them equal)."""
+"""``memsim.memory.embed.BACKENDS``, repeated so that ``--help`` imports nothing heavy (a test keeps them equal)."""
 _TAKES_VALUE = ("--embed-backend",)
 
 
@@ -58,6 +58,12 @@ def _command_of(argv: Sequence[str]) -> str:
     return ""
 
 
+def _version() -> str:
+    from memsim import __version__
+
+    return __version__
+
+
 def _load(target: str) -> tuple[object, object]:
     module_name, prefix = target.split(":", 1)
     module = importlib.import_module(module_name)
@@ -70,13 +76,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="memsim",
         description="Longitudinal benchmark simulator for conversational memory systems.",
     )
+    parser.add_argument("--version", action="version", version=f"memsim {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument(
         "--embed-backend", choices=EMBED_BACKENDS, default=None,
         help="how sentence vectors are computed: onnx (default), onnx-int8 (faster, slightly different "
         "vectors) or torch; sets $MEMSIM_EMBED_BACKEND for this run",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = None if argv is None else _command_of(argv)
     for name, target, help_text in COMMANDS:
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -90,7 +97,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memsim`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare ``memsim``: the list of commands, not an error
+        parser.print_help()
+        return 0
     if args.embed_backend is not None:
         # Through the environment, so that every embedder of the run (and child processes) uses it.
         os.environ["MEMSIM_EMBED_BACKEND"] = args.embed_backend

@@ -1,4 +1,4 @@
-"""``memsim serve SYSTEM``: a registered memory system over memsim's HTTP protocol (``memory.http``)."""
+"""``memsim serve SYSTEM``: a registered memory system over memsim's HTTP protocol (``memsim.memory.http``)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def serve_main(args: argparse.Namespace) -> int:
     """Serve until interrupted; bad system names or arguments raise ``UserError``."""
-    from sim.errors import UserError
+    from memsim.sim.core.errors import UserError
 
     try:
-        from memory.http_server import create_app, openapi_document
+        from memsim.memory.http_server import create_app, openapi_document
         import uvicorn
     except ImportError as exc:
         raise UserError(f"memsim serve needs the http extra: pip install 'memsim[http]' ({exc})") from exc
@@ -34,7 +34,7 @@ def serve_main(args: argparse.Namespace) -> int:
         args.openapi.write_text(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {args.openapi}")
         return 0
-    from memory.registry import Resources, UnknownSystemError, parse_system
+    from memsim.memory.registry import Resources, UnknownSystemError, parse_system
 
     try:
         spec = parse_system(args.system)
@@ -44,7 +44,7 @@ def serve_main(args: argparse.Namespace) -> int:
         raise UserError("memsim serve http: serve the system itself, not a client of another server")
     shared = Resources()
     if args.cache_dir is not None:
-        from memory.embed import Embedder
+        from memsim.memory.embed import Embedder
 
         shared = Resources(embedder_factory=lambda: Embedder(cache_dir=args.cache_dir))
 

@@ -23,7 +23,7 @@ __all__ = [
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from sim.answer.setup import add_answer_arguments
+    from memsim.sim.answer.setup import add_answer_arguments
 
     parser.add_argument("--system", action="append", default=[], metavar="NAME[:k=v,...]",
                         help="system under test (repeatable); default: the config's [run] systems")
@@ -47,7 +47,7 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim demo``."""
-    from scenarios.config import CONFIG_DIR
+    from memsim.scenarios.config import CONFIG_DIR
 
     parser.add_argument("--config", type=Path, default=CONFIG_DIR / "demo.toml",
                         help="scenario config (default: the demo persona)")
@@ -69,7 +69,7 @@ def demo_systems() -> list[Any]:
     Ablations are the ``-no-`` names and ``-decay-only`` (strengthening off, decay kept); run them with
     ``memsim run ... --system NAME``.
     """
-    from memory.registry import SystemSpec, memory_names
+    from memsim.memory.registry import SystemSpec, memory_names
 
     names = [
         n for n in memory_names(standalone_only=True)
@@ -86,7 +86,7 @@ def run_main(args: argparse.Namespace) -> int:
 
 def demo_main(args: argparse.Namespace) -> int:
     """Run the demo: the persona scenario against every registered system."""
-    from memory.registry import memory_names
+    from memsim.memory.registry import memory_names
 
     if not args.system:
         for name in sorted(set(DEMO_ASK_FIRST) & set(memory_names(standalone_only=True))):
@@ -95,10 +95,10 @@ def demo_main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[Any] | None) -> int:
-    from analysis.pipeline import answer_options, default_out_dir, execute, spec_from_config
-    from memory.registry import memory_names, parse_system
-    from scenarios.config import load_config
-    from sim.errors import UserError
+    from memsim.analysis.pipeline import answer_options, default_out_dir, execute, spec_from_config
+    from memsim.memory.registry import memory_names, parse_system
+    from memsim.scenarios.config import load_config
+    from memsim.sim.core.errors import UserError
 
     config = load_config(config_path)
     try:
@@ -158,7 +158,7 @@ def embedding_line(info: dict[str, Any]) -> str | None:
 
 def print_outcome(outcome: Any) -> None:
     """The learning table (longitudinal), per-system figures, failures and the run folder."""
-    from analysis.learning import format_learning
+    from memsim.analysis.learning import format_learning
 
     m = outcome.summary.metrics
     timings = outcome.summary.timings
@@ -189,7 +189,7 @@ def print_outcome(outcome: Any) -> None:
                 print("    answers: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
     load = m.get("load") or timings.get("load")
     if load:
-        from analysis.load import format_load
+        from memsim.analysis.load import format_load
 
         print()
         print("Latency under load (simulated time)")
@@ -224,7 +224,7 @@ def rerun_arguments(parser: argparse.ArgumentParser) -> None:
 
 def rerun_main(args: argparse.Namespace) -> int:
     """Replay a run from its spec and say whether ``metrics.json`` came out the same."""
-    from analysis.pipeline import rerun
+    from memsim.analysis.pipeline import rerun
 
     out = args.out or args.run_dir.with_name(args.run_dir.name + "-rerun")
     outcome = rerun(args.run_dir, out_dir=out, progress=progress_bar())
@@ -245,11 +245,11 @@ def listing_arguments(parser: argparse.ArgumentParser) -> None:
 
 def listing_main(args: argparse.Namespace) -> int:
     """Print every registry with one line of help per entry."""
-    from memory.registry import memory_description, memory_names
-    from scenarios.base import scenario_description, scenario_names
-    from sim.answer.judges import JUDGE_NAMES, judge_description
-    from sim.answer.readers import READER_DESCRIPTIONS
-    from sim.scorers import scorer_description, scorer_names
+    from memsim.memory.registry import memory_description, memory_names
+    from memsim.scenarios.base import scenario_description, scenario_names
+    from memsim.sim.answer.judges import JUDGE_NAMES, judge_description
+    from memsim.sim.answer.readers import READER_DESCRIPTIONS
+    from memsim.sim.scorers import scorer_description, scorer_names
 
     tables = {
         "systems": [(n, memory_description(n)) for n in memory_names()],

@@ -7,7 +7,7 @@
 - ``engine``: events per second of the simulator with a memory that does nothing.
 - ``demo``: wall time of ``memsim demo``, cold and warm cache.
 - ``sweep``: cells per minute of a sweep with 1 and 2 workers, Dask's overhead per cell.
-- ``scale``: flat, HNSW and IVF-PQ at 10k / 100k / 1M memories (``analysis.scale_bench``).
+- ``scale``: flat, HNSW and IVF-PQ at 10k / 100k / 1M memories (``memsim.analysis.scale_bench``).
 - ``compare``: the plain reference pipeline and memsim on the same static LoCoMo workload, stage by stage.
 - ``backends``: the embedding backends on LoCoMo's texts: speed, cosine to torch, recall.
 """
@@ -30,7 +30,7 @@ def _add_longmemeval(p: argparse.ArgumentParser) -> None:
 
 
 def _longmemeval(args: argparse.Namespace) -> int:
-    from static_benchmarks.bench_longmemeval import bench_longmemeval, format_bench
+    from memsim.static_benchmarks.bench_longmemeval import bench_longmemeval, format_bench
 
     print(format_bench(bench_longmemeval(size_gb=args.size_gb, embedder=args.embedder, keep=args.keep)))
     return 0
@@ -43,7 +43,7 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(args: argparse.Namespace) -> int:
-    from analysis.bench import bench_engine
+    from memsim.analysis.bench import bench_engine
 
     _print(bench_engine(users=args.users, months=args.months, systems=args.systems))
     return 0
@@ -54,7 +54,7 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from analysis.bench import bench_demo
+    from memsim.analysis.bench import bench_demo
 
     extra = [x for s in args.system for x in ("--system", s)]
     _print(bench_demo(extra_args=extra))
@@ -77,9 +77,9 @@ def _add_locomo(p: argparse.ArgumentParser) -> None:
 
 
 def _locomo(args: argparse.Namespace) -> int:
-    from analysis.bench import bench_locomo, format_locomo_bench
-    from memory.registry import parse_system
-    from scenarios.static import default_locomo_path
+    from memsim.analysis.bench import bench_locomo, format_locomo_bench
+    from memsim.memory.registry import parse_system
+    from memsim.scenarios.static import default_locomo_path
 
     figures = bench_locomo(
         args.data or default_locomo_path(), parse_system(args.system), k=args.k,
@@ -109,10 +109,10 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from analysis.bench import bench_compare, format_compare
-    from memory.registry import parse_system
-    from scenarios.static import default_locomo_path
-    from sim.errors import UserError
+    from memsim.analysis.bench import bench_compare, format_compare
+    from memsim.memory.registry import parse_system
+    from memsim.scenarios.static import default_locomo_path
+    from memsim.sim.core.errors import UserError
 
     if args.k <= 0:
         raise UserError(f"-k must be a positive integer, got {args.k}")
@@ -139,8 +139,8 @@ def _add_backends(p: argparse.ArgumentParser) -> None:
 
 
 def _backends(args: argparse.Namespace) -> int:
-    from analysis.bench import bench_backends, format_backends
-    from scenarios.static import default_locomo_path
+    from memsim.analysis.bench import bench_backends, format_backends
+    from memsim.scenarios.static import default_locomo_path
 
     figures = bench_backends(
         args.data or default_locomo_path(), backends=args.backend or ("torch", "onnx", "onnx-int8"), k=args.k,
@@ -165,12 +165,12 @@ def _emit(figures: dict[str, Any], json_to: str | None, fmt: Any) -> None:
 _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("locomo", "static LoCoMo retrieval run, cold and warm cache", (_add_locomo, _locomo)),
     ("longmemeval", "LongMemEval streaming and retrieval on a generated 1 GB file", (_add_longmemeval, _longmemeval)),
-    ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", "memory.bench"),
-    ("llm", "answers per second of the local model (short, cot)", "sim.answer.bench"),
+    ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", "memsim.memory.bench"),
+    ("llm", "answers per second of the local model (short, cot)", "memsim.sim.answer.bench"),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
     ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
-    ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "analysis.sweep_bench"),
-    ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "analysis.scale_bench"),
+    ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "memsim.analysis.sweep_bench"),
+    ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "memsim.analysis.scale_bench"),
     ("compare", "the plain pipeline (sentence-transformers + FAISS) and memsim on static LoCoMo, cold, stage by stage",
      (_add_compare, _compare)),
     ("backends", "embedding backends on LoCoMo's texts: speed, cosine to torch, recall", (_add_backends, _backends)),

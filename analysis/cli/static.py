@@ -1,7 +1,7 @@
 """``memsim static locomo|longmemeval``: the static protocols, played by the one engine.
 
 A static run is a spec of kind ``static`` (fresh systems per episode,
-questions after ingest, no feedback), executed by ``analysis.pipeline``
+questions after ingest, no feedback), executed by ``memsim.analysis.pipeline``
 like every other run; this module only turns options into that spec and
 prints its tables.
 """
@@ -19,7 +19,7 @@ DEFAULT_LOCOMO_K = 30
 
 
 def _common(p: argparse.ArgumentParser, *, default_k: int) -> None:
-    from sim.answer.setup import add_answer_arguments
+    from memsim.sim.answer.setup import add_answer_arguments
 
     p.add_argument("--data", type=Path, default=None, help="the benchmark file")
     p.add_argument("--system", action="append", default=None, metavar="NAME[:k=v,...]",
@@ -37,7 +37,7 @@ def _common(p: argparse.ArgumentParser, *, default_k: int) -> None:
 
 def static_arguments(parser: argparse.ArgumentParser) -> None:
     """One sub-command per benchmark."""
-    from static_benchmarks.locomo import CATEGORY_LABELS
+    from memsim.static_benchmarks.locomo import CATEGORY_LABELS
 
     sub = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     p = sub.add_parser("locomo", help="LoCoMo: ingest each conversation, ask its questions")
@@ -50,15 +50,15 @@ def static_arguments(parser: argparse.ArgumentParser) -> None:
                    help="published retrieval: one store per speaker, top k of each (up to 2k memories to the reader), "
                         "evidence recall on the union")
     try:
-        from static_benchmarks.longmemeval_cli import add_longmemeval_arguments
+        from memsim.analysis.cli.static_longmemeval import add_longmemeval_arguments
     except ImportError:  # pragma: no cover - the LongMemEval adapter is part of the package
         return
     add_longmemeval_arguments(sub, _common)
 
 
 def _systems(args: argparse.Namespace) -> list[Any]:
-    from memory.registry import parse_system
-    from sim.errors import UserError
+    from memsim.memory.registry import parse_system
+    from memsim.sim.core.errors import UserError
 
     try:
         return [parse_system(s) for s in (args.system or ["naive"])]
@@ -67,11 +67,11 @@ def _systems(args: argparse.Namespace) -> list[Any]:
 
 
 def _resources(args: argparse.Namespace) -> Any:
-    from memory.registry import Resources
-    from sim.runner import random_streams
+    from memsim.memory.registry import Resources
+    from memsim.sim.runner import random_streams
 
     def on_cache_dir() -> Any:
-        from memory.embed import Embedder
+        from memsim.memory.embed import Embedder
 
         return Embedder(cache_dir=args.cache_dir)
 
@@ -81,7 +81,7 @@ def _resources(args: argparse.Namespace) -> Any:
 
 def per_speaker_systems(systems: Any, k: int) -> list[Any]:
     """Each system as ``per-speaker`` over it: a store per speaker, the top ``k`` of each."""
-    from memory.registry import SystemSpec
+    from memsim.memory.registry import SystemSpec
 
     return [
         SystemSpec(
@@ -101,8 +101,8 @@ def locomo_spec(args: argparse.Namespace) -> Any:
     up to ``2k`` memories and the one cut-off scored is ``2k``, evidence
     recall on the union.
     """
-    from analysis.pipeline import answer_options, make_spec
-    from sim.spec import DEFAULT_KS
+    from memsim.analysis.pipeline import answer_options, make_spec
+    from memsim.sim.spec import DEFAULT_KS
 
     scenario_args = {"captions": args.captions, "limit_conversations": args.limit_conversations}
     if args.data is not None:
@@ -131,16 +131,16 @@ def locomo_spec(args: argparse.Namespace) -> Any:
 
 def static_main(args: argparse.Namespace) -> int:
     """Run the chosen benchmark and print its tables."""
-    from analysis.pipeline import default_out_dir, execute
-    from analysis.run_cli import progress_bar
-    from analysis.summary import format_tables
-    from sim.answer.setup import DEFAULT_JUDGES, format_cost
-    from sim.errors import UserError
+    from memsim.analysis.pipeline import default_out_dir, execute
+    from memsim.analysis.cli.run import progress_bar
+    from memsim.analysis.summary import format_tables
+    from memsim.sim.answer.setup import DEFAULT_JUDGES, format_cost
+    from memsim.sim.core.errors import UserError
 
     if args.k <= 0:
         raise UserError(f"-k must be a positive integer, got {args.k}")
     if args.benchmark == "locomo":
-        from static_benchmarks.locomo import CATEGORY_LABELS
+        from memsim.static_benchmarks.locomo import CATEGORY_LABELS
 
         spec = locomo_spec(args)
         print(f"LoCoMo {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})")
@@ -149,8 +149,8 @@ def static_main(args: argparse.Namespace) -> int:
         names = {CATEGORY_LABELS["locomo"][c]: f"{c} {n}" for c, n in CATEGORY_LABELS[args.labels].items()}
         judges = DEFAULT_JUDGES["locomo"]
     else:
-        from analysis.pipeline import answer_options, make_spec
-        from static_benchmarks.longmemeval_cli import longmemeval_spec
+        from memsim.analysis.pipeline import answer_options, make_spec
+        from memsim.analysis.cli.static_longmemeval import longmemeval_spec
 
         spec, names = longmemeval_spec(args, make_spec=make_spec, systems=_systems(args), answer=answer_options(args))
         print(f"LongMemEval {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})")
@@ -173,7 +173,7 @@ def static_main(args: argparse.Namespace) -> int:
     totals = m["totals"]
     print(f"\n{totals.get('episodes')} episodes, {totals.get('questions')} questions, k={spec.k} "
           f"(retrieved {spec.fetch_k}), seed {spec.seed}")
-    from analysis.run_cli import embedding_line
+    from memsim.analysis.cli.run import embedding_line
 
     line = embedding_line(outcome.result.info)
     if line:
@@ -182,7 +182,7 @@ def static_main(args: argparse.Namespace) -> int:
         print(f"\nsystem {system}")
         print(format_tables(m, system, kind_names=names))
         if spec.answer is not None:
-            from analysis.summary import format_answer_accuracy
+            from memsim.analysis.summary import format_answer_accuracy
 
             print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))
         lat = outcome.summary.timings["systems"][system]["retrieve_ms"]

@@ -4,11 +4,11 @@ Runs the config's scenario on ``--seeds`` seeds with the system under test,
 then injects known effects into that system's own recorded rows and prints
 the share of seeds whose second-half gain (per-user halves, users
 resampled: how a run's headline gain over the twin is read) has an interval
-above 0 (``analysis.power.gain_power_curve``), per effect, and the smallest effect
+above 0 (``memsim.analysis.power.gain_power_curve``), per effect, and the smallest effect
 reaching 80% power. ``--against control`` measures the older DiD against
-the static control instead (``analysis.power.power_curve``).
+the static control instead (``memsim.analysis.power.power_curve``).
 
-The seeds are played as a sweep (``analysis.power.power_sweep``, one cell per
+The seeds are played as a sweep (``memsim.analysis.power.power_sweep``, one cell per
 seed, one run folder each under ``--sweep-dir``) on a process pool or Dask,
 so they run in parallel and a killed run resumes where it stopped.
 """
@@ -37,7 +37,7 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
     parser.add_argument("--sweep-dir", type=Path, default=None,
                         help="sweep folder of the seeds' runs (default runs/power-<config name>); finished seeds are reused")
-    from analysis.sweep_cli import add_executor_arguments
+    from memsim.analysis.cli.sweep import add_executor_arguments
 
     add_executor_arguments(parser)
 
@@ -47,7 +47,7 @@ def power_main(args: argparse.Namespace) -> int:
     import numpy as np
     import polars as pl
 
-    from analysis.power import (
+    from memsim.analysis.power import (
         DEFAULT_EFFECTS,
         gain_power_curve,
         minimum_detectable_effect,
@@ -55,17 +55,17 @@ def power_main(args: argparse.Namespace) -> int:
         power_sweep,
         seed_runs_from_sweep,
     )
-    from analysis.sweep import run_sweep
-    from memory.registry import SystemSpec
-    from scenarios.config import load_config
-    from sim.errors import UserError
+    from memsim.analysis.sweep import run_sweep
+    from memsim.memory.registry import SystemSpec
+    from memsim.scenarios.config import load_config
+    from memsim.sim.core.errors import UserError
 
     if args.seeds < 2:
         raise UserError(f"--seeds must be at least 2, got {args.seeds}")
     if not 0 <= args.effect <= 1:
         raise UserError(f"--effect must be in [0, 1], got {args.effect}")
     config = load_config(args.config)
-    from memory.registry import parse_system
+    from memsim.memory.registry import parse_system
 
     control = config.run.control
     listed = [parse_system(s).name for s in config.run.systems]

@@ -8,7 +8,7 @@ or ``cot`` it is the QA protocol: every turn is ingested, abstention
 questions are asked (judged, not scored on evidence), the reader sees the
 top ``-k`` (default 30) and the headline is the first judge's
 ``answer_<judge>``. Either way the run is played by the one engine
-(``analysis.pipeline.execute``, called by ``analysis.static_cli``), which
+(``memsim.analysis.pipeline.execute``, called by ``memsim.analysis.cli.static``), which
 resumes an interrupted run pointed at its own ``--out`` folder.
 """
 
@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from static_benchmarks.longmemeval import GRANULARITIES, QUESTION_TYPES, RETRIEVAL_KS
+from memsim.static_benchmarks.longmemeval import GRANULARITIES, QUESTION_TYPES, RETRIEVAL_KS
 
 __all__ = ["DEFAULT_K", "DEFAULT_DEPTH", "add_longmemeval_arguments", "longmemeval_spec"]
 
@@ -89,7 +89,7 @@ def longmemeval_spec(
 ) -> tuple[Any, dict[str, str]]:
     """The static LongMemEval spec the options describe, and the names of its kinds (question types).
 
-    ``make_spec`` (``analysis.pipeline.make_spec``) and the answer options are
+    ``make_spec`` (``memsim.analysis.pipeline.make_spec``) and the answer options are
     handed in by the command, which sits above this layer.
 
     Args:
@@ -101,8 +101,8 @@ def longmemeval_spec(
     Raises:
         UserError: a missing file, an unknown type, bad settings.
     """
-    from sim.answer.setup import DEFAULT_JUDGES
-    from sim.errors import UserError
+    from memsim.sim.answer.setup import DEFAULT_JUDGES
+    from memsim.sim.core.errors import UserError
 
     if args.depth <= 0:
         raise UserError(f"--depth must be a positive integer, got {args.depth}")

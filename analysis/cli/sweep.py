@@ -40,8 +40,8 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 def sweep_main(args: argparse.Namespace) -> int:
     """Expand the spec; list it (``--dry-run``) or play it and print the states."""
-    from analysis.sweep import estimate, expand, format_cells, load_sweep, run_sweep
-    from sim.errors import UserError
+    from memsim.analysis.sweep import estimate, expand, format_cells, load_sweep, run_sweep
+    from memsim.sim.core.errors import UserError
 
     spec = load_sweep(args.spec)
     cells = expand(spec)

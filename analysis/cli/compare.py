@@ -1,9 +1,9 @@
 """``memsim compare RUN_DIR...`` or ``memsim compare SWEEP_DIR``: one comparison page (figures from metrics.json).
 
-Given run folders, one page across them (``analysis.report.compare_runs``).
+Given run folders, one page across them (``memsim.analysis.report.compare_runs``).
 Given one sweep folder (``memsim sweep``), its cells aggregated over seeds,
 systems ranked on the learning effect and on accuracy, and a plot per knob
-(``analysis.sweep_compare.compare_sweep``).
+(``memsim.analysis.sweep_compare.compare_sweep``).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def compare_main(args: argparse.Namespace) -> int:
     """Write compare.html and compare.md, print the Markdown summary and the page's path."""
-    from analysis.sweep import is_sweep_dir
-    from sim.errors import UserError
+    from memsim.analysis.sweep import is_sweep_dir
+    from memsim.sim.core.errors import UserError
 
     if len(args.run_dirs) == 1 and is_sweep_dir(args.run_dirs[0]):
-        from analysis.sweep_compare import compare_sweep
+        from memsim.analysis.sweep_compare import compare_sweep
 
         md = compare_sweep(args.run_dirs[0], args.out)
         print(md.read_text(encoding="utf-8"))
@@ -42,7 +42,7 @@ def compare_main(args: argparse.Namespace) -> int:
         return 0
     if any(is_sweep_dir(d) for d in args.run_dirs):
         raise UserError("compare: give one sweep folder alone, or run folders (a sweep's cells are under SWEEP_DIR/cells/)")
-    from analysis.report import compare_runs
+    from memsim.analysis.report import compare_runs
 
     if args.window < 1:
         raise UserError(f"--window must be a positive number of questions, got {args.window}")

@@ -1,4 +1,4 @@
-"""``memsim data fetch|list``: the benchmark files, downloaded and verified (``static_benchmarks.data``)."""
+"""``memsim data fetch|list``: the benchmark files, downloaded and verified (``memsim.static_benchmarks.data``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ __all__ = ["data_arguments", "data_main"]
 
 def data_arguments(parser: argparse.ArgumentParser) -> None:
     """``fetch NAME...`` and ``list``."""
-    from static_benchmarks.data import DATASETS
+    from memsim.static_benchmarks.data import DATASETS
 
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sub.add_parser("fetch", help="download official files into the data folder and verify their sha256")
@@ -23,7 +23,7 @@ def data_arguments(parser: argparse.ArgumentParser) -> None:
 
 def data_main(args: argparse.Namespace) -> int:
     """Fetch or list; a refused or failed download raises ``UserError``."""
-    from static_benchmarks.data import data_dir, fetch, status
+    from memsim.static_benchmarks.data import data_dir, fetch, status
 
     if args.action == "fetch":
         for name in args.names:

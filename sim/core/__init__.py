@@ -1,0 +1,5 @@
+"""The bottom layer: errors, argument validation, lazy import.
+
+Every other package may import these modules; they import nothing of memsim
+above them and no heavy dependency.
+"""

@@ -1,0 +1,133 @@
+"""The layers of memsim: who may import whom, one top-level package, no reaching into private names."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Lowest first. sim.core is the named bottom every layer may import; analysis.cli, the commands, sits on top.
+_LAYERS = ("sim.core", "memory", "sim", "static_benchmarks", "scenarios", "analysis", "analysis.cli")
+
+
+def _layer(module: str) -> int | None:
+    """The layer of a memsim module (its longest matching prefix), None outside memsim."""
+    if not module.startswith("memsim."):
+        return None
+    name = module[len("memsim."):]
+    best = None
+    for i, layer in enumerate(_LAYERS):
+        if name == layer or name.startswith(layer + "."):
+            if best is None or len(layer) > len(_LAYERS[best]):
+                best = i
+    return best
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["memsim", *parts])
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """Modules a file imports, with the line: import statements at any depth and lazy ``"module:attr"`` targets."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, node.lineno))
+        elif isinstance(node, ast.Import):
+            out.extend((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("memsim."):
+            target = node.value.split(":")[0]
+            if target.replace(".", "").replace("_", "").isalnum():
+                out.append((target, node.lineno))
+    return out
+
+
+def _source_files() -> list[Path]:
+    return [p for top in ("sim", "memory", "static_benchmarks", "scenarios", "analysis") for p in (REPO / top).rglob("*.py")]
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    bad = []
+    for path in _source_files():
+        here = _layer(_module_of(path))
+        for module, line in _imports(path):
+            there = _layer(module)
+            if there is not None and there > here:
+                bad.append(f"{path.relative_to(REPO)}:{line} imports {module}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_bottom_layer_imports_nothing_above_it():
+    for path in (REPO / "sim" / "core").rglob("*.py"):
+        for module, line in _imports(path):
+            assert _layer(module) in (None, 0), f"{path.relative_to(REPO)}:{line} imports {module}"
+
+
+def test_runner_does_not_import_analysis_and_help_imports_nothing_heavy():
+    code = (
+        "import sys; from memsim.analysis.cli import build_parser; build_parser(['--help'])\n"
+        "import memsim.sim.runner\n"
+        "heavy = [m for m in ('memsim.analysis.summary', 'memsim.analysis.stats', 'torch', 'sentence_transformers', 'llama_cpp') if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == ""
+    code = "import sys; from memsim.analysis.cli import build_parser; build_parser(['--help']); print('simpy' in sys.modules, 'polars' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def _memsim_module_names(tree: ast.AST) -> set[str]:
+    """Local names that a file binds to memsim modules (``import memsim.x as y``, ``from memsim.x import mod``)."""
+    modules = {_module_of(p) for p in _source_files()}
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.asname for a in node.names if a.asname and a.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(a.asname or a.name for a in node.names if f"{node.module}.{a.name}" in modules)
+    return names
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    bad = []
+    for path in _source_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        mods = _memsim_module_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memsim"):
+                bad += [f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}.{a.name}"
+                        for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in mods
+                  and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{path.relative_to(REPO)}:{node.lineno} reads {node.value.id}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_one_top_level_package(tmp_path: Path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
+        check=True, capture_output=True, text=True,
+    )
+    (wheel,) = tmp_path.glob("memsim-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"memsim"}, tops
+    for needed in ("memsim/__main__.py", "memsim/sim/core/errors.py", "memsim/analysis/cli/__init__.py",
+                   "memsim/scenarios/configs/demo.toml", "memsim/memory/http_openapi.json"):
+        assert needed in names, needed
+    assert not [n for n in names if n.startswith("memsim/tests/")]
+    packages = {str(p.parent.relative_to(REPO)) for p in _source_files() if p.name == "__init__.py"}
+    shipped = {n.rsplit("/", 1)[0].removeprefix("memsim/") for n in names if n.endswith("/__init__.py")}
+    assert packages <= shipped, f"packages missing from the wheel (list them in pyproject.toml): {packages - shipped}"
