@@ -13,7 +13,8 @@ module writes, in memory (nothing lands in the repository):
 - ``reference/registries.md``: what ``memsim list`` prints.
 
 It also serves figures that live beside the code (``analysis/figures/``) as
-site files, so that they are not copied into ``docs/``. The pages follow the
+site files, so that they are not copied into ``docs/``, and checks that the
+README stays a short front door whose links and commands exist. The pages follow the
 code as it changes: a renamed anchor fails the build instead of going stale.
 """
 
@@ -27,6 +28,10 @@ import inspect
 import io
 import os
 import pkgutil
+import re
+import shutil
+import sys
+import tempfile
 import textwrap
 import types
 import typing
@@ -35,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -368,6 +374,37 @@ def registries_page() -> str:
     return "\n".join(out) + "\n"
 
 
+# --------------------------------------------------------------------------- the README
+
+
+README_MAX_LINES = 150
+"""The README is a front door; everything else lives on this site."""
+
+
+def check_readme() -> None:
+    """Fail the build when the README grows past its limit, links a missing file or names a missing command."""
+    from mkdocs.exceptions import PluginError
+
+    from memsim.analysis.cli import COMMANDS
+
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    problems = []
+    if len(text.splitlines()) > README_MAX_LINES:
+        problems.append(f"{len(text.splitlines())} lines, more than {README_MAX_LINES}")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" not in target and not (ROOT / target).exists():
+            problems.append(f"link to {target}, which does not exist")
+    known = {name for name, _, _ in COMMANDS}
+    # Commands are named in code: fenced blocks and inline spans.
+    code = re.findall(r"```[a-z]*\n(.*?)```", text, re.S) + re.findall(r"`([^`\n]+)`", text)
+    for command in sorted({c for chunk in code for c in re.findall(r"(?m)(?:^|[\s/])memsim ([a-z][a-z-]*)", chunk)}):
+        if command not in known:
+            problems.append(f"command 'memsim {command}', which does not exist")
+    if problems:
+        raise PluginError(f"{readme}: " + "; ".join(problems))
+
+
 # --------------------------------------------------------------------------- the hook
 
 
@@ -380,10 +417,36 @@ PAGES = {
 """Generated page -> the function that writes it."""
 
 
+_LINK_DIRS: list[Path] = []
+
+
+@event_priority(100)  # before mkdocstrings computes its search paths in its own on_config
+def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    """Put the checkout being built first on the import path, under its package name ``memsim``.
+
+    The repository root is the package (``package-dir``), so neither a plain
+    clone nor the static search of mkdocstrings finds ``memsim`` by its
+    folder's name; a link named ``memsim`` does, and makes the pages describe
+    this checkout whatever else is installed.
+    """
+    link_dir = Path(tempfile.mkdtemp(prefix="memsim-docs-"))
+    (link_dir / "memsim").symlink_to(ROOT, target_is_directory=True)
+    sys.path.insert(0, str(link_dir))
+    _LINK_DIRS.append(link_dir)
+    return config
+
+
+def on_shutdown() -> None:
+    """Remove the link made by ``on_config``."""
+    while _LINK_DIRS:
+        shutil.rmtree(_LINK_DIRS.pop(), ignore_errors=True)
+
+
 def on_files(files: Files, *, config: MkDocsConfig) -> Files:
     """Add the generated reference pages and the figures kept beside the code to the site's files."""
     # A fixed width, so that argparse wraps usage lines the same on every machine.
     os.environ["COLUMNS"] = "100"
+    check_readme()
     for uri, page in PAGES.items():
         files.append(File.generated(config, uri, content=page()))
     for uri, path in FIGURES.items():
