@@ -294,6 +294,9 @@ def _summary_keys() -> tuple[list[str], list[str]]:
         ):
             for kw in node.keywords:
                 add(per_system, kw.arg)
+    if not top or not per_system:
+        # The page would go quietly empty: say where the reader of the summariser's source needs a change.
+        raise ValueError("docs/hooks/gen_reference.py: summarise no longer fills `metrics[...]` and `entry`; update _summary_keys")
     return top, per_system
 
 
