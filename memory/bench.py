@@ -36,6 +36,7 @@ import numpy as np
 from memsim.memory.base import Turn
 from memsim.memory.registry import Resources, build_memory, parse_system
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.streams import streams
 
 __all__ = ["BenchRow", "EmbedderFigure", "DEFAULT_SYSTEMS", "bench_systems", "format_rows"]
 
@@ -233,7 +234,7 @@ def _bench(
     if not sizes or min(sizes) < 1:
         raise UserError(f"bench systems: sizes must be positive, got {list(sizes)}")
     specs = [parse_system(s) for s in systems]
-    rng = np.random.default_rng(seed)
+    rng = streams(seed)["texts"]
     probe_embedder = embedder
     if embedder is None:
         from memsim.memory.embed import Embedder
@@ -269,7 +270,7 @@ def _bench(
     rows: list[BenchRow] = []
     for spec in specs:
         for size in sorted(sizes):
-            system = build_memory(spec.name, spec.args, resources=Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: lookup))
+            system = build_memory(spec.name, spec.args, resources=Resources(rng=streams(seed)["systems"], embedder_factory=lambda: lookup))
             user = "bench"
             t = time.perf_counter()
             bulk = getattr(system, "bulk_load", None)

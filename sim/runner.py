@@ -25,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import simpy
 
@@ -33,6 +32,7 @@ from memsim.memory.base import render_turn
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.streams import streams as random_streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
@@ -40,12 +40,6 @@ from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
 
 __all__ = ["Checkpoint", "RunResult", "iter_run", "run", "random_streams", "episode_totals"]
-
-
-def random_streams(seed: int) -> dict[str, np.random.Generator]:
-    """The run's random sources, all from ``default_rng(seed)``: ``scenario``, ``systems``, ``stats``."""
-    scenario, systems, stats = np.random.default_rng(seed).spawn(3)
-    return {"scenario": scenario, "systems": systems, "stats": stats}
 
 
 @dataclass(frozen=True, slots=True)
