@@ -26,7 +26,7 @@ import numpy as np
 import simpy
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn
-from memsim.memory.registry import Resources, SystemSpec
+from memsim.memory.registry import SystemSpec
 from memsim.scenarios.base import build_scenario
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.events import Question, Session
@@ -226,7 +226,7 @@ def bench_locomo(
             t0 = time.perf_counter()
             outcome = execute(
                 spec, out_dir=out_dir if phase == "warm" else None,
-                resources=Resources(rng=streams(0)["systems"], embedder_factory=embedder),
+                embedder_factory=embedder,
             )
             wall = time.perf_counter() - t0
             emb = timed[0] if timed else None
@@ -297,7 +297,7 @@ def _memsim_locomo(
     )
     spec_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    outcome = execute(spec, out_dir=None, resources=Resources(rng=streams(spec.seed)["systems"], embedder_factory=embedder))
+    outcome = execute(spec, out_dir=None, embedder_factory=embedder)
     run_s = time.perf_counter() - t0
     wall = time.perf_counter() - t_start
     cpu = time.process_time() - cpu_start

@@ -132,6 +132,7 @@ def iter_run(
     end: datetime | None = None,
     resources: Resources | None = None,
     answer: Any | None = None,
+    scorers: Sequence[Any] | None = None,
 ) -> Iterator[Checkpoint]:
     """Play ``episodes`` against the spec's systems, yielding checkpoints.
 
@@ -141,8 +142,9 @@ def iter_run(
         out_dir: run folder (None: rows stay in memory).
         start: simulated time zero of a longitudinal run (default: the first event).
         end: time after its last event (default: a minute after the last event).
-        resources: shared run resources (embedder); default made from the seed.
+        resources: shared run resources (embedder); default made from the seed's ``systems`` stream.
         answer: optional reader + judges (``memsim.sim.answer.AnswerSetup``).
+        scorers: the spec's scorers, built (``memsim.analysis.pipeline.resolve`` builds them once); default built here.
 
     Raises:
         UserError: bad systems or scorers, a folder of another spec, an
@@ -153,7 +155,9 @@ def iter_run(
     recorder.open(spec)
     if resources is None:
         resources = Resources(rng=random_streams(spec.seed)["systems"])
-    p = _Play(spec, recorder, resources, [build_scorer(name) for name in spec.scorers], answer)
+    if scorers is None:
+        scorers = [build_scorer(name) for name in spec.scorers]
+    p = _Play(spec, recorder, resources, list(scorers), answer)
     play = _static if spec.fresh_per_episode else _longitudinal
     t0 = time.perf_counter()
     info = p.info

@@ -190,8 +190,6 @@ def _compare(args: argparse.Namespace) -> int:
     from memsim.scenarios.static import default_locomo_path
     from memsim.sim.core.errors import UserError
 
-    if args.k <= 0:
-        raise UserError(f"-k must be a positive integer, got {args.k}")
     try:
         systems = [parse_system(s) for s in (args.system or ["naive"])]
     except ValueError as exc:
