@@ -12,18 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from memsim import __version__
 from memsim.analysis.summary import Summary, summarise, write_summary
 from memsim.memory.registry import Resources, SystemSpec
 from memsim.scenarios.base import build_scenario
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.validate import validate_args
 from memsim.sim.answer.options import AnswerOptions
-from memsim.sim.answer.setup import answer_setup
+from memsim.sim.core.errors import UserError
 from memsim.sim.core.streams import Streams, streams
+from memsim.sim.core.validate import validate_args
 from memsim.sim.runner import Checkpoint, RunResult, iter_run
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, ScenarioEntry, read_spec, system_entries
@@ -49,13 +48,6 @@ def default_out_dir(prefix: str) -> Path:
     """``runs/<prefix>-<UTC timestamp>`` under the working directory."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{prefix}-{stamp}"
-
-
-def _version() -> str:
-    try:
-        return version("memsim")
-    except PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
 
 
 def answer_options(args: Any) -> AnswerOptions | None:
@@ -110,7 +102,7 @@ def make_spec(
     values = {k: v for k, v in settings.items() if v is not None}
     return validate_args(RunSpec, {  # type: ignore[return-value]
         "kind": kind, "scenario": ScenarioEntry(name=scenario, args=built.spec_args()), "systems": system_entries(systems),
-        "scenario_meta": meta, "memsim_version": _version(), **values,
+        "scenario_meta": meta, "memsim_version": __version__, **values,
     }, what="run", source=source)
 
 
@@ -186,6 +178,8 @@ def resolve(
         )
     scorers = tuple(build_scorer(name) for name in spec.scorers)
     if answer is None:
+        from memsim.sim.answer.setup import answer_setup  # the LLM clients load only for a run that answers
+
         answer = answer_setup(spec.answer, default_judges=default_judges)
     if resources is None:
         resources = Resources(rng=rngs["systems"], embedder_factory=embedder_factory)

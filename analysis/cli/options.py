@@ -23,44 +23,34 @@ __all__ = [
 ]
 
 ANSWER_FLAGS: dict[str, dict[str, Any]] = {
-    "reader": {},
-    "llm": {},
-    "llm_model": {},
-    "llm_base_url": {},
     "llm_model_path": {"metavar": "GGUF"},
     "llm_context_window": {"type": int, "metavar": "TOKENS"},
     "llm_threads": {"type": int},
     "llm_timeout": {"type": float},
     "llm_retries": {"type": int},
     "max_answer_tokens": {"type": int},
-    "no_cache": {"action": "store_true"},
     "judge": {"action": "append", "metavar": "NAME"},
-    "judge_model": {},
-    "allow_self_judging": {"action": "store_true"},
     "judge_prompts": {"action": "append", "metavar": "PATH"},
-    "dry_run": {"action": "store_true"},
     "prices": {"metavar": "FILE"},
 }
-"""argparse settings of each ``AnswerOptions`` field that is a flag (``judge_checks`` is filled by the run, not a flag)."""
+"""argparse settings beyond a plain string flag (booleans are ``store_true``); ``judge_checks`` is filled by the run."""
 
 
 def add_answer_arguments(parser: argparse.ArgumentParser, *, default_reader: str = "none") -> None:
     """Add the reader, LLM, judge and price flags, one per ``AnswerOptions`` field, to a command's parser."""
-    from memsim.sim.answer.judges import JUDGE_NAMES
-    from memsim.sim.answer.llm import LLM_KINDS
-    from memsim.sim.answer.readers import READER_VARIANTS
-    from memsim.sim.answer.options import AnswerOptions
+    from memsim.sim.answer.options import AnswerOptions, answer_choices
 
-    choices = {"reader": ("none", *READER_VARIANTS), "llm": LLM_KINDS, "judge": JUDGE_NAMES}
+    choices = answer_choices()
     g = parser.add_argument_group("answers (reader, LLM, judges)")
-    for name, extra in ANSWER_FLAGS.items():
-        field = AnswerOptions.model_fields[name]
+    for name, field in AnswerOptions.model_fields.items():
+        if name == "judge_checks":
+            continue
+        extra = {**ANSWER_FLAGS.get(name, {}), **({"choices": choices[name]} if name in choices else {})}
+        if field.annotation is bool:
+            extra["action"] = "store_true"
         default = default_reader if name == "reader" else field.default
         shown = "" if default in (None, False) else f" (default: {default})"
-        if name in choices:
-            extra = {**extra, "choices": choices[name]}
-        g.add_argument("--" + name.replace("_", "-"), dest=name, default=default, help=f"{field.description}{shown}",
-                       **extra)
+        g.add_argument("--" + name.replace("_", "-"), dest=name, default=default, help=f"{field.description}{shown}", **extra)
 
 
 def add_system_argument(parser: argparse.ArgumentParser, *, default: list[str] | None, help: str) -> None:

@@ -42,7 +42,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memsim.sim.answer.official": (
         "LONGMEMEVAL_SCRIPT", "OfficialPrompts", "load_official_prompts",
     ),
-    "memsim.sim.answer.options": ("AnswerOptions", "DEFAULT_LOCAL_CONTEXT"),
+    "memsim.sim.answer.options": ("AnswerOptions", "DEFAULT_LOCAL_CONTEXT", "answer_choices"),
     "memsim.sim.answer.prompts": (
         "FINAL_ANSWER_MARK", "JUDGE_LOCOMO", "JUDGE_LONGMEMEVAL", "JUDGE_LONGMEMEVAL_TYPES",
         "NO_MEMORIES", "READER_COT", "READER_SHORT", "READER_TEMPLATES", "PromptTemplate",
