@@ -26,11 +26,12 @@ import numpy as np
 import simpy
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn
-from memsim.memory.registry import Resources, SystemSpec
+from memsim.memory.registry import SystemSpec
 from memsim.scenarios.base import build_scenario
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.events import Question, Session
 from memsim.sim.recorder import Recorder
+from memsim.sim.core.streams import streams
 from memsim.sim.scorers import build_scorer
 
 __all__ = [
@@ -68,7 +69,7 @@ class NullMemory:
 def bench_engine(*, users: int = 20, months: float = 12.0, systems: int = 3, seed: int = 0) -> dict[str, Any]:
     """Replay a persona stream against ``systems`` null memories; return throughput figures."""
     t0 = time.perf_counter()
-    stream = build_scenario("persona", {"users": users, "months": months}).generate(np.random.default_rng(seed))
+    stream = build_scenario("persona", {"users": users, "months": months}).generate(streams(seed)["scenario"])
     gen_s = time.perf_counter() - t0
     env = simpy.Environment()
     rec = Recorder()
@@ -225,7 +226,7 @@ def bench_locomo(
             t0 = time.perf_counter()
             outcome = execute(
                 spec, out_dir=out_dir if phase == "warm" else None,
-                resources=Resources(rng=np.random.default_rng(0), embedder_factory=embedder),
+                embedder_factory=embedder,
             )
             wall = time.perf_counter() - t0
             emb = timed[0] if timed else None
@@ -296,7 +297,7 @@ def _memsim_locomo(
     )
     spec_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    outcome = execute(spec, out_dir=None, resources=Resources(rng=np.random.default_rng(0), embedder_factory=embedder))
+    outcome = execute(spec, out_dir=None, embedder_factory=embedder)
     run_s = time.perf_counter() - t0
     wall = time.perf_counter() - t_start
     cpu = time.process_time() - cpu_start

@@ -555,7 +555,7 @@ def check_judge(
 
 
 def judge_checks_for_run(
-    options: Mapping[str, Any],
+    options: Any,
     *,
     default_judges: Sequence[str],
     locomo: str | Path | None = None,
@@ -570,17 +570,17 @@ def judge_checks_for_run(
     ``{}`` when the options name no LLM judge or ask for a dry run.
 
     Raises:
-        UserError: as ``answer_setup_from_args`` (self-judging without the flag, bad prompt files, ...).
+        UserError: as ``answer_setup`` (self-judging without the flag, bad prompt files, ...).
     """
-    import argparse
-
     from memsim.sim.answer.judges import LLM_JUDGES
-    from memsim.sim.answer.setup import answer_setup_from_args
+    from memsim.sim.answer.options import AnswerOptions
+    from memsim.sim.answer.setup import answer_setup
 
-    names = list(options.get("judge") or default_judges)
-    if not any(n in LLM_JUDGES for n in names) or options.get("dry_run"):
+    options = AnswerOptions.model_validate(options)  # an AnswerOptions, or a mapping of its fields
+    names = list(options.judge or default_judges)
+    if not any(n in LLM_JUDGES for n in names) or options.dry_run:
         return {}
-    setup = answer_setup_from_args(argparse.Namespace(**{**options, "no_cache": True}), default_judges)
+    setup = answer_setup(options.model_copy(update={"no_cache": True}), default_judges=default_judges)
     if setup is None:
         return {}
     try:
@@ -591,7 +591,7 @@ def judge_checks_for_run(
             if judge.name not in LLM_JUDGES:
                 continue
             step = (lambda i, _n=judge.name: progress(_n, i, len(items))) if progress else None
-            result = check_judge(judge, items, digest=digest, cache=not options.get("no_cache"), progress=step)
+            result = check_judge(judge, items, digest=digest, cache=not options.no_cache, progress=step)
             judges[judge.name] = _summary_of(result, self_judging=setup.self_judging)
         return {
             "items": digest,

@@ -1,28 +1,33 @@
 """Orchestration of one run: spec -> scenario episodes -> runner -> summary -> report.
 
 Everything that runs memsim (the ``run``, ``demo``, ``static`` and
-``rerun`` commands, power, sensitivity) goes through ``execute``; a run
-folder can be played again from its ``spec.json`` alone (``rerun``).
+``rerun`` commands, power, sensitivity, sweeps) goes through ``execute``,
+which ``resolve``s the spec once (scenario stream, scorers, answer setup,
+named random streams) and hands the pieces to the runner; a run folder can
+be played again from its ``spec.json`` alone (``rerun``).
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from memsim import __version__
 from memsim.analysis.summary import Summary, summarise, write_summary
 from memsim.memory.registry import Resources, SystemSpec
 from memsim.scenarios.base import build_scenario
+from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
-from memsim.sim.runner import Checkpoint, RunResult, iter_run, random_streams
-from memsim.sim.spec import RunSettings, RunSpec, ScenarioEntry, read_spec, system_entries
+from memsim.sim.core.streams import Streams, streams
+from memsim.sim.core.validate import validate_args
+from memsim.sim.runner import Checkpoint, RunResult, iter_run
+from memsim.sim.scorers import build_scorer
+from memsim.sim.spec import RunSpec, ScenarioEntry, read_spec, system_entries
 
-__all__ = ["Outcome", "make_spec", "spec_from_config", "execute", "rerun", "default_out_dir", "answer_options"]
+__all__ = ["Outcome", "ResolvedRun", "make_spec", "spec_from_config", "resolve", "execute", "rerun", "default_out_dir", "answer_options"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,23 +50,17 @@ def default_out_dir(prefix: str) -> Path:
     return Path("runs") / f"{prefix}-{stamp}"
 
 
-def _version() -> str:
-    try:
-        return version("memsim")
-    except PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
+def answer_options(args: Any) -> AnswerOptions | None:
+    """The answer options of parsed command-line flags (each flag is the field of its name), with the judges' checks.
 
+    Returns None for reader ``none``. Every LLM judge is checked (or its cached
+    check reused) before the run, and the spec records the result.
+    """
+    from memsim.sim.answer.options import AnswerOptions
 
-def answer_options(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The reader/judge options of a command line, as a spec records them (None: ``--reader none``)."""
-    if getattr(args, "reader", "none") in (None, "none"):
+    options = AnswerOptions(**{f: getattr(args, f) for f in AnswerOptions.model_fields if hasattr(args, f)})
+    if not options.enabled:
         return None
-    from memsim.sim.answer.setup import add_answer_arguments
-
-    probe = argparse.ArgumentParser(add_help=False)
-    add_answer_arguments(probe)
-    options = {a.dest: getattr(args, a.dest, a.default) for a in probe._actions if a.dest != "help"}
-    # Every LLM judge is checked (or its cached check reused) before the run; the spec records the result.
     from memsim.analysis.judge_check import judge_checks_for_run, stderr_progress
 
     # The check set is the same for every run (LoCoMo items where its file is found, persona items),
@@ -73,17 +72,7 @@ def answer_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
         locomo = default_locomo_path() if default_locomo_path().is_file() else None
     checks = judge_checks_for_run(options, default_judges=(), locomo=locomo, progress=stderr_progress)
-    if checks:
-        options["judge_checks"] = checks
-    return options
-
-
-def _answer_setup(options: Mapping[str, Any] | None, default_judges: Sequence[str]) -> Any:
-    if not options:
-        return None
-    from memsim.sim.answer.setup import answer_setup_from_args
-
-    return answer_setup_from_args(argparse.Namespace(**options), default_judges=default_judges)
+    return options.model_copy(update={"judge_checks": checks}) if checks else options
 
 
 def make_spec(
@@ -110,33 +99,91 @@ def make_spec(
             raise UserError(f"bad system{where}: {exc}") from None
     built = build_scenario(scenario, scenario_args, source=source)
     meta = built.meta() if callable(getattr(built, "meta", None)) else {}
-    try:
-        return RunSpec(
-            kind=kind,  # type: ignore[arg-type]
-            scenario=ScenarioEntry(name=scenario, args=built.spec_args()),
-            systems=system_entries(systems),
-            scenario_meta=meta,
-            memsim_version=_version(),
-            **{k: v for k, v in settings.items() if v is not None},
-        )
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        where = f" ({source})" if source else ""
-        raise UserError(f"bad run settings{where}: {exc}") from None
+    values = {k: v for k, v in settings.items() if v is not None}
+    return validate_args(RunSpec, {  # type: ignore[return-value]
+        "kind": kind, "scenario": ScenarioEntry(name=scenario, args=built.spec_args()), "systems": system_entries(systems),
+        "scenario_meta": meta, "memsim_version": __version__, **values,
+    }, what="run", source=source)
 
 
 def spec_from_config(config: Any, *, systems: Sequence[SystemSpec] = (), **overrides: Any) -> RunSpec:
     """A longitudinal spec from a loaded config file, with command-line overrides."""
     from memsim.memory.registry import parse_system
 
-    run_cfg: RunSettings = config.run
-    chosen = tuple(systems) or tuple(parse_system(s) for s in run_cfg.systems)
-    values = run_cfg.model_dump(exclude={"systems"})
+    chosen = tuple(systems) or tuple(parse_system(s) for s in config.run.systems)
+    values = config.run.model_dump(exclude={"systems"}, exclude_unset=True)
     values.update({k: v for k, v in overrides.items() if v is not None})
     if getattr(config, "load", None) is not None:
         values.setdefault("load", config.load)
     scen = dict(config.scenario)
     name = scen.pop("name")
     return make_spec("longitudinal", name, scen, chosen, source=config.source, **values)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRun:
+    """A spec built into what the runner plays, each piece exactly once (``resolve``)."""
+
+    spec: RunSpec
+    streams: Streams
+    """The run's named random streams (``memsim.sim.core.streams``)."""
+    stream: Any
+    """The scenario's generated stream (``episodes()``, ``start``, ``end``)."""
+    resources: Resources
+    """What the system factories share: the ``systems`` stream and the embedder."""
+    scorers: tuple[Any, ...]
+    """The spec's scorers, built."""
+    answer: Any | None
+    """Reader and judges (``memsim.sim.answer.AnswerSetup``), or None."""
+
+    @property
+    def score_columns(self) -> list[str]:
+        """The score columns the run fills: each scorer's, then each judge's."""
+        cols = [c for s in self.scorers for c in s.columns(self.spec.ks)]
+        return [*cols, *(self.answer.score_columns if self.answer is not None else ())]
+
+    def play(self, out_dir: Path | None) -> Iterator[Checkpoint]:
+        """The runner's checkpoints over this run (``memsim.sim.runner.iter_run``)."""
+        return iter_run(self.spec, self.stream.episodes(), out_dir=out_dir, start=self.stream.start, end=self.stream.end,
+                        resources=self.resources, answer=self.answer, scorers=self.scorers)
+
+
+def resolve(
+    spec: RunSpec,
+    resources: Resources | None = None,
+    *,
+    answer: Any | None = None,
+    default_judges: Sequence[str] = ("contains", "f1_locomo"),
+    embedder_factory: Callable[[], Any] | None = None,
+) -> ResolvedRun:
+    """Build a spec's scenario stream, scorers, answer setup and random streams, once.
+
+    Args:
+        spec: the run.
+        resources: shared embedder and rng (default: the ``systems`` stream, with ``embedder_factory``).
+        answer: a ready reader + judges; default built from ``spec.answer``.
+        default_judges: judges when the spec's options name none.
+        embedder_factory: the shared embedder's factory when ``resources`` is not given.
+
+    Raises:
+        UserError: the scenario's data is not what the spec recorded, an unknown scorer, bad answer options.
+    """
+    rngs = streams(spec.seed)
+    scenario = build_scenario(spec.scenario.name, spec.scenario.args)
+    meta = scenario.meta() if callable(getattr(scenario, "meta", None)) else {}
+    if meta != spec.scenario_meta:
+        raise UserError(
+            f"scenario {spec.scenario.name}: its data is not what the spec recorded "
+            f"(sha256 {meta.get('sha256', '?')[:12]} vs {spec.scenario_meta.get('sha256', '?')[:12]})"
+        )
+    scorers = tuple(build_scorer(name) for name in spec.scorers)
+    if answer is None:
+        from memsim.sim.answer.setup import answer_setup  # the LLM clients load only for a run that answers
+
+        answer = answer_setup(spec.answer, default_judges=default_judges)
+    if resources is None:
+        resources = Resources(rng=rngs["systems"], embedder_factory=embedder_factory)
+    return ResolvedRun(spec, rngs, scenario.generate(rngs["scenario"]), resources, scorers, answer)
 
 
 def execute(
@@ -148,39 +195,28 @@ def execute(
     default_judges: Sequence[str] = ("contains", "f1_locomo"),
     progress: Callable[[Checkpoint], None] | None = None,
     report: bool = False,
+    embedder_factory: Callable[[], Any] | None = None,
 ) -> Outcome:
-    """Play the spec's scenario against its systems, summarise, and write the run folder.
+    """Resolve the spec, play it, summarise, and write the run folder.
 
     Args:
         spec: the run.
         out_dir: run folder (None: in memory); an existing folder of the same spec is resumed.
-        resources: shared embedder and rng (default: from the seed).
+        resources: shared embedder and rng (default: from the seed's ``systems`` stream).
         answer: a ready reader + judges; default built from ``spec.answer``.
         default_judges: judges when the spec's options name none.
         progress: called with every checkpoint.
         report: also write ``report.html`` / ``report.md``.
+        embedder_factory: the shared embedder's factory when ``resources`` is not given.
     """
-    rngs = random_streams(spec.seed)
-    scenario = build_scenario(spec.scenario.name, spec.scenario.args)
-    meta = scenario.meta() if callable(getattr(scenario, "meta", None)) else {}
-    if meta != spec.scenario_meta:
-        raise UserError(
-            f"scenario {spec.scenario.name}: its data is not what the spec recorded "
-            f"(sha256 {meta.get('sha256', '?')[:12]} vs {spec.scenario_meta.get('sha256', '?')[:12]})"
-        )
-    stream = scenario.generate(rngs["scenario"])
-    if answer is None:
-        answer = _answer_setup(spec.answer, default_judges)
+    run = resolve(spec, resources, answer=answer, default_judges=default_judges, embedder_factory=embedder_factory)
+    answer = run.answer
     dry_run = bool(getattr(answer, "dry_run", False))
     if dry_run:
         out_dir = None  # a dry run writes no run folder
-    if resources is None:
-        resources = Resources(rng=rngs["systems"])
     result = None
     try:
-        for cp in iter_run(
-            spec, stream.episodes(), out_dir=out_dir, start=stream.start, end=stream.end, resources=resources, answer=answer
-        ):
+        for cp in run.play(out_dir):
             if progress is not None:
                 progress(cp)
             result = cp.result

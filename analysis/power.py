@@ -361,7 +361,7 @@ def run_seeds(
     """Play a config on ``seeds`` consecutive seeds (from its own) through ``memsim.analysis.pipeline.execute``.
 
     Rows stay in memory (no run folder). Each seed's systems draw from that
-    seed's ``systems`` stream (``memsim.sim.runner.random_streams``), as ``memsim run`` does.
+    seed's ``systems`` stream (``memsim.sim.core.streams``), as ``memsim run`` does.
 
     Args:
         config: a loaded config (``memsim.scenarios.config.RunConfig``).
@@ -375,8 +375,6 @@ def run_seeds(
         UserError: fewer than 1 seed, or a bad config or system.
     """
     from memsim.analysis.pipeline import execute, spec_from_config
-    from memsim.memory.registry import Resources
-    from memsim.sim.runner import random_streams
 
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")
@@ -386,8 +384,7 @@ def run_seeds(
     for i in range(seeds):
         seed = config.run.seed + i
         spec = spec_from_config(config, systems=systems, **{**overrides, "seed": seed})
-        resources = Resources(rng=random_streams(seed)["systems"], embedder_factory=embedder_factory)
-        outcome = execute(spec, out_dir=None, resources=resources)
+        outcome = execute(spec, out_dir=None, embedder_factory=embedder_factory)
         frames.append(outcome.result.probes)
         played.append(seed)
         span = max(span, float(outcome.result.info.get("span_days") or 0.0))

@@ -39,6 +39,7 @@ import polars as pl
 from memsim.analysis.stats import diff_in_diff
 from memsim.memory.registry import SystemSpec
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.streams import streams
 
 __all__ = [
     "Knob",
@@ -204,7 +205,7 @@ def sensitivity_grid(
         return cache[key]
 
     return _measure(knobs, base, frames, label=spec_sys.display, control=control,
-                    rng=np.random.default_rng(config.run.seed), n_boot=n_boot)
+                    rng=streams(config.run.seed)["stats"], n_boot=n_boot)
 
 
 def _measure(
@@ -306,7 +307,7 @@ def grid_from_sweep(
         return rows, str(cells[0].spec["metric"])
 
     return _measure(knobs, base, frames, label=spec_sys.display, control=control,
-                    rng=np.random.default_rng(config.run.seed), n_boot=n_boot)
+                    rng=streams(config.run.seed)["stats"], n_boot=n_boot)
 
 
 def _same_point(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -124,7 +124,7 @@ def judge_marks(spec: RunSpec, answer_cols: Sequence[str]) -> dict[str, Any]:
     from memsim.analysis.judge_check import judge_mark
     from memsim.sim.answer.judges import LLM_JUDGES, PARAPHRASE_NOTE
 
-    answer = spec.answer or {}
+    answer = spec.answer.model_dump() if spec.answer is not None else {}
     checks = (answer.get("judge_checks") or {}).get("judges", {})
     official = bool(answer.get("judge_prompts"))
     out: dict[str, Any] = {}

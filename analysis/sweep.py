@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
 
 if sys.version_info >= (3, 11):
@@ -160,10 +161,10 @@ class SweepSpec(BaseModel):
     scenarios: tuple[ScenarioGrid, ...]
     systems: tuple[SystemGrid, ...]
     run: dict[str, Any] = Field(default_factory=dict)
-    """``[run]`` settings (``memsim.sim.spec.RunSettings`` minus seed and systems)."""
+    """``[run]`` settings (``memsim.sim.spec.RunSettings`` minus seed)."""
     run_grid: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
-    answer: dict[str, Any] | None = None
-    """Reader and judge options as ``memsim run`` records them (None: retrieval only)."""
+    answer: AnswerOptions | None = None
+    """Reader and judge options (None: retrieval only)."""
     source: str = ""
 
     def seed_list(self) -> tuple[int, ...]:
@@ -289,7 +290,7 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
 
     answer = data.get("answer")
     if answer is not None:
-        answer = _answer_options(answer, bad)
+        answer = _answer_options(answer, bad, source)
 
     spec = SweepSpec(sweep=settings, scenarios=tuple(scenarios), systems=tuple(systems), run=raw_run,
                      run_grid=run_grid, answer=answer, source=source)
@@ -297,27 +298,16 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
     return spec
 
 
-def _answer_options(table: Any, bad: str) -> dict[str, Any] | None:
-    """The ``[answer]`` table as the full options ``memsim run`` records (None when the reader is none)."""
-    import argparse
-
-    from memsim.sim.answer.setup import add_answer_arguments
-
+def _answer_options(table: Any, bad: str, source: str) -> AnswerOptions | None:
+    """The ``[answer]`` table as ``AnswerOptions`` (None when the reader is none); errors name the key."""
     if not isinstance(table, Mapping):
         raise UserError(f"{bad}: answer: expected a table")
-    probe = argparse.ArgumentParser(add_help=False)
-    add_answer_arguments(probe)
-    actions = {a.dest: a for a in probe._actions if a.dest != "help"}
-    for k, v in table.items():
-        if k not in actions:
-            raise UserError(f"{bad}: answer.{k}: unknown option; valid: {', '.join(sorted(actions))}")
-        choices = actions[k].choices
-        values = v if isinstance(v, list) else [v]
-        if choices is not None and any(x not in choices for x in values):
-            raise UserError(f"{bad}: answer.{k}: {v!r} is not one of {', '.join(map(str, choices))}")
-    if table.get("reader", "none") == "none":
-        return None
-    return {dest: table.get(dest, a.default) for dest, a in actions.items()}
+    known = sorted(set(AnswerOptions.model_fields) - {"judge_checks"})
+    for k in table:
+        if k not in known:
+            raise UserError(f"{bad}: answer.{k}: unknown option; valid: {', '.join(known)}")
+    options = _model(AnswerOptions, table, key="answer", source=source)
+    return options if options.enabled else None
 
 
 # --------------------------------------------------------------------------- cells
@@ -550,11 +540,11 @@ def run_cell(task: Mapping[str, Any]) -> dict[str, Any]:
     try:
         from memsim.analysis.pipeline import execute
         from memsim.memory.registry import Resources
-        from memsim.sim.runner import random_streams
+        from memsim.sim.core.streams import streams
         from memsim.sim.spec import RunSpec
 
         spec = RunSpec.model_validate(task["spec"])
-        resources = Resources(rng=random_streams(spec.seed)["systems"], embedder_factory=_embedder_factory(task["embedder"]))
+        resources = Resources(rng=streams(spec.seed)["systems"], embedder_factory=_embedder_factory(task["embedder"]))
         outcome = execute(spec, out_dir=out, resources=resources)
         record.update(state="done", error=None, headline=headline(outcome.summary.metrics))
         made = resources.made_embedder
@@ -878,10 +868,11 @@ def _texts(episodes: Sequence[Any]) -> list[str]:
 
 def _work(cell: Cell) -> tuple[dict[str, Any], list[Any], Any]:
     from memsim.scenarios.base import build_scenario
-    from memsim.sim.runner import episode_totals, random_streams
+    from memsim.sim.core.streams import streams
+    from memsim.sim.runner import episode_totals
 
     scen = build_scenario(cell.spec["scenario"]["name"], cell.spec["scenario"]["args"])
-    stream = scen.generate(random_streams(cell.seed)["scenario"])
+    stream = scen.generate(streams(cell.seed)["scenario"])
     episodes = list(stream.episodes())
     totals = episode_totals(episodes)
     played = _played(cell)
@@ -906,7 +897,8 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     """
     from memsim.memory.embed import Embedder, HashEmbedder
     from memsim.memory.registry import Resources
-    from memsim.sim.runner import iter_run, random_streams
+    from memsim.sim.core.streams import streams
+    from memsim.sim.runner import iter_run
     from memsim.sim.spec import RunSpec
 
     if not cells:
@@ -915,7 +907,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     works = [w for w, _, _ in sized]
     first, episodes, stream = cells[0], sized[0][1], sized[0][2]
     rs = RunSpec.model_validate(first.spec).model_copy(update={"answer": None})
-    resources = Resources(rng=random_streams(rs.seed)["systems"], embedder_factory=lambda: HashEmbedder(first.embedder.get("dim", 256)))
+    resources = Resources(rng=streams(rs.seed)["systems"], embedder_factory=lambda: HashEmbedder(first.embedder.get("dim", 256)))
     t0 = time.perf_counter()
     frac = 0.0
     for cp in iter_run(rs, episodes, start=stream.start, end=stream.end, resources=resources):
@@ -936,7 +928,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     if reader:
         from memsim.sim.answer.judges import LLM_JUDGES
 
-        judges_llm = sum(1 for j in (spec.answer.get("judge") or []) if j in LLM_JUDGES)
+        judges_llm = sum(1 for j in (spec.answer.judge or ()) if j in LLM_JUDGES)
     out = []
     embedded: set[str] = set()
     for c, (w, eps, _) in zip(cells, sized):

@@ -24,22 +24,21 @@ to ingest and query costs for an uncached deployment.
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
 
 from memsim.memory.base import Turn
-from memsim.memory.registry import Resources, build_memory, memory_names, parse_system
+from memsim.memory.registry import Resources, build_memory, parse_system
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.streams import streams
 
-__all__ = ["BenchRow", "EmbedderFigure", "DEFAULT_SYSTEMS", "bench_systems", "format_rows", "add_arguments", "main"]
+__all__ = ["BenchRow", "EmbedderFigure", "DEFAULT_SYSTEMS", "bench_systems", "format_rows"]
 
 DEFAULT_SYSTEMS: tuple[str, ...] = (
     "naive",
@@ -235,7 +234,7 @@ def _bench(
     if not sizes or min(sizes) < 1:
         raise UserError(f"bench systems: sizes must be positive, got {list(sizes)}")
     specs = [parse_system(s) for s in systems]
-    rng = np.random.default_rng(seed)
+    rng = streams(seed)["texts"]
     probe_embedder = embedder
     if embedder is None:
         from memsim.memory.embed import Embedder
@@ -271,7 +270,7 @@ def _bench(
     rows: list[BenchRow] = []
     for spec in specs:
         for size in sorted(sizes):
-            system = build_memory(spec.name, spec.args, resources=Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: lookup))
+            system = build_memory(spec.name, spec.args, resources=Resources(rng=streams(seed)["systems"], embedder_factory=lambda: lookup))
             user = "bench"
             t = time.perf_counter()
             bulk = getattr(system, "bulk_load", None)
@@ -329,51 +328,3 @@ def format_rows(rows: Sequence[BenchRow], *, header: bool = True) -> str:
         )
         lines.append("  ".join(str(v).rjust(w) if i else str(v).ljust(w) for i, (v, w) in enumerate(zip(vals, widths))))
     return "\n".join(lines)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``memsim bench systems``."""
-    parser.add_argument(
-        "--system", action="append", dest="systems", metavar="SPEC",
-        help=f"system to bench (repeatable; default: {', '.join(DEFAULT_SYSTEMS)})",
-    )
-    parser.add_argument("--sizes", default="1000,10000,100000", help="store sizes, comma-separated")
-    parser.add_argument("--sample", type=int, default=1000, help="base texts embedded with the real model")
-    parser.add_argument("--ingest-turns", type=int, default=200, help="turns timed through ingest per size")
-    parser.add_argument("--queries", type=int, default=200, help="retrievals timed per size")
-    parser.add_argument("--k", type=int, default=10, help="memories per retrieval")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="FAISS/torch threads while timing (0: leave as is)")
-    parser.add_argument("--json", dest="json_out", default=None, help="also write rows as JSON to this file")
-    parser.add_argument(
-        "--cache-dir", default=None, metavar="DIR",
-        help="cache folder for what systems cache beside embeddings (multisignal's entities); "
-             "default none (NER timed cold); run twice with one folder to time it warm",
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run the bench and print the table."""
-    try:
-        sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
-    except ValueError:
-        raise UserError(f"--sizes: expected comma-separated integers, got {args.sizes!r}") from None
-    systems = args.systems or list(DEFAULT_SYSTEMS)
-    for s in systems:
-        name = s.partition(":")[0]
-        if name not in memory_names():
-            raise UserError(f"--system: unknown system {name!r}; known: {', '.join(memory_names())}")
-    print(format_rows([]), flush=True)
-    rows, fig = bench_systems(
-        systems, sizes, sample=args.sample, ingest_turns=args.ingest_turns, queries=args.queries,
-        k=args.k, seed=args.seed, threads=args.threads or None, progress=lambda line: print(line, flush=True),
-        cache_dir=args.cache_dir,
-    )
-    print(
-        f"embedder {fig.model_id}: {fig.texts_per_s:.0f} texts/s computing, "
-        f"{fig.query_ms:.1f} ms per query (not included above: vectors were looked up)"
-    )
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump({"rows": [asdict(r) for r in rows], "embedder": asdict(fig)}, fh, indent=1)
-    return 0

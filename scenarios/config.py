@@ -1,8 +1,9 @@
 """Run configuration files (TOML), validated at the edge.
 
 A config file has a ``[scenario]`` table (``name`` plus the scenario's own
-keys) and an optional ``[run]`` table (``memsim.sim.spec.RunSettings``: seed, k,
-systems, feedback and maintenance schedule, control). Unknown keys, wrong
+keys) and an optional ``[run]`` table (``RunTable``: the run settings of
+``memsim.sim.spec.RunSettings``, seed, k, scorers, metric, feedback and
+maintenance schedule, control, and the systems). Unknown keys, wrong
 types and impossible values are errors that name the key and the file.
 """
 
@@ -26,10 +27,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["RunConfig", "load_config", "config_from_mapping", "CONFIG_DIR"]
+__all__ = ["RunConfig", "RunTable", "load_config", "config_from_mapping", "CONFIG_DIR"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 """Ready configs shipped with memsim (users copy and edit them)."""
+
+
+class RunTable(RunSettings):
+    """The ``[run]`` table: the run settings, and the systems under test by name."""
+
+    systems: tuple[str, ...] = Field((), description="systems under test (name or name:key=value,...)")
 
 
 class RunConfig(BaseModel):
@@ -38,7 +45,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     scenario: dict[str, Any]
-    run: RunSettings = Field(default_factory=RunSettings)
+    run: RunTable = Field(default_factory=RunTable)
     load: LoadSettings | None = None
     """The optional ``[load]`` table (``memsim.sim.load``): bounded services, service times, a deadline."""
     source: str = ""
@@ -68,7 +75,7 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConf
     scen = data.get("scenario")
     if not isinstance(scen, Mapping) or "name" not in scen:
         raise UserError(f"missing [scenario] table with a 'name' key{where}")
-    run = validate_args(RunSettings, data.get("run", {}), what="run", source=source)
+    run = validate_args(RunTable, data.get("run", {}), what="run", source=source)
     load = validate_args(LoadSettings, data["load"], what="load", source=source) if "load" in data else None
     args = {k: v for k, v in scen.items() if k != "name"}
     build_scenario(str(scen["name"]), args, source=source)  # validates the scenario's keys now

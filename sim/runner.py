@@ -25,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import simpy
 
@@ -33,6 +32,7 @@ from memsim.memory.base import render_turn
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.streams import streams as random_streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
@@ -40,12 +40,6 @@ from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
 
 __all__ = ["Checkpoint", "RunResult", "iter_run", "run", "random_streams", "episode_totals"]
-
-
-def random_streams(seed: int) -> dict[str, np.random.Generator]:
-    """The run's random sources, all from ``default_rng(seed)``: ``scenario``, ``systems``, ``stats``."""
-    scenario, systems, stats = np.random.default_rng(seed).spawn(3)
-    return {"scenario": scenario, "systems": systems, "stats": stats}
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +132,7 @@ def iter_run(
     end: datetime | None = None,
     resources: Resources | None = None,
     answer: Any | None = None,
+    scorers: Sequence[Any] | None = None,
 ) -> Iterator[Checkpoint]:
     """Play ``episodes`` against the spec's systems, yielding checkpoints.
 
@@ -147,8 +142,9 @@ def iter_run(
         out_dir: run folder (None: rows stay in memory).
         start: simulated time zero of a longitudinal run (default: the first event).
         end: time after its last event (default: a minute after the last event).
-        resources: shared run resources (embedder); default made from the seed.
+        resources: shared run resources (embedder); default made from the seed's ``systems`` stream.
         answer: optional reader + judges (``memsim.sim.answer.AnswerSetup``).
+        scorers: the spec's scorers, built (``memsim.analysis.pipeline.resolve`` builds them once); default built here.
 
     Raises:
         UserError: bad systems or scorers, a folder of another spec, an
@@ -159,7 +155,9 @@ def iter_run(
     recorder.open(spec)
     if resources is None:
         resources = Resources(rng=random_streams(spec.seed)["systems"])
-    p = _Play(spec, recorder, resources, [build_scorer(name) for name in spec.scorers], answer)
+    if scorers is None:
+        scorers = [build_scorer(name) for name in spec.scorers]
+    p = _Play(spec, recorder, resources, list(scorers), answer)
     play = _static if spec.fresh_per_episode else _longitudinal
     t0 = time.perf_counter()
     info = p.info

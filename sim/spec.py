@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
 from memsim.sim.load import LoadSettings
 from memsim.sim.core.validate import validate_args
@@ -55,14 +56,20 @@ DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 30, 50)
 
 
 class RunSettings(BaseModel):
-    """The ``[run]`` table of a config file: how a scenario is replayed and scored."""
+    """How a scenario is replayed and scored: the ``[run]`` table of a config file, and the settings part of ``RunSpec``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    seed: int = Field(0, ge=0, description="seed of the run's one random generator")
-    k: int = Field(10, ge=1, description="memories retrieved per question; headline metric is recall_all@k")
-    systems: tuple[str, ...] = Field((), description="systems under test (name or name:key=value,...)")
-    control: str = Field("naive", description="static control for the difference in differences")
+    seed: int = Field(0, ge=0, description="seed of the run's random streams (memsim.sim.core.streams)")
+    k: int = Field(10, ge=1, description="memories a reader sees per question; the headline cut-off")
+    retrieve_k: int | None = Field(None, ge=1, description="memories fetched per question (default: k); "
+                                   "static runs fetch max(ks) and score prefixes")
+    ks: tuple[int, ...] = Field(DEFAULT_KS, validate_default=True, description="evidence cut-offs scored (k is added; "
+                                "cut-offs above the memories fetched are dropped)")
+    scorers: tuple[str, ...] = Field(("evidence", "stale"), description="registered scorers (memsim list scorers) "
+                                     "applied to every question")
+    metric: str = Field("", validate_default=True, description="the headline column (default: recall_all@k)")
+    control: str | None = Field("naive", description="static control for the difference in differences (none: no control)")
     feedback_delay_hours: float = Field(1.0, ge=0, description="delay before a question's feedback arrives")
     feedback_from: str = Field("evidence", description="feedback channel: evidence, answer, noisy:P, none, correction")
     maintenance_every_hours: float = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
@@ -72,6 +79,43 @@ class RunSettings(BaseModel):
     balance_kinds: bool = Field(False, description="weight questions so both halves have the same question-kind mix")
 
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
+
+    @field_validator("retrieve_k")
+    @classmethod
+    def _fetch_enough(cls, v: int | None, info: ValidationInfo) -> int | None:
+        k = info.data.get("k")
+        if v is not None and k is not None and v < k:
+            raise ValueError(f"{v} fetches fewer memories than k = {k}")
+        return v
+
+    @field_validator("ks")
+    @classmethod
+    def _scored_cutoffs(cls, v: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
+        if any(c <= 0 for c in v):
+            raise ValueError(f"cut-offs must be positive, got {list(v)}")
+        k = info.data.get("k")
+        if k is None:  # k itself is bad (its error is reported)
+            return v
+        fetch = info.data.get("retrieve_k") or k
+        # Only cut-offs that were retrieved are scored: recall@50 of 10 results would be recall@10.
+        return tuple(sorted({*(c for c in v if c <= fetch), k}))
+
+    @field_validator("metric")
+    @classmethod
+    def _headline(cls, v: str, info: ValidationInfo) -> str:
+        k, ks = info.data.get("k"), info.data.get("ks")
+        if k is None or ks is None:
+            return v
+        metric = v or f"recall_all@{k}"
+        cut = metric.rpartition("@")[2]
+        if cut.isdigit() and int(cut) not in ks:
+            raise ValueError(f"{metric} is not scored (cut-offs {list(ks)}; raise retrieve_k to fetch more)")
+        return metric
+
+    @property
+    def fetch_k(self) -> int:
+        """Memories fetched per question."""
+        return self.retrieve_k or self.k
 
 
 class SystemEntry(BaseModel):
@@ -98,40 +142,14 @@ class ScenarioEntry(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-class RunSpec(BaseModel):
-    """A complete, validated run definition (``spec.json``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class RunSpec(RunSettings):
+    """A complete, validated run definition (``spec.json``): what to play, against what, and the run settings."""
 
     kind: Literal["longitudinal", "static"] = "longitudinal"
     """``static``: fresh systems per episode, no feedback, no maintenance."""
     scenario: ScenarioEntry
     systems: tuple[SystemEntry, ...]
-    seed: int = Field(0, ge=0)
-    k: int = Field(10, ge=1)
-    """Memories a reader sees; the headline cut-off."""
-    ks: tuple[int, ...] = DEFAULT_KS
-    """Cut-offs scored (``k`` is added; cut-offs above the memories fetched are dropped)."""
-    retrieve_k: int | None = Field(None, ge=1)
-    """Memories fetched per question (None: ``k``); static runs fetch ``max(ks)`` and score prefixes."""
-    scorers: tuple[str, ...] = ("evidence", "stale")
-    """Registered scorers (``memsim.sim.scorers``) applied to every question."""
-    metric: str = ""
-    """The headline column (default ``recall_all@k``)."""
-    control: str | None = "naive"
-    feedback_delay_hours: float = Field(1.0, ge=0)
-    feedback_from: str = "evidence"
-    """The feedback channel (``FEEDBACK_CHANNELS``)."""
-    maintenance_every_hours: float = Field(24.0, ge=0)
-    n_boot: int = Field(2000, ge=100)
-    twins: bool = True
-    """Play each system that learns from feedback twice more: its twin (feedback withheld) and, with ``placebo``, a twin with shuffled feedback."""
-    placebo: bool = False
-    balance_kinds: bool = False
-    """Weight questions so that both halves count the question kinds in the same proportions."""
-
-    _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
-    answer: dict[str, Any] | None = None
+    answer: AnswerOptions | None = None
     """Reader and judge options (``memsim.sim.answer``); None: retrieval only."""
     load: LoadSettings | None = None
     """Bounded services and service times (``memsim.sim.load``); None: no queueing (left out of ``spec.json``)."""
@@ -139,32 +157,21 @@ class RunSpec(BaseModel):
     """What the scenario reports about its data (file hash, exclusions); part of the spec so a changed file is seen."""
     memsim_version: str = ""
 
-    @model_validator(mode="after")
-    def _resolve(self) -> RunSpec:
-        if any(k <= 0 for k in self.ks):
-            raise ValueError(f"ks: cut-offs must be positive, got {list(self.ks)}")
-        if self.retrieve_k is not None and self.retrieve_k < self.k:
-            raise ValueError(f"retrieve_k: {self.retrieve_k} fetches fewer memories than k = {self.k}")
-        # Only cut-offs that were retrieved are scored: recall@50 of 10 results would be recall@10.
-        object.__setattr__(self, "ks", tuple(sorted({*(c for c in self.ks if c <= self.fetch_k), self.k})))
-        if not self.metric:
-            object.__setattr__(self, "metric", f"recall_all@{self.k}")
-        cut = self.metric.rpartition("@")[2]
-        if cut.isdigit() and int(cut) not in self.ks:
-            raise ValueError(f"metric: {self.metric} is not scored (cut-offs {list(self.ks)}; raise retrieve_k to fetch more)")
-        labels = [s.display for s in self.systems]
+    @field_validator("systems")
+    @classmethod
+    def _distinct(cls, v: tuple[SystemEntry, ...]) -> tuple[SystemEntry, ...]:
+        labels = [s.display for s in v]
         if len(set(labels)) != len(labels):
-            raise ValueError(f"systems: the same system is listed twice: {labels}")
-        if not self.systems:
-            raise ValueError("systems: at least one system is needed")
+            raise ValueError(f"the same system is listed twice: {labels}")
+        if not v:
+            raise ValueError("at least one system is needed")
+        return v
+
+    @model_validator(mode="after")
+    def _answer_feedback(self) -> RunSpec:
         if self.feedback_from == "answer" and self.answer is None and self.kind == "longitudinal":
             raise ValueError('feedback_from = "answer" needs a reader (--reader short or cot)')
         return self
-
-    @property
-    def fetch_k(self) -> int:
-        """Memories fetched per question."""
-        return self.retrieve_k or self.k
 
     @property
     def fresh_per_episode(self) -> bool:

@@ -267,22 +267,27 @@ def test_unreliable_self_judging_paraphrase_marks_reach_tables_metrics_and_repor
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    from memsim.sim.answer.setup import add_answer_arguments
+    from memsim.analysis.cli.options import add_answer_arguments
 
     p = argparse.ArgumentParser()
     add_answer_arguments(p)
     return p.parse_args(argv)
 
 
+def _setup_of(args: argparse.Namespace, default_judges: list[str]) -> object:
+    from memsim.sim.answer.options import AnswerOptions
+    from memsim.sim.answer.setup import answer_setup
+
+    return answer_setup(AnswerOptions(**vars(args)), default_judges=default_judges)
+
+
 @pytest.mark.llm
 @pytest.mark.slow
 def test_self_judging_needs_the_flag_and_is_marked() -> None:
     pytest.importorskip("llama_cpp")
-    from memsim.sim.answer.setup import answer_setup_from_args
-
     with pytest.raises(UserError, match="--allow-self-judging"):
-        answer_setup_from_args(_args(["--reader", "short", "--judge", "llm_locomo", "--no-cache"]), ["contains"])
-    setup = answer_setup_from_args(
+        _setup_of(_args(["--reader", "short", "--judge", "llm_locomo", "--no-cache"]), ["contains"])
+    setup = _setup_of(
         _args(["--reader", "short", "--judge", "llm_locomo", "--allow-self-judging", "--no-cache"]), ["contains"]
     )
     assert setup.self_judging and setup.describe()["self_judging"] is True
@@ -297,8 +302,6 @@ def test_dry_run_counts_match_a_real_runs_meter() -> None:
     """Calls and reader prompt tokens are exact; completion tokens and judge prompts are upper bounds."""
     pytest.importorskip("llama_cpp")
     from memsim.memory.base import Retrieved
-    from memsim.sim.answer.setup import answer_setup_from_args
-
     t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
     memories = [
         Retrieved(f"m{i}", text, 1.0 - i / 10, t0 + timedelta(days=i), (f"t{i}",))
@@ -310,7 +313,7 @@ def test_dry_run_counts_match_a_real_runs_meter() -> None:
     argv = ["--reader", "short", "--judge", "llm_locomo", "--allow-self-judging", "--no-cache"]
     summaries = {}
     for mode in ("real", "dry"):
-        setup = answer_setup_from_args(_args(argv + (["--dry-run"] if mode == "dry" else [])), ["contains"])
+        setup = _setup_of(_args(argv + (["--dry-run"] if mode == "dry" else [])), ["contains"])
         for q, gold, cat in questions:
             setup.answer_and_judge(q, t0 + timedelta(days=30), memories, gold, category=cat)
         summaries[mode] = {r["role"]: r for r in setup.cost()["by_role"]}

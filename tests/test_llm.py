@@ -32,15 +32,21 @@ from memsim.sim.answer import (
     PriceTable,
     Reader,
     ScriptedLLM,
-    add_answer_arguments,
-    answer_setup_from_args,
+    AnswerOptions,
+    answer_setup,
     format_cost,
     make_judge,
     make_llm,
 )
+from memsim.analysis.cli.options import add_answer_arguments
 from memsim.sim.core.errors import UserError
 
 MESSAGES = [{"role": "user", "content": "Where does Ana live?"}]
+
+
+def _setup_of(args, default_judges):
+    """The answer setup of parsed answer flags (each flag is the AnswerOptions field of its name)."""
+    return answer_setup(AnswerOptions(**vars(args)), default_judges=default_judges)
 
 
 # ---------------------------------------------------------------- scripted HTTP endpoint
@@ -402,7 +408,7 @@ def _parse(argv: list[str]):
 def test_answer_arguments() -> None:
     args = _parse([])
     assert args.reader == "none" and args.llm == "local" and args.judge is None
-    assert answer_setup_from_args(args, ["contains"]) is None
+    assert _setup_of(args, ["contains"]) is None
     args = _parse(["--reader", "cot", "--judge", "contains", "--judge", "bleu1", "--no-cache"])
     assert args.judge == ["contains", "bleu1"] and args.no_cache
     with pytest.raises(SystemExit):
@@ -417,7 +423,7 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
         ["--reader", "short", "--llm", "openai", "--llm-model", "test-model", "--llm-base-url", ep.url,
          "--prices", str(prices), "--judge", "contains", "--judge", "llm_locomo", "--allow-self-judging"]
     )
-    setup = answer_setup_from_args(args, ["f1_locomo"])
+    setup = _setup_of(args, ["f1_locomo"])
     assert setup is not None
     row = setup.answer_and_judge("Where?", T, [_mem(0, "Ana lives in Lisbon")], "Lisbon")
     # the scripted endpoint says "Lisbon" to the judge too: no verdict -> NaN, not zero
@@ -428,7 +434,7 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
     assert desc["llm"]["endpoint"] == ep.url and desc["judges"][1]["model"] == "test-model"
     # run again: everything from the cache, no request reaches the endpoint
     n = len(ep.requests)
-    setup2 = answer_setup_from_args(args, ["f1_locomo"])
+    setup2 = _setup_of(args, ["f1_locomo"])
     row2 = setup2.answer_and_judge("Where?", T, [_mem(0, "Ana lives in Lisbon")], "Lisbon")
     assert len(ep.requests) == n and row2["answer"] == row["answer"] and row2["llm_cached"] is True
     assert setup2.cost()["calls"] == 0 and setup2.cost()["cached_calls"] == 2
@@ -452,7 +458,7 @@ def test_bench_llm_with_a_scripted_client() -> None:
 def test_model_defaults_to_what_the_endpoint_serves(endpoint_factory) -> None:
     ep = endpoint_factory([])
     assert OpenAICompatibleLLM.served_models(ep.url) == ["served-model"]
-    setup = answer_setup_from_args(
+    setup = _setup_of(
         _parse(["--reader", "short", "--llm", "openai", "--llm-base-url", ep.url, "--no-cache"]), ["contains"]
     )
     assert setup.describe()["llm"]["model"] == "served-model"

@@ -35,16 +35,22 @@ from memsim.sim.answer import (
     MeteredLLM,
     OpenAICompatibleLLM,
     Reader,
-    add_answer_arguments,
-    answer_setup_from_args,
+    AnswerOptions,
+    answer_setup,
     make_judge,
 )
+from memsim.analysis.cli.options import add_answer_arguments
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
 THREADS = 1  # the same on both sides, so that both do the same arithmetic
 T0 = datetime(2024, 1, 8, 9, 0, tzinfo=timezone.utc)
 ASKED = T0 + timedelta(days=90)
+
+
+def _setup_of(args, default_judges):
+    """The answer setup of parsed answer flags (each flag is the AnswerOptions field of its name)."""
+    return answer_setup(AnswerOptions(**vars(args)), default_judges=default_judges)
 
 
 def _need(module: str, why: str) -> None:
@@ -262,8 +268,8 @@ def test_answer_setup_from_args_local_and_openai_agree(server: _Server, gguf: Pa
     parser = argparse.ArgumentParser()
     add_answer_arguments(parser)
     common = ["--reader", "short", "--llm-threads", str(THREADS), "--no-cache"]
-    local_setup = answer_setup_from_args(parser.parse_args(common), ["contains", "f1_locomo"])
-    remote_setup = answer_setup_from_args(
+    local_setup = _setup_of(parser.parse_args(common), ["contains", "f1_locomo"])
+    remote_setup = _setup_of(
         parser.parse_args(
             [*common, "--llm", "openai", "--llm-base-url", server.url, "--llm-model", "smollm2",
              "--llm-model-path", str(gguf)]

@@ -44,7 +44,8 @@ def _hash() -> Resources:
 
 def _kill_after_parts(spec_json: dict, out: Path, parts: int) -> None:
     """Start a run in a child process and ``kill -9`` it once ``parts`` parts are on disk."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # The child imports the memsim under test (a PYTHONPATH given to the tests comes first).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p)}
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(spec_json), str(out)], env=env, cwd=REPO)
     try:
         deadline = time.monotonic() + 300

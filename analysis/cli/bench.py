@@ -61,6 +61,82 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_systems(p: argparse.ArgumentParser) -> None:
+    from memsim.memory.bench import DEFAULT_SYSTEMS
+
+    p.add_argument("--system", action="append", dest="systems", metavar="SPEC",
+                   help=f"system to bench (repeatable; default: {', '.join(DEFAULT_SYSTEMS)})")
+    p.add_argument("--sizes", default="1000,10000,100000", help="store sizes, comma-separated")
+    p.add_argument("--sample", type=int, default=1000, help="base texts embedded with the real model")
+    p.add_argument("--ingest-turns", type=int, default=200, help="turns timed through ingest per size")
+    p.add_argument("--queries", type=int, default=200, help="retrievals timed per size")
+    p.add_argument("--k", type=int, default=10, help="memories per retrieval")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="FAISS/torch threads while timing (0: leave as is)")
+    p.add_argument("--json", dest="json_out", default=None, help="also write rows as JSON to this file")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="cache folder for what systems cache beside embeddings (multisignal's entities); "
+                        "default none (NER timed cold); run twice with one folder to time it warm")
+
+
+def _systems(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from memsim.memory.bench import DEFAULT_SYSTEMS, bench_systems, format_rows
+    from memsim.memory.registry import memory_names
+    from memsim.sim.core.errors import UserError
+
+    try:
+        sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    except ValueError:
+        raise UserError(f"--sizes: expected comma-separated integers, got {args.sizes!r}") from None
+    systems = args.systems or list(DEFAULT_SYSTEMS)
+    for s in systems:
+        if s.partition(":")[0] not in memory_names():
+            raise UserError(f"--system: unknown system {s.partition(':')[0]!r}; known: {', '.join(memory_names())}")
+    print(format_rows([]), flush=True)
+    rows, fig = bench_systems(
+        systems, sizes, sample=args.sample, ingest_turns=args.ingest_turns, queries=args.queries,
+        k=args.k, seed=args.seed, threads=args.threads or None, progress=lambda line: print(line, flush=True),
+        cache_dir=args.cache_dir,
+    )
+    print(f"embedder {fig.model_id}: {fig.texts_per_s:.0f} texts/s computing, "
+          f"{fig.query_ms:.1f} ms per query (not included above: vectors were looked up)")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"rows": [asdict(r) for r in rows], "embedder": asdict(fig)}, indent=1),
+                                       encoding="utf-8")
+    return 0
+
+
+def _add_llm(p: argparse.ArgumentParser) -> None:
+    from memsim.sim.answer.readers import READER_VARIANTS
+
+    p.add_argument("--variant", action="append", choices=READER_VARIANTS, default=None,
+                   help="reader variant to time (repeatable; default: all)")
+    p.add_argument("--questions", type=int, default=8, help="timed questions per variant")
+    p.add_argument("--memories", type=int, default=10, help="memories per question")
+    p.add_argument("--llm-model-path", default=None, metavar="GGUF", help="GGUF model (default: SmolLM2-135M)")
+    p.add_argument("--llm-threads", type=int, default=None, help="CPU threads")
+    p.add_argument("--max-answer-tokens", type=int, default=None, help="reply budget per answer")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def _llm(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from memsim.sim.answer.bench import bench_llm, format_bench
+    from memsim.sim.answer.readers import READER_VARIANTS
+    from memsim.sim.core.errors import UserError
+
+    if args.questions < 1 or args.memories < 0:
+        raise UserError("--questions must be >= 1 and --memories >= 0")
+    results = bench_llm(args.variant or READER_VARIANTS, n_questions=args.questions, n_memories=args.memories,
+                        max_answer_tokens=args.max_answer_tokens, model_path=args.llm_model_path,
+                        n_threads=args.llm_threads)
+    print(json.dumps([asdict(r) for r in results], indent=2) if args.json else format_bench(results))
+    return 0
+
+
 def _print(figures: dict[str, Any]) -> None:
     width = max(len(k) for k in figures)
     for key, value in figures.items():
@@ -114,8 +190,6 @@ def _compare(args: argparse.Namespace) -> int:
     from memsim.scenarios.static import default_locomo_path
     from memsim.sim.core.errors import UserError
 
-    if args.k <= 0:
-        raise UserError(f"-k must be a positive integer, got {args.k}")
     try:
         systems = [parse_system(s) for s in (args.system or ["naive"])]
     except ValueError as exc:
@@ -165,8 +239,8 @@ def _emit(figures: dict[str, Any], json_to: str | None, fmt: Any) -> None:
 _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("locomo", "static LoCoMo retrieval run, cold and warm cache", (_add_locomo, _locomo)),
     ("longmemeval", "LongMemEval streaming and retrieval on a generated 1 GB file", (_add_longmemeval, _longmemeval)),
-    ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", "memsim.memory.bench"),
-    ("llm", "answers per second of the local model (short, cot)", "memsim.sim.answer.bench"),
+    ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", (_add_systems, _systems)),
+    ("llm", "answers per second of the local model (short, cot)", (_add_llm, _llm)),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
     ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
     ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "memsim.analysis.sweep_bench"),

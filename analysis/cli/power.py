@@ -44,7 +44,6 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
 
 def power_main(args: argparse.Namespace) -> int:
     """Simulate and print the curve."""
-    import numpy as np
     import polars as pl
 
     from memsim.analysis.power import (
@@ -59,6 +58,7 @@ def power_main(args: argparse.Namespace) -> int:
     from memsim.memory.registry import SystemSpec
     from memsim.scenarios.config import load_config
     from memsim.sim.core.errors import UserError
+    from memsim.sim.core.streams import streams
 
     if args.seeds < 2:
         raise UserError(f"--seeds must be at least 2, got {args.seeds}")
@@ -83,7 +83,7 @@ def power_main(args: argparse.Namespace) -> int:
     for seed, probes in zip(runs.seeds, runs.probes):
         print(f"seed {seed}: {probes.filter(pl.col('system') == label).height} questions")
     effects = sorted({*DEFAULT_EFFECTS, float(args.effect)})
-    rng = np.random.default_rng(config.run.seed)
+    rng = streams(config.run.seed)["stats"]
     if args.against == "twin":
         points = gain_power_curve(list(runs.probes), system=label, effects=effects, k=runs.k,
                                   span_days=runs.span_days, metric=runs.metric, rng=rng, n_boot=args.n_boot)

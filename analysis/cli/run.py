@@ -23,14 +23,12 @@ __all__ = [
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from memsim.sim.answer.setup import add_answer_arguments
+    from memsim.analysis.cli.options import add_answer_arguments, add_out_argument, add_seed_argument, add_system_argument
 
-    parser.add_argument("--system", action="append", default=[], metavar="NAME[:k=v,...]",
-                        help="system under test (repeatable); default: the config's [run] systems")
-    parser.add_argument("--seed", type=int, default=None, help="seed (default: the config's)")
+    add_system_argument(parser, default=[], help="system under test (repeatable); default: the config's [run] systems")
+    add_seed_argument(parser, default=None, help="seed (default: the config's)")
     parser.add_argument("-k", type=int, default=None, help="memories retrieved per question (default: the config's)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
+    add_out_argument(parser, help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     parser.add_argument("--placebo", action="store_true", default=None,
                         help="also play each learning system's placebo twin (feedback shuffled)")
@@ -109,12 +107,8 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
         systems = default_systems
     if not systems and not config.run.systems:
         raise UserError(f"no systems: give --system or [run] systems in {config_path}; known: {', '.join(memory_names())}")
-    if args.k is not None and args.k <= 0:
-        raise UserError(f"-k must be positive, got {args.k}")
     spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args),
                             placebo=args.placebo, balance_kinds=args.balance_kinds)
-    if spec.feedback_from == "answer" and spec.answer is None:
-        raise UserError(f"{config_path}: feedback_from = \"answer\" needs a reader (--reader short or cot)")
     out = args.out or default_out_dir(spec.scenario.name)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")

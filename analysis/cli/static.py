@@ -19,7 +19,7 @@ DEFAULT_LOCOMO_K = 30
 
 
 def _common(p: argparse.ArgumentParser, *, default_k: int) -> None:
-    from memsim.sim.answer.setup import add_answer_arguments
+    from memsim.analysis.cli.options import add_answer_arguments
 
     p.add_argument("--data", type=Path, default=None, help="the benchmark file")
     p.add_argument("--system", action="append", default=None, metavar="NAME[:k=v,...]",

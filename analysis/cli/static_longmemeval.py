@@ -130,7 +130,7 @@ def longmemeval_spec(
         raise UserError(f"--limit must not be negative, got {args.limit}")
     level = "session" if args.granularity == "session" else "turn"
     if qa:
-        judges = answer.get("judge") or DEFAULT_JUDGES["longmemeval"]
+        judges = answer.judge or DEFAULT_JUDGES["longmemeval"]
         metric = f"answer_{judges[0]}"
     else:
         metric = f"{level}_recall_all@{args.k}"

@@ -42,6 +42,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memsim.sim.answer.official": (
         "LONGMEMEVAL_SCRIPT", "OfficialPrompts", "load_official_prompts",
     ),
+    "memsim.sim.answer.options": ("AnswerOptions", "DEFAULT_LOCAL_CONTEXT", "answer_choices"),
     "memsim.sim.answer.prompts": (
         "FINAL_ANSWER_MARK", "JUDGE_LOCOMO", "JUDGE_LONGMEMEVAL", "JUDGE_LONGMEMEVAL_TYPES",
         "NO_MEMORIES", "READER_COT", "READER_SHORT", "READER_TEMPLATES", "PromptTemplate",
@@ -51,7 +52,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "format_memory", "format_question_date",
     ),
     "memsim.sim.answer.setup": (
-        "DEFAULT_JUDGES", "AnswerSetup", "add_answer_arguments", "answer_setup_from_args",
+        "DEFAULT_JUDGES", "AnswerSetup", "answer_setup",
         "build_llm", "format_cost", "format_dry_run", "judge_client", "official_templates", "same_model",
     ),
 }

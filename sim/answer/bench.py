@@ -8,17 +8,16 @@ speed on this machine. The first call is a warm-up and is not timed.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from memsim.memory.base import Retrieved
 from memsim.sim.answer.llm import LLMClient, LocalLLM
 from memsim.sim.answer.readers import READER_VARIANTS, Reader
 
-__all__ = ["BenchResult", "bench_llm", "bench_questions", "format_bench", "add_arguments", "main"]
+__all__ = ["BenchResult", "bench_llm", "bench_questions", "format_bench"]
 
 _T0 = datetime(2024, 1, 8, 9, 0, tzinfo=timezone.utc)
 
@@ -169,39 +168,3 @@ def format_bench(results: Sequence[BenchResult]) -> str:
     if results:
         lines.append(f"model {results[0].model}, {results[0].n_questions} questions x {results[0].n_memories} memories")
     return "\n".join(lines)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``memsim bench llm``."""
-    parser.add_argument("--variant", action="append", choices=READER_VARIANTS, default=None,
-                        help="reader variant to time (repeatable; default: all)")
-    parser.add_argument("--questions", type=int, default=8, help="timed questions per variant")
-    parser.add_argument("--memories", type=int, default=10, help="memories per question")
-    parser.add_argument("--llm-model-path", default=None, metavar="GGUF", help="GGUF model (default: SmolLM2-135M)")
-    parser.add_argument("--llm-threads", type=int, default=None, help="CPU threads")
-    parser.add_argument("--max-answer-tokens", type=int, default=None, help="reply budget per answer")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run the benchmark and print the table."""
-    from memsim.sim.core.errors import UserError
-
-    if args.questions < 1 or args.memories < 0:
-        raise UserError("--questions must be >= 1 and --memories >= 0")
-    results = bench_llm(
-        args.variant or READER_VARIANTS,
-        n_questions=args.questions,
-        n_memories=args.memories,
-        max_answer_tokens=args.max_answer_tokens,
-        model_path=args.llm_model_path,
-        n_threads=args.llm_threads,
-    )
-    if args.json:
-        import json
-
-        print(json.dumps([asdict(r) for r in results], indent=2))
-    else:
-        print(format_bench(results))
-    return 0
-

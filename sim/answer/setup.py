@@ -1,7 +1,7 @@
 """Glue between a benchmark run and the reader, judges and meter.
 
-A command adds the answer options with ``add_answer_arguments`` and turns
-them into an ``AnswerSetup`` with ``answer_setup_from_args``. For each
+A run's ``AnswerOptions`` (its spec's ``answer``) become an ``AnswerSetup``
+with ``answer_setup``. For each
 question, ``AnswerSetup.answer_and_judge`` returns a flat row fragment (the
 answer, its tokens and latency, one score per judge) to merge into the
 question's row next to its evidence scores. ``AnswerSetup.describe`` goes into
@@ -14,7 +14,6 @@ caller catches it, writes the rows it already has, and reports the error.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from memsim.sim.answer.llm import (
     openai_base_url,
 )
 from memsim.sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
+from memsim.sim.answer.options import DEFAULT_LOCAL_CONTEXT, AnswerOptions
 from memsim.sim.answer.official import OfficialPrompts, load_official_prompts
 from memsim.sim.answer.readers import READER_VARIANTS, Reader
 from memsim.sim.core.errors import UserError
@@ -51,8 +51,7 @@ __all__ = [
     "official_templates",
     "same_model",
     "LLMUnavailableError",
-    "add_answer_arguments",
-    "answer_setup_from_args",
+    "answer_setup",
     "build_llm",
     "format_cost",
 ]
@@ -67,88 +66,6 @@ DEFAULT_JUDGES: dict[str, tuple[str, ...]] = {
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 """Model asked for at OpenAI's endpoint when ``--llm-model`` is not given."""
 
-DEFAULT_LOCAL_CONTEXT = 2048
-"""Context window of the local model unless ``--llm-context-window`` says otherwise."""
-
-
-def add_answer_arguments(parser: argparse.ArgumentParser, *, default_reader: str = "none") -> None:
-    """Add the reader, LLM, judge and price options to a command's parser."""
-    g = parser.add_argument_group("answers (reader, LLM, judges)")
-    g.add_argument(
-        "--reader",
-        choices=("none", *READER_VARIANTS),
-        default=default_reader,
-        help=f"answer prompt: none (retrieval only), short or cot (default: {default_reader})",
-    )
-    g.add_argument("--llm", choices=LLM_KINDS, default="local", help="LLM client (default: local)")
-    g.add_argument(
-        "--llm-model",
-        default=None,
-        help="model name at the endpoint, for --llm openai (default: gpt-4o-mini at OpenAI, "
-        "else the first model the endpoint lists)",
-    )
-    g.add_argument(
-        "--llm-base-url",
-        default=None,
-        help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL or OpenAI)",
-    )
-    g.add_argument(
-        "--llm-model-path",
-        default=None,
-        metavar="GGUF",
-        help="GGUF model for --llm local (default: packaged SmolLM2-135M-Instruct); with "
-        "--llm openai, the file the server runs, used to count tokens exactly",
-    )
-    g.add_argument(
-        "--llm-context-window",
-        type=int,
-        default=None,
-        metavar="TOKENS",
-        help=f"context window in tokens (default: {DEFAULT_LOCAL_CONTEXT} for a GGUF model, "
-        "else from the model's name)",
-    )
-    g.add_argument("--llm-threads", type=int, default=None, help="CPU threads of the local model")
-    g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request (openai)")
-    g.add_argument("--llm-retries", type=int, default=4, help="retries of a failed request (openai)")
-    g.add_argument(
-        "--max-answer-tokens", type=int, default=None, help="tokens reserved for an answer (default per reader)"
-    )
-    g.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
-    g.add_argument(
-        "--judge",
-        action="append",
-        choices=JUDGE_NAMES,
-        default=None,
-        metavar="NAME",
-        help=f"score answers with this judge (repeatable): {', '.join(JUDGE_NAMES)}",
-    )
-    g.add_argument(
-        "--judge-model",
-        default=None,
-        help="model for LLM judges on the same endpoint (a GGUF path for --llm local; default: the reader's, "
-        "which needs --allow-self-judging)",
-    )
-    g.add_argument(
-        "--allow-self-judging",
-        action="store_true",
-        help="let an LLM judge use the reader's own model (its figures are marked self-judging)",
-    )
-    g.add_argument(
-        "--judge-prompts",
-        action="append",
-        default=None,
-        metavar="PATH",
-        help="official judge templates from your own copy: LongMemEval's evaluate_qa.py (or its checkout) "
-        "or a Mem0 evaluation prompt file (repeatable); default: memsim's paraphrase",
-    )
-    g.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="count the LLM calls, tokens and cost the run would make, print them and exit (no model calls)",
-    )
-    g.add_argument(
-        "--prices", default=None, metavar="FILE", help="JSON or TOML price table overriding the defaults"
-    )
 
 
 def build_llm(
@@ -316,59 +233,57 @@ class AnswerSetup:
             c.close()
 
 
-def answer_setup_from_args(
-    args: argparse.Namespace, default_judges: Sequence[str]
-) -> AnswerSetup | None:
-    """The setup the options ask for; None for ``--reader none``.
+def answer_setup(options: AnswerOptions | None, *, default_judges: Sequence[str]) -> AnswerSetup | None:
+    """The setup the options ask for; None without options or for reader ``none``.
 
     Args:
-        args: parsed options added by ``add_answer_arguments``.
-        default_judges: judges used when ``--judge`` was not given (see ``DEFAULT_JUDGES``).
+        options: the run's answer options.
+        default_judges: judges used when the options name none (see ``DEFAULT_JUDGES``).
 
     Raises:
         UserError: bad options (unknown judge, missing key, unreadable price file, ...).
     """
-    if getattr(args, "reader", "none") == "none":
+    if options is None or not options.enabled:
         return None
-    judge_names = list(dict.fromkeys(args.judge or default_judges))
+    judge_names = list(dict.fromkeys(options.judge or default_judges))
     if any(n in LLM_JUDGES for n in judge_names):
         # An LLM judge is never alone: the deterministic judges run beside it.
         judge_names += [n for n in default_judges if n not in LLM_JUDGES and n not in judge_names]
     for name in judge_names:
         if name not in JUDGE_NAMES:
             raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")
-    prices = PriceTable.load(args.prices) if args.prices else PriceTable()
+    prices = PriceTable.load(options.prices) if options.prices else PriceTable()
     meter = Meter(prices)
     common = dict(
-        base_url=args.llm_base_url,
-        context_window=args.llm_context_window,
-        threads=args.llm_threads,
-        timeout_s=args.llm_timeout,
-        max_retries=args.llm_retries,
+        base_url=options.llm_base_url,
+        context_window=options.llm_context_window,
+        threads=options.llm_threads,
+        timeout_s=options.llm_timeout,
+        max_retries=options.llm_retries,
     )
-    dry_run = bool(getattr(args, "dry_run", False))
+    dry_run = options.dry_run
     if dry_run:
         common["api_key"] = "dry-run-sends-nothing"
-    base = build_llm(args.llm, model=args.llm_model, model_path=args.llm_model_path, **common)
+    base = build_llm(options.llm, model=options.llm_model, model_path=options.llm_model_path, **common)
     caches: list[CachedLLM] = []
 
     def wrap(client: LLMClient, role: str) -> LLMClient:
         if dry_run:
             return MeteredLLM(DryRunLLM(client), meter, role=role)
-        if not args.no_cache:
+        if not options.no_cache:
             client = CachedLLM(client)
             caches.append(client)
         return MeteredLLM(client, meter, role=role)
 
-    reader = Reader(wrap(base, "reader"), args.reader, args.max_answer_tokens)
-    official = official_templates(getattr(args, "judge_prompts", None))
+    reader = Reader(wrap(base, "reader"), options.reader, options.max_answer_tokens)
+    official = official_templates(options.judge_prompts)
     llm_judges = [n for n in judge_names if n in LLM_JUDGES]
     self_judging = False
     judge_llm: LLMClient | None = None
     if llm_judges:
-        raw = judge_client(args, base, **common)
+        raw = judge_client(options, base, **common)
         self_judging = raw is base or same_model(raw, base)
-        if self_judging and not getattr(args, "allow_self_judging", False):
+        if self_judging and not options.allow_self_judging:
             raise UserError(
                 f"--judge {', '.join(llm_judges)}: the judge would use the reader's own model ({base.model}); "
                 "name another with --judge-model, or pass --allow-self-judging (its figures are then marked "
@@ -392,13 +307,13 @@ def answer_setup_from_args(
     return AnswerSetup(reader, judges, meter, caches=caches, self_judging=self_judging, dry_run=dry_run)
 
 
-def judge_client(args: argparse.Namespace, reader_llm: LLMClient, **common: Any) -> LLMClient:
-    """The raw client LLM judges use: ``--judge-model`` on the reader's endpoint, else the reader's own."""
-    if not args.judge_model:
+def judge_client(options: AnswerOptions, reader_llm: LLMClient, **common: Any) -> LLMClient:
+    """The raw client LLM judges use: ``judge_model`` on the reader's endpoint, else the reader's own."""
+    if not options.judge_model:
         return reader_llm
-    if args.llm == "local":
-        return build_llm("local", model_path=args.judge_model, **common)
-    return build_llm("openai", model=args.judge_model, **common)
+    if options.llm == "local":
+        return build_llm("local", model_path=options.judge_model, **common)
+    return build_llm("openai", model=options.judge_model, **common)
 
 
 def same_model(a: LLMClient, b: LLMClient) -> bool:
