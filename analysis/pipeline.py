@@ -17,7 +17,7 @@ from typing import Any
 
 from memsim.analysis.summary import Summary, summarise, write_summary
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.scenarios.base import build_scenario
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.core.errors import UserError
 from memsim.sim.runner import Checkpoint, RunResult, iter_run, random_streams
 from memsim.sim.spec import RunSettings, RunSpec, ScenarioEntry, read_spec, system_entries

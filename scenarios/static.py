@@ -1,29 +1,43 @@
-"""The static benchmarks as episode streams: LoCoMo conversations, LongMemEval instances.
+"""The static benchmarks as episode streams (LoCoMo conversations, LongMemEval instances) and their options.
 
 A static benchmark is the engine with two settings (``RunSpec.kind =
 "static"``): fresh systems per episode and questions after ingest. These
 scenarios only read the official files into episodes (through the loaders of
 ``static_benchmarks``, with their quirk reports); the engine, recorder,
-scorers and summariser are the same as for every longitudinal run.
+scorers and summariser are the same as for every longitudinal run. The
+options models are the flags of ``memsim static locomo|longmemeval`` and what
+they make of a run; both protocols are registered in ``memsim.scenarios.registry``.
+
+With ``--reader none`` (the default) LongMemEval is the offline retrieval
+protocol: only user turns are ingested and abstention questions are left
+out, as the official evaluation does; the headline is ``turn_recall_all@k``
+(``session_recall_all@k`` at session granularity). With a reader it is the QA
+protocol: every turn is ingested, abstention questions are asked (judged, not
+scored on evidence) and the headline is the first judge's ``answer_<judge>``.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.base import ScenarioStream, StaticOptions, StaticRun
 from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.validate import validate_args
 from memsim.static_benchmarks.data import fetch_hint, resolve_given
+from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, RETRIEVAL_KS
 
-__all__ = ["LocomoConfig", "LocomoBenchmark", "LongMemEvalConfig", "LongMemEvalBenchmark", "default_locomo_path"]
+__all__ = [
+    "LocomoConfig", "LocomoBenchmark", "LocomoOptions", "LongMemEvalConfig", "LongMemEvalBenchmark",
+    "LongMemEvalOptions", "default_locomo_path", "per_speaker_systems",
+]
 
 
 def default_locomo_path() -> Path:
@@ -91,6 +105,40 @@ class LocomoBenchmark:
             self.dataset, captions=self.config.captions, limit_conversations=self.config.limit_conversations
         )
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=eps)
+
+
+def per_speaker_systems(systems: Any, k: int) -> tuple[Any, ...]:
+    """Each system as ``per-speaker`` over it: a store per speaker, the top ``k`` of each."""
+    from memsim.memory.registry import SystemSpec
+
+    return tuple(
+        SystemSpec("per-speaker", {"inner": s.name, "inner_args": dict(s.args), "k_per_speaker": k},
+                   label=f"{s.display}/per-speaker")
+        for s in systems
+    )
+
+
+class LocomoOptions(StaticOptions):
+    """The options of ``memsim static locomo``."""
+
+    labels: Literal["locomo", "mem0"] = Field(
+        "locomo", description="category names: locomo (the data's codes) or mem0 (Mem0's table names)")
+    captions: bool = Field(False, description="append ' [image: <caption>]' to turns with an image")
+    limit_conversations: int | None = Field(None, description="only the first N conversations")
+    per_speaker: bool = Field(False, description="published retrieval: one store per speaker, top k of each "
+                              "(up to 2k memories to the reader), evidence recall on the union")
+
+    def plan(self, run: StaticRun) -> StaticRun:
+        """Every cut-off scored on one list; with ``per_speaker`` the one cut-off is ``2k`` (two speakers), on the union."""
+        from memsim.static_benchmarks.locomo import CATEGORY_LABELS
+
+        names = {CATEGORY_LABELS["locomo"][c]: f"{c} {n}" for c, n in CATEGORY_LABELS[self.labels].items()}
+        args = {"captions": self.captions, "limit_conversations": self.limit_conversations, **run.scenario_args}
+        run = replace(run, scenario_args=args, kind_names=names)
+        if not self.per_speaker:
+            return run
+        k = 2 * run.k
+        return replace(run, systems=per_speaker_systems(run.systems, run.k), k=k, ks=(k,), depth=k)
 
 
 class LongMemEvalConfig(LongMemEvalFileArgs):
@@ -168,7 +216,7 @@ class LongMemEvalBenchmark:
         return copy.deepcopy(_SURVEYS[key])
 
     def _survey(self) -> dict[str, Any]:
-        from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, LoadWarnings, gold_session_ids
+        from memsim.static_benchmarks.longmemeval import LoadWarnings, gold_session_ids
 
         warnings = LoadWarnings()
         per_type: dict[str, int] = {}
@@ -214,3 +262,55 @@ class LongMemEvalBenchmark:
             empty_gold=cfg.empty_gold,
         )
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=episodes)
+
+
+class LongMemEvalOptions(StaticOptions):
+    """The options of ``memsim static longmemeval``: the retrieval protocol without a reader, QA with one."""
+
+    granularity: Literal["turn", "session"] = Field(
+        "turn", description="memory items: user turns (also scored at session level) or whole sessions")
+    types: str | None = Field(None, description=f"only these question types (comma-separated): {', '.join(QUESTION_TYPES)}")
+    sample: int | None = Field(None, description="a sample of N instances, stratified by type (seeded by --seed)")
+    limit: int | None = Field(None, description="only the first N (selected) instances")
+    empty_gold: Literal["skip", "official"] | None = Field(
+        None, description="instances with no gold user turn (single-session-assistant): skip = unscored "
+        "(default); official = scored 0 / 1 / 0 as the official script, whose averages include them")
+    depth: int = Field(max(RETRIEVAL_KS), description="memories fetched per question; the session figures of a turn ranking "
+                       "need the prefix that covers k sessions, and a cut-off the fetched list cannot decide is "
+                       "unscored: --depth 1000 ranks an S haystack whole, as the official script does")
+
+    def plan(self, run: StaticRun) -> StaticRun:
+        """The retrieval protocol (user turns, no abstention) or, with a reader, the QA protocol."""
+        if self.depth <= 0:
+            raise UserError(f"--depth must be a positive integer, got {self.depth}")
+        qa = run.answer is not None
+        if qa and self.empty_gold is not None:
+            raise UserError("--empty-gold applies to evidence scoring; with a reader the answers are judged "
+                            "and every question (abstention ones too) is asked: leave --empty-gold out")
+        if self.sample is not None and self.sample <= 0:
+            raise UserError(f"--sample must be positive, got {self.sample}")
+        if self.limit is not None and self.limit < 0:
+            raise UserError(f"--limit must not be negative, got {self.limit}")
+        args = {
+            "granularity": self.granularity,
+            # The retrieval corpus is the user turns; a reader sees whole conversations.
+            "user_only": not qa,
+            "types": [t.strip() for t in (self.types or "").split(",") if t.strip()],
+            "sample": self.sample,
+            "sample_seed": run.seed,
+            "limit": self.limit,
+            # Abstention questions have no evidence to score; the QA protocol still asks them.
+            "include_abstention": qa,
+            "empty_gold": self.empty_gold or "skip",
+            **run.scenario_args,
+        }
+        session = self.granularity == "session"
+        return replace(
+            run,
+            scenario_args=args,
+            depth=self.depth,
+            # At session granularity the items are sessions: there is no turn ranking to score.
+            scorers=("lme_session",) if session else run.scorers,
+            metric=f"answer_{run.judges[0]}" if qa else ("session" if session else "turn") + "_recall_all@{k}",
+            kind_names={t: t for t in QUESTION_TYPES},
+        )

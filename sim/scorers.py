@@ -44,6 +44,7 @@ __all__ = [
     "EvidenceScorer",
     "StaleScorer",
     "register_scorer",
+    "unregister_scorer",
     "scorer_names",
     "scorer_description",
     "build_scorer",
@@ -209,6 +210,12 @@ def register_scorer(name: str, target: str | Callable[[], Scorer], *, descriptio
     _SCORERS[name] = (target, description)
 
 
+def unregister_scorer(name: str) -> None:
+    """Remove a registered scorer (a test undoes its registration with it)."""
+    _target(name)
+    del _SCORERS[name]
+
+
 def scorer_names() -> list[str]:
     """Registered scorer names, sorted."""
     return sorted(_SCORERS)
@@ -219,11 +226,15 @@ def scorer_description(name: str) -> str:
     return _SCORERS[name][1]
 
 
-def build_scorer(name: str) -> Scorer:
-    """Build the registered scorer ``name``; an unknown name lists the known ones."""
+def _target(name: str) -> str | Callable[[], Scorer]:
     if name not in _SCORERS:
         raise UserError(f"unknown scorer {name!r}; known scorers: {', '.join(scorer_names())}")
-    target, _ = _SCORERS[name]
+    return _SCORERS[name][0]
+
+
+def build_scorer(name: str) -> Scorer:
+    """Build the registered scorer ``name``; an unknown name lists the known ones."""
+    target = _target(name)
     if isinstance(target, str):
         module_name, attr = target.split(":", 1)
         target = getattr(importlib.import_module(module_name), attr)
@@ -232,13 +243,3 @@ def build_scorer(name: str) -> Scorer:
 
 register_scorer("evidence", EvidenceScorer, description="recall_all@k, recall_any@k, nDCG@k through provenance, first evidence rank")
 register_scorer("stale", StaleScorer, description="stale_above_current: a superseded value outranks the current one")
-register_scorer(
-    "lme_turn",
-    "memsim.static_benchmarks.longmemeval:TurnScorer",
-    description="LongMemEval's official turn-level recall_any/recall_all/nDCG_any (keys <session>_<turn>)",
-)
-register_scorer(
-    "lme_session",
-    "memsim.static_benchmarks.longmemeval:SessionScorer",
-    description="LongMemEval's official session-level figures of a turn ranking (turn2session)",
-)

@@ -6,12 +6,12 @@ across instances as they do in the real files) of at least ``size_gb`` GB,
 then, in a fresh child process so the numbers are its own:
 
 1. streams it with the loader alone (MB/s, instances/s, peak memory);
-2. plays the static retrieval spec (``memsim static longmemeval --system
-   naive -k 10``) on it: the one engine (``memsim.sim.runner``), a fresh ``naive``
-   system per instance, the official scorers and the durable recorder
-   writing a run folder in a temporary directory (instances/s, peak memory,
-   unique texts). The spec is built here rather than by
-   ``memsim.analysis.pipeline`` because this layer may not import ``analysis``.
+2. plays the static retrieval spec of ``memsim static longmemeval --system
+   naive -k 10`` on it, built the same way (the registered protocol's plan,
+   ``memsim.analysis.pipeline.make_spec``) and played by ``execute``: the one
+   engine, a fresh ``naive`` system per instance, the official scorers and
+   the durable recorder writing a run folder in a temporary directory
+   (instances/s, peak memory, unique texts; the timed part includes the summary).
 
 Peak memory is the child's maximum resident set size, which includes the
 interpreter and libraries. The default embedder is the hashing stand-in
@@ -217,32 +217,21 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
     import shutil
     import tempfile
 
+    from memsim.analysis.pipeline import execute, make_spec
     from memsim.memory.embed import Embedder
-    from memsim.memory.registry import Resources
-    from memsim.sim.runner import run
-    from memsim.sim.spec import RunSpec, ScenarioEntry, SystemEntry
+    from memsim.memory.registry import Resources, SystemSpec
+    from memsim.scenarios.registry import static_protocol
 
     factory = _MemoEmbedder if embedder == "hash" else Embedder
     resources = Resources(embedder_factory=factory)
-    # The static spec `memsim static longmemeval --system naive -k 10` makes, played by the
-    # one engine with fresh systems per instance and the durable recorder.
-    spec = RunSpec(
-        kind="static",
-        scenario=ScenarioEntry(name="longmemeval", args={"data": path}),
-        systems=(SystemEntry(name="naive"),),
-        k=10,
-        ks=lme.RETRIEVAL_KS,
-        retrieve_k=max(lme.RETRIEVAL_KS),
-        scorers=("lme_turn", "lme_session"),
-        metric="turn_recall_all@10",
-        control=None,
-        feedback_from="none",
-        n_boot=200,
-    )
+    # The spec `memsim static longmemeval --system naive -k 10` makes.
+    planned = static_protocol("longmemeval").plan({}, systems=[SystemSpec("naive")], data=path, k=10)
+    spec = make_spec("static", "longmemeval", planned.scenario_args, planned.systems, **planned.settings(),
+                     n_boot=200, control=None)
     out = Path(tempfile.mkdtemp(prefix="memsim-lme-bench-"))
     try:
         start = time.perf_counter()
-        result = run(spec, lme.iter_episodes(path, lme.Selection(None)), out_dir=out, resources=resources)
+        result = execute(spec, out_dir=out, resources=resources).result
         wall = time.perf_counter() - start
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -271,7 +260,7 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
 def _in_child(path: Path, mode: str, embedder: str) -> dict[str, Any]:
     code = (
         "import json, sys\n"
-        "from memsim.static_benchmarks.bench_longmemeval import _child\n"
+        "from memsim.analysis.bench_longmemeval import _child\n"
         f"print(json.dumps(_child({str(path)!r}, {mode!r}, {embedder!r})))\n"
     )
     root = Path(__file__).resolve().parent.parent
