@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from memsim.static_benchmarks.longmemeval import QUESTION_TYPES
+
 __all__ = ["generate_file", "bench_longmemeval", "format_bench"]
 
 _WORDS = (
@@ -45,14 +47,6 @@ _WORDS = (
     "cake pasta salad chicken soup bread cheese wine garden tomato basil recommend suggest help "
     "plan schedule remember bought started finished moved visited learned tried loved prefer"
 ).split()
-_TYPES = (
-    "single-session-user",
-    "single-session-assistant",
-    "single-session-preference",
-    "multi-session",
-    "temporal-reasoning",
-    "knowledge-update",
-)
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -112,7 +106,7 @@ def generate_file(
     with p.open("w", encoding="utf-8") as f:
         f.write("[")
         while f.tell() < target:
-            qtype = _TYPES[n % len(_TYPES)]
+            qtype = QUESTION_TYPES[n % len(QUESTION_TYPES)]
             qid = f"gen{n:06d}" + ("_abs" if n % 30 == 29 else "")
             fill = rng.choice(pool_sessions, size=sessions_per_instance, replace=False)
             n_ans = 1 if qtype.startswith("single") else int(rng.integers(2, 4))
@@ -214,7 +208,6 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
             "start_rss_mb": base_mb,
             "peak_rss_mb": _peak_rss_mb(),
         }
-    import shutil
     import tempfile
 
     from memsim.analysis.pipeline import execute, make_spec
@@ -228,13 +221,10 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
     planned = static_protocol("longmemeval").plan({}, systems=[SystemSpec("naive")], data=path, k=10)
     spec = make_spec("static", "longmemeval", planned.scenario_args, planned.systems, **planned.settings(),
                      n_boot=200, control=None)
-    out = Path(tempfile.mkdtemp(prefix="memsim-lme-bench-"))
-    try:
+    with tempfile.TemporaryDirectory(prefix="memsim-lme-bench-") as out:
         start = time.perf_counter()
-        result = execute(spec, out_dir=out, resources=resources).result
+        result = execute(spec, out_dir=Path(out), resources=resources).result
         wall = time.perf_counter() - start
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
     probes, timeline = result.probes, result.timeline
     recall = probes["turn_recall_any@5"].fill_nan(None).drop_nulls()
     made = resources.made_embedder

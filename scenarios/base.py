@@ -86,32 +86,31 @@ class Scenario(Protocol):
 class StaticRun:
     """What one ``memsim static NAME`` command asks for: its scenario arguments and run settings.
 
-    The command fills it from the protocol's declaration and the common
-    options; the protocol's options (``StaticOptions.plan``) then adjust it.
+    Filled from the protocol's declaration and the common options, then
+    adjusted by the protocol's options (``StaticOptions.plan``).
+
+    Attributes:
+        scenario_args: arguments of the protocol's scenario (``data`` when given).
+        systems: the systems under test (``memsim.memory.registry.SystemSpec``).
+        k: headline cut-off, the memories a reader sees; ks: the cut-offs scored.
+        depth: memories fetched per question (the run fetches at least ``k`` and ``max(ks)``).
+        scorers: registered scorers; metric: the headline column (``{k}`` stands for ``k``).
+        seed: the run's seed; answer: reader and judge options (None: retrieval only).
+        judges: the judges of answers (those named, else the protocol's).
+        kind_names: how the tables name each kind of question (default: as recorded).
     """
 
     scenario_args: dict[str, Any]
-    """Arguments of the protocol's scenario (``data`` when given)."""
     systems: tuple[Any, ...]
-    """The systems under test (``memsim.memory.registry.SystemSpec``)."""
     k: int
-    """Headline cut-off: the memories a reader sees."""
     ks: tuple[int, ...]
-    """Cut-offs scored."""
     depth: int
-    """Memories fetched per question (the run fetches at least ``k`` and ``max(ks)``)."""
     scorers: tuple[str, ...]
-    """Registered scorers."""
     metric: str
-    """Headline column; ``{k}`` stands for ``k``."""
     seed: int
-    """The run's seed."""
     answer: Mapping[str, Any] | None
-    """Reader and judge options (None: retrieval only)."""
     judges: tuple[str, ...]
-    """The judges of answers: those named, else the protocol's."""
     kind_names: Mapping[str, str] = field(default_factory=dict)
-    """How the tables name each kind of question (default: as recorded)."""
 
     def settings(self) -> dict[str, Any]:
         """The run settings of the spec (``make_spec`` keywords): every cut-off scored on one list."""

@@ -24,15 +24,8 @@ from memsim.sim.spec import DEFAULT_KS
 from memsim.static_benchmarks.longmemeval import RETRIEVAL_KS
 
 __all__ = [
-    "StaticProtocol",
-    "register_scenario",
-    "scenario_names",
-    "scenario_description",
-    "build_scenario",
-    "register_protocol",
-    "unregister_protocol",
-    "protocol_names",
-    "static_protocol",
+    "StaticProtocol", "register_scenario", "scenario_names", "scenario_description", "build_scenario",
+    "register_protocol", "unregister_protocol", "protocol_names", "static_protocol",
 ]
 
 _SCENARIOS: dict[str, tuple[str, str]] = {}
@@ -72,73 +65,51 @@ def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: 
 
 @dataclass(frozen=True, slots=True)
 class StaticProtocol:
-    """A static benchmark: its loader, its options and the settings it is published with."""
+    """A static benchmark: its loader, its options and the settings it is published with.
+
+    Attributes:
+        name: command (``memsim static NAME``), scenario and run-folder name.
+        title: how the command names the benchmark above its tables.
+        scenario: ``"module:Class"``, the loader of the file into episodes: a scenario whose
+            ``spec_args`` name the ``data`` read and whose ``meta`` holds its ``sha256`` (and ``load_lines``).
+        options: ``"module:Model"``, a ``StaticOptions`` model: one flag per field, its description the help.
+        description: one line for ``memsim list`` and ``memsim static --help``.
+        data: help of ``--data``: what it names, where the file is found when it is not given.
+        k: headline cut-off (memories the reader sees) when ``-k`` is not given.
+        ks: cut-offs scored; depth: memories fetched per question (a run fetches ``max(depth, k, max(ks))``).
+        scorers: registered scorers; metric: the headline column (``{k}`` stands for the run's cut-off).
+        judges: judges of answers when ``--judge`` is not given.
+    """
 
     name: str
-    """Command (``memsim static NAME``), scenario and run-folder name."""
     title: str
-    """How the command names the benchmark above its tables."""
     scenario: str
-    """``"module:Class"``: the loader of the file into episodes (a scenario with ``from_args``, ``meta``)."""
     options: str
-    """``"module:Model"``: a ``StaticOptions`` model; one flag per field, its description the help."""
     description: str
-    """One line for ``memsim list`` and ``memsim static --help``."""
     data: str = "the benchmark file"
-    """Help of ``--data``: what it names and where the file is found when it is not given."""
     k: int = 30
-    """Headline cut-off (memories the reader sees) when ``-k`` is not given."""
     ks: tuple[int, ...] = DEFAULT_KS
-    """Cut-offs scored (those the fetched list reaches, and ``k``)."""
     depth: int = max(DEFAULT_KS)
-    """Memories fetched per question; a run fetches ``max(depth, k, max(ks))``."""
     scorers: tuple[str, ...] = ("evidence",)
-    """Registered scorers applied to every question."""
     metric: str = "recall_all@{k}"
-    """Headline column; ``{k}`` stands for the run's cut-off."""
     judges: tuple[str, ...] = ("contains",)
-    """Judges of answers when ``--judge`` is not given."""
 
     def options_model(self) -> type[StaticOptions]:
         """The options model (imported on first use)."""
         return _load(self.options)  # type: ignore[no-any-return]
 
-    def plan(
-        self,
-        options: Mapping[str, Any],
-        *,
-        systems: Sequence[Any],
-        data: str | None = None,
-        k: int | None = None,
-        seed: int = 0,
-        answer: Mapping[str, Any] | None = None,
-    ) -> StaticRun:
-        """What ``options`` (validated by the options model) make of a run of this protocol.
+    def plan(self, options: Mapping[str, Any], *, systems: Sequence[Any], data: str | None = None,
+             k: int | None = None, seed: int = 0, answer: Mapping[str, Any] | None = None) -> StaticRun:
+        """What ``options`` (the options model's fields; absent ones default) make of a run of this protocol.
 
-        Args:
-            options: values of the options model's fields (absent ones take their defaults).
-            systems: the systems under test.
-            data: the file (None: found as the scenario finds it).
-            k: headline cut-off (None: the protocol's).
-            seed: the run's seed.
-            answer: reader and judge options (None: retrieval only).
-
-        Raises:
-            UserError: a bad option value or combination.
+        ``data`` None: the scenario finds the file; ``k`` None: the protocol's; ``answer`` None: retrieval only.
+        A bad option value or combination raises ``UserError``.
         """
         chosen = validate_args(self.options_model(), options, what="option", source="")
+        judges = tuple((answer or {}).get("judge") or self.judges)
         return chosen.plan(StaticRun(  # type: ignore[attr-defined]
-            scenario_args={} if data is None else {"data": str(data)},
-            systems=tuple(systems),
-            k=self.k if k is None else k,
-            ks=self.ks,
-            depth=self.depth,
-            scorers=self.scorers,
-            metric=self.metric,
-            seed=seed,
-            answer=answer,
-            judges=tuple((answer or {}).get("judge") or self.judges),
-        ))
+            {} if data is None else {"data": str(data)}, tuple(systems), self.k if k is None else k, self.ks,
+            self.depth, self.scorers, self.metric, seed, answer, judges))
 
 
 _PROTOCOLS: dict[str, StaticProtocol] = {}
@@ -174,10 +145,7 @@ register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", descrip
 register_scenario("locomo_stream", "memsim.scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
 register_scenario("longmemeval_stream", "memsim.scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")
 register_protocol(StaticProtocol(
-    name="locomo",
-    title="LoCoMo",
-    scenario="memsim.scenarios.static:LocomoBenchmark",
-    options="memsim.scenarios.static:LocomoOptions",
+    "locomo", "LoCoMo", "memsim.scenarios.static:LocomoBenchmark", "memsim.scenarios.static:LocomoOptions",
     description="static LoCoMo: each conversation ingested into fresh systems, then its questions",
     data="locomo10.json, a path or a `memsim data` name (default: $MEMSIM_LOCOMO, the fetched copy, ../shared/data/locomo/)",
     judges=("contains", "f1_locomo"),
@@ -186,15 +154,9 @@ register_protocol(StaticProtocol(
 register_scorer("lme_turn", "memsim.static_benchmarks.longmemeval:TurnScorer", description="LongMemEval's official turn-level recall_any/recall_all/nDCG_any (keys <session>_<turn>)")
 register_scorer("lme_session", "memsim.static_benchmarks.longmemeval:SessionScorer", description="LongMemEval's official session-level figures of a turn ranking (turn2session)")
 register_protocol(StaticProtocol(
-    name="longmemeval",
-    title="LongMemEval",
-    scenario="memsim.scenarios.static:LongMemEvalBenchmark",
-    options="memsim.scenarios.static:LongMemEvalOptions",
+    "longmemeval", "LongMemEval", "memsim.scenarios.static:LongMemEvalBenchmark", "memsim.scenarios.static:LongMemEvalOptions",
     description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question",
     data="longmemeval_s.json, _m, _oracle or a *_cleaned.json release, a path or a `memsim data` name "
     "(default: $MEMSIM_LONGMEMEVAL, the fetched S file; streamed)",
-    ks=RETRIEVAL_KS,
-    scorers=("lme_turn", "lme_session"),
-    metric="turn_recall_all@{k}",
-    judges=("contains", "f1_mem0"),
+    ks=RETRIEVAL_KS, scorers=("lme_turn", "lme_session"), metric="turn_recall_all@{k}", judges=("contains", "f1_mem0"),
 ))

@@ -6,14 +6,7 @@ scenarios only read the official files into episodes (through the loaders of
 ``static_benchmarks``, with their quirk reports); the engine, recorder,
 scorers and summariser are the same as for every longitudinal run. The
 options models are the flags of ``memsim static locomo|longmemeval`` and what
-they make of a run; both protocols are registered in ``memsim.scenarios.registry``.
-
-With ``--reader none`` (the default) LongMemEval is the offline retrieval
-protocol: only user turns are ingested and abstention questions are left
-out, as the official evaluation does; the headline is ``turn_recall_all@k``
-(``session_recall_all@k`` at session granularity). With a reader it is the QA
-protocol: every turn is ingested, abstention questions are asked (judged, not
-scored on evidence) and the headline is the first judge's ``answer_<judge>``.
+they make of a run (both protocols are registered in ``memsim.scenarios.registry``).
 """
 
 from __future__ import annotations
@@ -28,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memsim.scenarios.base import ScenarioStream, StaticOptions, StaticRun
+from memsim.scenarios.locomo_stream import default_locomo_path
 from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.validate import validate_args
@@ -36,15 +30,8 @@ from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, RETRIEVAL_KS
 
 __all__ = [
     "LocomoConfig", "LocomoBenchmark", "LocomoOptions", "LongMemEvalConfig", "LongMemEvalBenchmark",
-    "LongMemEvalOptions", "default_locomo_path", "per_speaker_systems",
+    "LongMemEvalOptions", "default_locomo_path",
 ]
-
-
-def default_locomo_path() -> Path:
-    """``$MEMSIM_LOCOMO``, else the fetched copy, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
-    from memsim.scenarios.locomo_stream import default_locomo_path as default
-
-    return default()
 
 
 class LocomoConfig(BaseModel):
@@ -88,9 +75,7 @@ class LocomoBenchmark:
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments: the path actually read."""
-        out = self.config.model_dump(mode="json")
-        out["data"] = str(self.config.path().resolve())
-        return out
+        return {**self.config.model_dump(mode="json"), "data": str(self.config.path().resolve())}
 
     def meta(self) -> dict[str, Any]:
         """The file's hash and its load summary (quirks)."""
@@ -105,17 +90,6 @@ class LocomoBenchmark:
             self.dataset, captions=self.config.captions, limit_conversations=self.config.limit_conversations
         )
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=eps)
-
-
-def per_speaker_systems(systems: Any, k: int) -> tuple[Any, ...]:
-    """Each system as ``per-speaker`` over it: a store per speaker, the top ``k`` of each."""
-    from memsim.memory.registry import SystemSpec
-
-    return tuple(
-        SystemSpec("per-speaker", {"inner": s.name, "inner_args": dict(s.args), "k_per_speaker": k},
-                   label=f"{s.display}/per-speaker")
-        for s in systems
-    )
 
 
 class LocomoOptions(StaticOptions):
@@ -137,8 +111,11 @@ class LocomoOptions(StaticOptions):
         run = replace(run, scenario_args=args, kind_names=names)
         if not self.per_speaker:
             return run
-        k = 2 * run.k
-        return replace(run, systems=per_speaker_systems(run.systems, run.k), k=k, ks=(k,), depth=k)
+        from memsim.memory.registry import SystemSpec
+
+        inner = tuple(SystemSpec("per-speaker", {"inner": s.name, "inner_args": dict(s.args), "k_per_speaker": run.k},
+                                 label=f"{s.display}/per-speaker") for s in run.systems)
+        return replace(run, systems=inner, k=2 * run.k, ks=(2 * run.k,), depth=2 * run.k)
 
 
 class LongMemEvalConfig(LongMemEvalFileArgs):
@@ -201,9 +178,7 @@ class LongMemEvalBenchmark:
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments: the path actually read."""
-        out = self.config.model_dump(mode="json")
-        out["data"] = str(self.path.resolve())
-        return out
+        return {**self.config.model_dump(mode="json"), "data": str(self.path.resolve())}
 
     def meta(self) -> dict[str, Any]:
         """The file's sha256, its load warnings and the selection's counts (one pass over the selection)."""
@@ -265,7 +240,12 @@ class LongMemEvalBenchmark:
 
 
 class LongMemEvalOptions(StaticOptions):
-    """The options of ``memsim static longmemeval``: the retrieval protocol without a reader, QA with one."""
+    """The options of ``memsim static longmemeval``.
+
+    Without a reader, the official retrieval protocol: user turns only, abstention left out, headline
+    ``turn_recall_all@k`` (``session_`` at session granularity). With one, the QA protocol: every turn,
+    abstention asked (judged, not scored on evidence), headline the first judge's ``answer_<judge>``.
+    """
 
     granularity: Literal["turn", "session"] = Field(
         "turn", description="memory items: user turns (also scored at session level) or whole sessions")
@@ -287,30 +267,16 @@ class LongMemEvalOptions(StaticOptions):
         if qa and self.empty_gold is not None:
             raise UserError("--empty-gold applies to evidence scoring; with a reader the answers are judged "
                             "and every question (abstention ones too) is asked: leave --empty-gold out")
-        if self.sample is not None and self.sample <= 0:
-            raise UserError(f"--sample must be positive, got {self.sample}")
-        if self.limit is not None and self.limit < 0:
-            raise UserError(f"--limit must not be negative, got {self.limit}")
         args = {
-            "granularity": self.granularity,
-            # The retrieval corpus is the user turns; a reader sees whole conversations.
-            "user_only": not qa,
+            # The retrieval corpus is the user turns (a reader sees whole conversations); abstention
+            # questions have no evidence to score, and the QA protocol still asks them.
+            "granularity": self.granularity, "user_only": not qa, "include_abstention": qa,
             "types": [t.strip() for t in (self.types or "").split(",") if t.strip()],
-            "sample": self.sample,
-            "sample_seed": run.seed,
-            "limit": self.limit,
-            # Abstention questions have no evidence to score; the QA protocol still asks them.
-            "include_abstention": qa,
-            "empty_gold": self.empty_gold or "skip",
-            **run.scenario_args,
+            "sample": self.sample, "sample_seed": run.seed, "limit": self.limit,
+            "empty_gold": self.empty_gold or "skip", **run.scenario_args,
         }
         session = self.granularity == "session"
-        return replace(
-            run,
-            scenario_args=args,
-            depth=self.depth,
-            # At session granularity the items are sessions: there is no turn ranking to score.
-            scorers=("lme_session",) if session else run.scorers,
-            metric=f"answer_{run.judges[0]}" if qa else ("session" if session else "turn") + "_recall_all@{k}",
-            kind_names={t: t for t in QUESTION_TYPES},
-        )
+        # At session granularity the items are sessions: there is no turn ranking to score.
+        return replace(run, scenario_args=args, depth=self.depth, scorers=("lme_session",) if session else run.scorers,
+                       metric=f"answer_{run.judges[0]}" if qa else ("session" if session else "turn") + "_recall_all@{k}",
+                       kind_names={t: t for t in QUESTION_TYPES})

@@ -212,7 +212,6 @@ def register_scorer(name: str, target: str | Callable[[], Scorer], *, descriptio
 
 def unregister_scorer(name: str) -> None:
     """Remove a registered scorer (a test undoes its registration with it)."""
-    _target(name)
     del _SCORERS[name]
 
 
@@ -226,15 +225,11 @@ def scorer_description(name: str) -> str:
     return _SCORERS[name][1]
 
 
-def _target(name: str) -> str | Callable[[], Scorer]:
-    if name not in _SCORERS:
-        raise UserError(f"unknown scorer {name!r}; known scorers: {', '.join(scorer_names())}")
-    return _SCORERS[name][0]
-
-
 def build_scorer(name: str) -> Scorer:
     """Build the registered scorer ``name``; an unknown name lists the known ones."""
-    target = _target(name)
+    if name not in _SCORERS:
+        raise UserError(f"unknown scorer {name!r}; known scorers: {', '.join(scorer_names())}")
+    target, _ = _SCORERS[name]
     if isinstance(target, str):
         module_name, attr = target.split(":", 1)
         target = getattr(importlib.import_module(module_name), attr)

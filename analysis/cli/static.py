@@ -1,11 +1,8 @@
-"""``memsim static NAME``: a registered static protocol, played by the one engine.
+"""``memsim static NAME``: a registered static protocol (``memsim.scenarios.registry``), played by the one engine.
 
-A static run is a spec of kind ``static`` (fresh systems per episode,
-questions after ingest, no feedback), executed by ``memsim.analysis.pipeline``
-like every other run. Each sub-command is a protocol of
-``memsim.scenarios.registry``: the common options, plus one flag per field of
-the protocol's options model; this module turns them into that spec and
-prints its tables.
+The common options plus one flag per field of the protocol's options model
+make a spec of kind ``static`` (fresh systems per episode, questions after
+ingest, no feedback), executed by ``memsim.analysis.pipeline`` like every run.
 """
 
 from __future__ import annotations
