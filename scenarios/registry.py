@@ -108,8 +108,10 @@ class StaticProtocol:
         chosen = validate_args(self.options_model(), options, what="option", source="")
         judges = tuple((answer or {}).get("judge") or self.judges)
         return chosen.plan(StaticRun(  # type: ignore[attr-defined]
-            {} if data is None else {"data": str(data)}, tuple(systems), self.k if k is None else k, self.ks,
-            self.depth, self.scorers, self.metric, seed, answer, judges))
+            scenario_args={} if data is None else {"data": str(data)}, systems=tuple(systems),
+            k=self.k if k is None else k, ks=self.ks, depth=self.depth, scorers=self.scorers, metric=self.metric,
+            seed=seed, answer=answer, judges=judges,
+        ))
 
 
 _PROTOCOLS: dict[str, StaticProtocol] = {}
@@ -145,7 +147,8 @@ register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", descrip
 register_scenario("locomo_stream", "memsim.scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
 register_scenario("longmemeval_stream", "memsim.scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")
 register_protocol(StaticProtocol(
-    "locomo", "LoCoMo", "memsim.scenarios.static:LocomoBenchmark", "memsim.scenarios.static:LocomoOptions",
+    name="locomo", title="LoCoMo",
+    scenario="memsim.scenarios.static:LocomoBenchmark", options="memsim.scenarios.static:LocomoOptions",
     description="static LoCoMo: each conversation ingested into fresh systems, then its questions",
     data="locomo10.json, a path or a `memsim data` name (default: $MEMSIM_LOCOMO, the fetched copy, ../shared/data/locomo/)",
     judges=("contains", "f1_locomo"),
@@ -154,7 +157,8 @@ register_protocol(StaticProtocol(
 register_scorer("lme_turn", "memsim.static_benchmarks.longmemeval:TurnScorer", description="LongMemEval's official turn-level recall_any/recall_all/nDCG_any (keys <session>_<turn>)")
 register_scorer("lme_session", "memsim.static_benchmarks.longmemeval:SessionScorer", description="LongMemEval's official session-level figures of a turn ranking (turn2session)")
 register_protocol(StaticProtocol(
-    "longmemeval", "LongMemEval", "memsim.scenarios.static:LongMemEvalBenchmark", "memsim.scenarios.static:LongMemEvalOptions",
+    name="longmemeval", title="LongMemEval",
+    scenario="memsim.scenarios.static:LongMemEvalBenchmark", options="memsim.scenarios.static:LongMemEvalOptions",
     description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question",
     data="longmemeval_s.json, _m, _oracle or a *_cleaned.json release, a path or a `memsim data` name "
     "(default: $MEMSIM_LONGMEMEVAL, the fetched S file; streamed)",
