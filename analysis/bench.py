@@ -27,7 +27,7 @@ import simpy
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.memory.registry import SystemSpec
-from memsim.scenarios.base import build_scenario
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.events import Question, Session
 from memsim.sim.recorder import Recorder

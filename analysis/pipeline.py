@@ -18,7 +18,7 @@ from typing import Any
 from memsim import __version__
 from memsim.analysis.summary import Summary, summarise, write_summary
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.scenarios.base import build_scenario
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.streams import Streams, streams

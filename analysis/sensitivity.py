@@ -236,7 +236,7 @@ def _measure(
 
 
 def _check(config: Any, system: str | SystemSpec, seeds: int) -> tuple[SystemSpec, str, dict[str, dict[str, Any]]]:
-    from memsim.scenarios.base import build_scenario
+    from memsim.scenarios.registry import build_scenario
 
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")

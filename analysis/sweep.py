@@ -365,7 +365,7 @@ def _points(spec: SweepSpec, scen: ScenarioGrid) -> list[tuple[dict[str, Any], b
         names = [k for k, _ in knobs]
         return [(dict(zip(names, combo)), False) for combo in itertools.product(*(v for _, v in knobs))]
     # One at a time: the base point once, then each knob's other values with the rest at base.
-    from memsim.scenarios.base import build_scenario
+    from memsim.scenarios.registry import build_scenario
 
     resolved = build_scenario(scen.name, scen.args, source=spec.source).spec_args()
     from memsim.sim.spec import RunSettings
@@ -867,7 +867,7 @@ def _texts(episodes: Sequence[Any]) -> list[str]:
 
 
 def _work(cell: Cell) -> tuple[dict[str, Any], list[Any], Any]:
-    from memsim.scenarios.base import build_scenario
+    from memsim.scenarios.registry import build_scenario
     from memsim.sim.core.streams import streams
     from memsim.sim.runner import episode_totals
 

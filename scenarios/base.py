@@ -1,31 +1,24 @@
-"""What a scenario is, and the registry of scenarios.
+"""What a scenario is, and what a static protocol's options make of a run.
 
 A scenario is cheap to construct (it only validates its arguments) and heavy
 in ``generate``, which returns the whole time-ordered event stream for a
-random source. Same generator state, same stream.
+random source. Same generator state, same stream. The registries are in
+``memsim.scenarios.registry``, which no scenario module imports.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
-from memsim.sim.core.errors import UserError
 from memsim.sim.events import Deletion, Episode, Event, Question, Session, episodes_by_user
 
-__all__ = [
-    "Scenario",
-    "ScenarioStream",
-    "register_scenario",
-    "scenario_names",
-    "scenario_description",
-    "build_scenario",
-]
+__all__ = ["Scenario", "ScenarioStream", "StaticRun", "StaticOptions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,39 +82,51 @@ class Scenario(Protocol):
         ...
 
 
-_SCENARIOS: dict[str, tuple[str, str]] = {}
+@dataclass(frozen=True, slots=True)
+class StaticRun:
+    """What one ``memsim static NAME`` command asks for: its scenario arguments and run settings.
+
+    Filled from the protocol's declaration and the common options, then
+    adjusted by the protocol's options (``StaticOptions.plan``).
+
+    Attributes:
+        scenario_args: arguments of the protocol's scenario (``data`` when given).
+        systems: the systems under test (``memsim.memory.registry.SystemSpec``).
+        k: headline cut-off, the memories a reader sees; ks: the cut-offs scored.
+        depth: memories fetched per question (the run fetches at least ``k`` and ``max(ks)``).
+        scorers: registered scorers; metric: the headline column (``{k}`` stands for ``k``).
+        seed: the run's seed; answer: reader and judge options (None: retrieval only).
+        judges: the judges of answers (those named, else the protocol's).
+        kind_names: how the tables name each kind of question (default: as recorded).
+    """
+
+    scenario_args: dict[str, Any]
+    systems: tuple[Any, ...]
+    k: int
+    ks: tuple[int, ...]
+    depth: int
+    scorers: tuple[str, ...]
+    metric: str
+    seed: int
+    answer: Mapping[str, Any] | None
+    judges: tuple[str, ...]
+    kind_names: Mapping[str, str] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, Any]:
+        """The run settings of the spec (``make_spec`` keywords): every cut-off scored on one list."""
+        return {"k": self.k, "ks": self.ks, "retrieve_k": max(self.depth, self.k, *self.ks),
+                "scorers": self.scorers, "metric": self.metric.format(k=self.k), "seed": self.seed}
 
 
-def register_scenario(name: str, target: str, *, description: str) -> None:
-    """Register a scenario class (``"module:Class"``, built as ``Class(**args)``)."""
-    if name in _SCENARIOS:
-        raise ValueError(f"scenario {name!r} is already registered")
-    _SCENARIOS[name] = (target, description)
+class StaticOptions(BaseModel):
+    """Options of a static protocol: ``memsim static NAME`` has one flag per field, its description the help.
 
+    By default every field is an argument of the protocol's scenario; a
+    protocol whose options mean more overrides ``plan``.
+    """
 
-def scenario_description(name: str) -> str:
-    """One line of help for a registered scenario."""
-    return _SCENARIOS[name][1]
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-def scenario_names() -> list[str]:
-    """Registered scenario names, sorted."""
-    return sorted(_SCENARIOS)
-
-
-def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: str = "") -> Scenario:
-    """Build scenario ``name`` with ``args``; errors name the source file and key."""
-    where = f" in {source}" if source else ""
-    if name not in _SCENARIOS:
-        raise UserError(f"unknown scenario {name!r}{where}; known scenarios: {', '.join(scenario_names())}")
-    target, _ = _SCENARIOS[name]
-    module_name, attr = target.split(":", 1)
-    cls = getattr(importlib.import_module(module_name), attr)
-    return cls.from_args(dict(args or {}), source=source)
-
-
-register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
-register_scenario("locomo_stream", "memsim.scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
-register_scenario("locomo", "memsim.scenarios.static:LocomoBenchmark", description="static LoCoMo: each conversation ingested into fresh systems, then its questions")
-register_scenario("longmemeval", "memsim.scenarios.static:LongMemEvalBenchmark", description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question")
-register_scenario("longmemeval_stream", "memsim.scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")
+    def plan(self, run: StaticRun) -> StaticRun:
+        """The run these options make of ``run``."""
+        return replace(run, scenario_args={**self.model_dump(mode="json"), **run.scenario_args})

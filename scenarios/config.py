@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsim.scenarios.base import build_scenario
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.core.errors import UserError
 from memsim.sim.load import LoadSettings
 from memsim.sim.spec import RunSettings

@@ -1,36 +1,37 @@
-"""The static benchmarks as episode streams: LoCoMo conversations, LongMemEval instances.
+"""The static benchmarks as episode streams (LoCoMo conversations, LongMemEval instances) and their options.
 
 A static benchmark is the engine with two settings (``RunSpec.kind =
 "static"``): fresh systems per episode and questions after ingest. These
 scenarios only read the official files into episodes (through the loaders of
 ``static_benchmarks``, with their quirk reports); the engine, recorder,
-scorers and summariser are the same as for every longitudinal run.
+scorers and summariser are the same as for every longitudinal run. The
+options models are the flags of ``memsim static locomo|longmemeval`` and what
+they make of a run (both protocols are registered in ``memsim.scenarios.registry``).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.base import ScenarioStream, StaticOptions, StaticRun
+from memsim.scenarios.locomo_stream import default_locomo_path
 from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.validate import validate_args
 from memsim.static_benchmarks.data import fetch_hint, resolve_given
+from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, RETRIEVAL_KS
 
-__all__ = ["LocomoConfig", "LocomoBenchmark", "LongMemEvalConfig", "LongMemEvalBenchmark", "default_locomo_path"]
-
-
-def default_locomo_path() -> Path:
-    """``$MEMSIM_LOCOMO``, else the fetched copy, else ``../shared/data/locomo/locomo10.json`` next to the repository."""
-    from memsim.scenarios.locomo_stream import default_locomo_path as default
-
-    return default()
+__all__ = [
+    "LocomoConfig", "LocomoBenchmark", "LocomoOptions", "LongMemEvalConfig", "LongMemEvalBenchmark",
+    "LongMemEvalOptions", "default_locomo_path",
+]
 
 
 class LocomoConfig(BaseModel):
@@ -74,9 +75,7 @@ class LocomoBenchmark:
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments: the path actually read."""
-        out = self.config.model_dump(mode="json")
-        out["data"] = str(self.config.path().resolve())
-        return out
+        return {**self.config.model_dump(mode="json"), "data": str(self.config.path().resolve())}
 
     def meta(self) -> dict[str, Any]:
         """The file's hash and its load summary (quirks)."""
@@ -91,6 +90,32 @@ class LocomoBenchmark:
             self.dataset, captions=self.config.captions, limit_conversations=self.config.limit_conversations
         )
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=eps)
+
+
+class LocomoOptions(StaticOptions):
+    """The options of ``memsim static locomo``."""
+
+    labels: Literal["locomo", "mem0"] = Field(
+        "locomo", description="category names: locomo (the data's codes) or mem0 (Mem0's table names)")
+    captions: bool = Field(False, description="append ' [image: <caption>]' to turns with an image")
+    limit_conversations: int | None = Field(None, description="only the first N conversations")
+    per_speaker: bool = Field(False, description="published retrieval: one store per speaker, top k of each "
+                              "(up to 2k memories to the reader), evidence recall on the union")
+
+    def plan(self, run: StaticRun) -> StaticRun:
+        """Every cut-off scored on one list; with ``per_speaker`` the one cut-off is ``2k`` (two speakers), on the union."""
+        from memsim.static_benchmarks.locomo import CATEGORY_LABELS
+
+        names = {CATEGORY_LABELS["locomo"][c]: f"{c} {n}" for c, n in CATEGORY_LABELS[self.labels].items()}
+        args = {"captions": self.captions, "limit_conversations": self.limit_conversations, **run.scenario_args}
+        run = replace(run, scenario_args=args, kind_names=names)
+        if not self.per_speaker:
+            return run
+        from memsim.memory.registry import SystemSpec
+
+        inner = tuple(SystemSpec("per-speaker", {"inner": s.name, "inner_args": dict(s.args), "k_per_speaker": run.k},
+                                 label=f"{s.display}/per-speaker") for s in run.systems)
+        return replace(run, systems=inner, k=2 * run.k, ks=(2 * run.k,), depth=2 * run.k)
 
 
 class LongMemEvalConfig(LongMemEvalFileArgs):
@@ -153,9 +178,7 @@ class LongMemEvalBenchmark:
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments: the path actually read."""
-        out = self.config.model_dump(mode="json")
-        out["data"] = str(self.path.resolve())
-        return out
+        return {**self.config.model_dump(mode="json"), "data": str(self.path.resolve())}
 
     def meta(self) -> dict[str, Any]:
         """The file's sha256, its load warnings and the selection's counts (one pass over the selection)."""
@@ -168,7 +191,7 @@ class LongMemEvalBenchmark:
         return copy.deepcopy(_SURVEYS[key])
 
     def _survey(self) -> dict[str, Any]:
-        from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, LoadWarnings, gold_session_ids
+        from memsim.static_benchmarks.longmemeval import LoadWarnings, gold_session_ids
 
         warnings = LoadWarnings()
         per_type: dict[str, int] = {}
@@ -214,3 +237,46 @@ class LongMemEvalBenchmark:
             empty_gold=cfg.empty_gold,
         )
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=episodes)
+
+
+class LongMemEvalOptions(StaticOptions):
+    """The options of ``memsim static longmemeval``.
+
+    Without a reader, the official retrieval protocol: user turns only, abstention left out, headline
+    ``turn_recall_all@k`` (``session_`` at session granularity). With one, the QA protocol: every turn,
+    abstention asked (judged, not scored on evidence), headline the first judge's ``answer_<judge>``.
+    """
+
+    granularity: Literal["turn", "session"] = Field(
+        "turn", description="memory items: user turns (also scored at session level) or whole sessions")
+    types: str | None = Field(None, description=f"only these question types (comma-separated): {', '.join(QUESTION_TYPES)}")
+    sample: int | None = Field(None, description="a sample of N instances, stratified by type (seeded by --seed)")
+    limit: int | None = Field(None, description="only the first N (selected) instances")
+    empty_gold: Literal["skip", "official"] | None = Field(
+        None, description="instances with no gold user turn (single-session-assistant): skip = unscored "
+        "(default); official = scored 0 / 1 / 0 as the official script, whose averages include them")
+    depth: int = Field(max(RETRIEVAL_KS), description="memories fetched per question; the session figures of a turn ranking "
+                       "need the prefix that covers k sessions, and a cut-off the fetched list cannot decide is "
+                       "unscored: --depth 1000 ranks an S haystack whole, as the official script does")
+
+    def plan(self, run: StaticRun) -> StaticRun:
+        """The retrieval protocol (user turns, no abstention) or, with a reader, the QA protocol."""
+        if self.depth <= 0:
+            raise UserError(f"--depth must be a positive integer, got {self.depth}")
+        qa = run.answer is not None
+        if qa and self.empty_gold is not None:
+            raise UserError("--empty-gold applies to evidence scoring; with a reader the answers are judged "
+                            "and every question (abstention ones too) is asked: leave --empty-gold out")
+        args = {
+            # The retrieval corpus is the user turns (a reader sees whole conversations); abstention
+            # questions have no evidence to score, and the QA protocol still asks them.
+            "granularity": self.granularity, "user_only": not qa, "include_abstention": qa,
+            "types": [t.strip() for t in (self.types or "").split(",") if t.strip()],
+            "sample": self.sample, "sample_seed": run.seed, "limit": self.limit,
+            "empty_gold": self.empty_gold or "skip", **run.scenario_args,
+        }
+        session = self.granularity == "session"
+        # At session granularity the items are sessions: there is no turn ranking to score.
+        return replace(run, scenario_args=args, depth=self.depth, scorers=("lme_session",) if session else run.scorers,
+                       metric=f"answer_{run.judges[0]}" if qa else ("session" if session else "turn") + "_recall_all@{k}",
+                       kind_names={t: t for t in QUESTION_TYPES})

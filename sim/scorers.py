@@ -44,6 +44,7 @@ __all__ = [
     "EvidenceScorer",
     "StaleScorer",
     "register_scorer",
+    "unregister_scorer",
     "scorer_names",
     "scorer_description",
     "build_scorer",
@@ -209,6 +210,11 @@ def register_scorer(name: str, target: str | Callable[[], Scorer], *, descriptio
     _SCORERS[name] = (target, description)
 
 
+def unregister_scorer(name: str) -> None:
+    """Remove a registered scorer (a test undoes its registration with it)."""
+    del _SCORERS[name]
+
+
 def scorer_names() -> list[str]:
     """Registered scorer names, sorted."""
     return sorted(_SCORERS)
@@ -232,13 +238,3 @@ def build_scorer(name: str) -> Scorer:
 
 register_scorer("evidence", EvidenceScorer, description="recall_all@k, recall_any@k, nDCG@k through provenance, first evidence rank")
 register_scorer("stale", StaleScorer, description="stale_above_current: a superseded value outranks the current one")
-register_scorer(
-    "lme_turn",
-    "memsim.static_benchmarks.longmemeval:TurnScorer",
-    description="LongMemEval's official turn-level recall_any/recall_all/nDCG_any (keys <session>_<turn>)",
-)
-register_scorer(
-    "lme_session",
-    "memsim.static_benchmarks.longmemeval:SessionScorer",
-    description="LongMemEval's official session-level figures of a turn ranking (turn2session)",
-)

@@ -75,67 +75,27 @@ DATASETS: dict[str, Dataset] = {
     d.name: d
     for d in (
         Dataset(
-            "locomo",
-            "locomo",
-            f"https://raw.githubusercontent.com/snap-research/LoCoMo/{_LOCOMO_COMMIT}/data/locomo10.json",
-            "locomo10.json",
-            "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4",
-            _LOCOMO_LICENCE,
+            "locomo", "locomo", f"https://raw.githubusercontent.com/snap-research/LoCoMo/{_LOCOMO_COMMIT}/data/locomo10.json",
+            "locomo10.json", "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4", _LOCOMO_LICENCE,
             "LoCoMo: 10 conversations with QA (snap-research/LoCoMo at 3eb6f2c)",
         ),
-        Dataset(
-            "longmemeval-s",
-            "longmemeval",
-            f"{_HF}/xiaowu0162/longmemeval/resolve/main/longmemeval_s",
-            "longmemeval_s.json",
-            None,
-            _LME_LICENCE,
-            "LongMemEval_S as in the paper (~40 sessions per instance)",
-        ),
-        Dataset(
-            "longmemeval-m",
-            "longmemeval",
-            f"{_HF}/xiaowu0162/longmemeval/resolve/main/longmemeval_m",
-            "longmemeval_m.json",
-            None,
-            _LME_LICENCE,
-            "LongMemEval_M as in the paper (~500 sessions per instance, 2.7 GB)",
-        ),
-        Dataset(
-            "longmemeval-oracle",
-            "longmemeval",
-            f"{_HF}/xiaowu0162/longmemeval/resolve/main/longmemeval_oracle",
-            "longmemeval_oracle.json",
-            None,
-            _LME_LICENCE,
-            "LongMemEval with only the evidence sessions",
-        ),
-        Dataset(
-            "longmemeval-s-cleaned",
-            "longmemeval",
-            f"{_HF}/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_s_cleaned.json",
-            "longmemeval_s_cleaned.json",
-            None,
-            _LME_LICENCE,
-            "LongMemEval_S, cleaned release (2025-09)",
-        ),
-        Dataset(
-            "longmemeval-m-cleaned",
-            "longmemeval",
-            f"{_HF}/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_m_cleaned.json",
-            "longmemeval_m_cleaned.json",
-            None,
-            _LME_LICENCE,
-            "LongMemEval_M, cleaned release (2025-09)",
-        ),
-        Dataset(
-            "longmemeval-oracle-cleaned",
-            "longmemeval",
-            f"{_HF}/xiaowu0162/longmemeval-cleaned/resolve/main/longmemeval_oracle.json",
-            "longmemeval_oracle_cleaned.json",
-            None,
-            _LME_LICENCE,
-            "LongMemEval oracle, cleaned release (2025-09)",
+        # The LongMemEval files on Hugging Face: no published hash, so the first fetch records it.
+        *(
+            Dataset(name, "longmemeval", f"{_HF}/xiaowu0162/{path}", filename, None, _LME_LICENCE, description)
+            for name, path, filename, description in (
+                ("longmemeval-s", "longmemeval/resolve/main/longmemeval_s", "longmemeval_s.json",
+                 "LongMemEval_S as in the paper (~40 sessions per instance)"),
+                ("longmemeval-m", "longmemeval/resolve/main/longmemeval_m", "longmemeval_m.json",
+                 "LongMemEval_M as in the paper (~500 sessions per instance, 2.7 GB)"),
+                ("longmemeval-oracle", "longmemeval/resolve/main/longmemeval_oracle", "longmemeval_oracle.json",
+                 "LongMemEval with only the evidence sessions"),
+                ("longmemeval-s-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_s_cleaned.json",
+                 "longmemeval_s_cleaned.json", "LongMemEval_S, cleaned release (2025-09)"),
+                ("longmemeval-m-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_m_cleaned.json",
+                 "longmemeval_m_cleaned.json", "LongMemEval_M, cleaned release (2025-09)"),
+                ("longmemeval-oracle-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_oracle.json",
+                 "longmemeval_oracle_cleaned.json", "LongMemEval oracle, cleaned release (2025-09)"),
+            )
         ),
     )
 }

@@ -14,7 +14,7 @@ import simpy
 
 from memsim.analysis.cost import CostAssumptions, cost_main, cost_table, format_cost
 from memsim.memory.base import MemoryStats, Retrieved, Turn, text_bytes
-from memsim.scenarios.base import build_scenario
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.answer.meter import PriceTable
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.core.errors import UserError

@@ -132,7 +132,7 @@ def test_the_mirror_comes_from_the_environment(mirror: Mirror, data_home: Path, 
 
 
 def test_longmemeval_runs_fall_back_to_the_fetched_file(mirror: Mirror, data_home: Path) -> None:
-    from memsim.scenarios.base import build_scenario
+    from memsim.scenarios.registry import build_scenario
     from memsim.scenarios.static import LongMemEvalConfig
 
     assert LongMemEvalConfig().path() is None

@@ -18,7 +18,8 @@ from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources, SystemSpec
 from memsim.analysis.pipeline import execute, make_spec
 from memsim.analysis.summary import summarise_folder
-from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.events import Deletion, Question, Session, sort_events
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

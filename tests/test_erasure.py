@@ -17,7 +17,8 @@ from memsim.analysis.erasure import erasure_table, format_erasure
 from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn
 from memsim.memory.embed import EmbeddingCache, HashEmbedder
 from memsim.memory.kvcache import KVCache
-from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.answer.cache import CachedLLM
 from memsim.sim.answer.llm import ScriptedLLM
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes

@@ -331,14 +331,14 @@ def test_per_speaker_gates_see_their_speaker_only() -> None:
 
 def test_static_locomo_per_speaker_scores_the_union(tmp_path: Path) -> None:
     from memsim.analysis.pipeline import execute
-    from memsim.analysis.cli.static import locomo_spec, static_arguments
+    from memsim.analysis.cli.static import static_arguments, static_spec
     from memsim.memory.embed import HashEmbedder
     from memsim.memory.registry import Resources
 
     parser = argparse.ArgumentParser()
     static_arguments(parser)
     args = parser.parse_args(["locomo", "--data", str(FIXTURES / "locomo_quirks.json"), "-k", "2", "--per-speaker"])
-    spec = locomo_spec(args)
+    spec, _ = static_spec(args)
     assert spec.k == 4 and spec.ks == (4,) and spec.fetch_k == 4
     assert [s.label for s in spec.systems] == ["naive/per-speaker"]
     emb = HashEmbedder()

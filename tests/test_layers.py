@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -115,8 +116,11 @@ def test_no_module_reaches_into_another_modules_private_names():
 
 @pytest.mark.slow
 def test_the_wheel_holds_one_top_level_package(tmp_path: Path):
+    # A copy of the checkout: setuptools' build/ folder would carry stale modules into the wheel.
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "site", "__pycache__", "*.egg-info"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
         check=True, capture_output=True, text=True,
     )
     (wheel,) = tmp_path.glob("memsim-*.whl")

@@ -170,7 +170,7 @@ def test_load_table_of_rows_without_load_is_empty():
 
 
 def test_busy_hours_fold_sessions_and_questions_into_the_window():
-    from memsim.scenarios.base import build_scenario
+    from memsim.scenarios.registry import build_scenario
 
     stream = build_scenario("persona", {"users": 5, "months": 1, "busy_hours": [20.0, 21.5]}).generate(
         np.random.default_rng(0)

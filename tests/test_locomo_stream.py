@@ -11,7 +11,8 @@ import pytest
 
 from memsim.analysis.pipeline import execute, make_spec
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.locomo_stream import PARAPHRASES, paraphrase
 from memsim.scenarios.config import CONFIG_DIR, load_config
 from memsim.sim.core.errors import UserError

@@ -391,7 +391,7 @@ def _play(episodes: Sequence[Episode], system: RecordingMemory) -> int:
     ],
 )
 def test_no_id_a_system_receives_reveals_gold(scenario: str, args: dict[str, Any]) -> None:
-    from memsim.scenarios.base import build_scenario
+    from memsim.scenarios.registry import build_scenario
 
     stream = build_scenario(scenario, {"data": str(MINI), **args}).generate(np.random.default_rng(0))
     system = RecordingMemory()
@@ -686,7 +686,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_generated_bench_file_follows_the_schema(tmp_path: Path) -> None:
-    from memsim.static_benchmarks.bench_longmemeval import generate_file
+    from memsim.analysis.bench_longmemeval import generate_file
 
     info = generate_file(tmp_path / "gen.json", size_gb=0.0004, sessions_per_instance=12, pool_sessions=40, seed=1)
     warnings = lme.LoadWarnings()
@@ -702,7 +702,7 @@ def test_generated_bench_file_follows_the_schema(tmp_path: Path) -> None:
 
 
 def test_bench_runs_the_pipeline_on_a_generated_file(tmp_path: Path) -> None:
-    from memsim.static_benchmarks.bench_longmemeval import _child, generate_file
+    from memsim.analysis.bench_longmemeval import _child, generate_file
 
     path = tmp_path / "gen.json"
     generate_file(path, size_gb=0.0004, sessions_per_instance=12, pool_sessions=40, seed=1)

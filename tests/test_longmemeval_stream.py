@@ -12,7 +12,8 @@ import pytest
 from memsim.analysis.pipeline import execute, make_spec
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.longmemeval_stream import SHARED_USER
 from memsim.sim.core.errors import UserError
 from memsim.sim.events import Question, Session

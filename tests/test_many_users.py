@@ -16,7 +16,8 @@ from memsim.analysis.summary import per_user
 from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources
-from memsim.scenarios.base import ScenarioStream, build_scenario
+from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.registry import build_scenario
 from memsim.sim.events import Event, Question, Session, sort_events
 
 QUIRKS = Path(__file__).parent / "fixtures" / "locomo_quirks.json"

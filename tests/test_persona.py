@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsim.scenarios.base import build_scenario
+from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.persona import PersonaConfig, PersonaScenario
 from memsim.scenarios.config import load_config
 from memsim.sim.core.errors import UserError

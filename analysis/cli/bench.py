@@ -30,7 +30,7 @@ def _add_longmemeval(p: argparse.ArgumentParser) -> None:
 
 
 def _longmemeval(args: argparse.Namespace) -> int:
-    from memsim.static_benchmarks.bench_longmemeval import bench_longmemeval, format_bench
+    from memsim.analysis.bench_longmemeval import bench_longmemeval, format_bench
 
     print(format_bench(bench_longmemeval(size_gb=args.size_gb, embedder=args.embedder, keep=args.keep)))
     return 0

@@ -233,14 +233,14 @@ def rerun_main(args: argparse.Namespace) -> int:
 
 def listing_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim list``."""
-    parser.add_argument("what", nargs="?", choices=("systems", "scenarios", "readers", "judges", "scorers"),
+    parser.add_argument("what", nargs="?", choices=("systems", "scenarios", "static", "readers", "judges", "scorers"),
                         help="one registry only (default: all)")
 
 
 def listing_main(args: argparse.Namespace) -> int:
     """Print every registry with one line of help per entry."""
     from memsim.memory.registry import memory_description, memory_names
-    from memsim.scenarios.base import scenario_description, scenario_names
+    from memsim.scenarios.registry import protocol_names, scenario_description, scenario_names, static_protocol
     from memsim.sim.answer.judges import JUDGE_NAMES, judge_description
     from memsim.sim.answer.readers import READER_DESCRIPTIONS
     from memsim.sim.scorers import scorer_description, scorer_names
@@ -248,6 +248,7 @@ def listing_main(args: argparse.Namespace) -> int:
     tables = {
         "systems": [(n, memory_description(n)) for n in memory_names()],
         "scenarios": [(n, scenario_description(n)) for n in scenario_names()],
+        "static": [(n, static_protocol(n).description) for n in protocol_names()],
         "readers": [("none", "retrieval only, no answers"), *READER_DESCRIPTIONS.items()],
         "judges": [(n, judge_description(n)) for n in JUDGE_NAMES],
         "scorers": [(n, scorer_description(n)) for n in scorer_names()],

@@ -6,12 +6,12 @@ across instances as they do in the real files) of at least ``size_gb`` GB,
 then, in a fresh child process so the numbers are its own:
 
 1. streams it with the loader alone (MB/s, instances/s, peak memory);
-2. plays the static retrieval spec (``memsim static longmemeval --system
-   naive -k 10``) on it: the one engine (``memsim.sim.runner``), a fresh ``naive``
-   system per instance, the official scorers and the durable recorder
-   writing a run folder in a temporary directory (instances/s, peak memory,
-   unique texts). The spec is built here rather than by
-   ``memsim.analysis.pipeline`` because this layer may not import ``analysis``.
+2. plays the static retrieval spec of ``memsim static longmemeval --system
+   naive -k 10`` on it, built the same way (the registered protocol's plan,
+   ``memsim.analysis.pipeline.make_spec``) and played by ``execute``: the one
+   engine, a fresh ``naive`` system per instance, the official scorers and
+   the durable recorder writing a run folder in a temporary directory
+   (instances/s, peak memory, unique texts; the timed part includes the summary).
 
 Peak memory is the child's maximum resident set size, which includes the
 interpreter and libraries. The default embedder is the hashing stand-in
@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from memsim.static_benchmarks.longmemeval import QUESTION_TYPES
+
 __all__ = ["generate_file", "bench_longmemeval", "format_bench"]
 
 _WORDS = (
@@ -45,14 +47,6 @@ _WORDS = (
     "cake pasta salad chicken soup bread cheese wine garden tomato basil recommend suggest help "
     "plan schedule remember bought started finished moved visited learned tried loved prefer"
 ).split()
-_TYPES = (
-    "single-session-user",
-    "single-session-assistant",
-    "single-session-preference",
-    "multi-session",
-    "temporal-reasoning",
-    "knowledge-update",
-)
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -112,7 +106,7 @@ def generate_file(
     with p.open("w", encoding="utf-8") as f:
         f.write("[")
         while f.tell() < target:
-            qtype = _TYPES[n % len(_TYPES)]
+            qtype = QUESTION_TYPES[n % len(QUESTION_TYPES)]
             qid = f"gen{n:06d}" + ("_abs" if n % 30 == 29 else "")
             fill = rng.choice(pool_sessions, size=sessions_per_instance, replace=False)
             n_ans = 1 if qtype.startswith("single") else int(rng.integers(2, 4))
@@ -214,38 +208,23 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
             "start_rss_mb": base_mb,
             "peak_rss_mb": _peak_rss_mb(),
         }
-    import shutil
     import tempfile
 
+    from memsim.analysis.pipeline import execute, make_spec
     from memsim.memory.embed import Embedder
-    from memsim.memory.registry import Resources
-    from memsim.sim.runner import run
-    from memsim.sim.spec import RunSpec, ScenarioEntry, SystemEntry
+    from memsim.memory.registry import Resources, SystemSpec
+    from memsim.scenarios.registry import static_protocol
 
     factory = _MemoEmbedder if embedder == "hash" else Embedder
     resources = Resources(embedder_factory=factory)
-    # The static spec `memsim static longmemeval --system naive -k 10` makes, played by the
-    # one engine with fresh systems per instance and the durable recorder.
-    spec = RunSpec(
-        kind="static",
-        scenario=ScenarioEntry(name="longmemeval", args={"data": path}),
-        systems=(SystemEntry(name="naive"),),
-        k=10,
-        ks=lme.RETRIEVAL_KS,
-        retrieve_k=max(lme.RETRIEVAL_KS),
-        scorers=("lme_turn", "lme_session"),
-        metric="turn_recall_all@10",
-        control=None,
-        feedback_from="none",
-        n_boot=200,
-    )
-    out = Path(tempfile.mkdtemp(prefix="memsim-lme-bench-"))
-    try:
+    # The spec `memsim static longmemeval --system naive -k 10` makes.
+    planned = static_protocol("longmemeval").plan({}, systems=[SystemSpec("naive")], data=path, k=10)
+    spec = make_spec("static", "longmemeval", planned.scenario_args, planned.systems, **planned.settings(),
+                     n_boot=200, control=None)
+    with tempfile.TemporaryDirectory(prefix="memsim-lme-bench-") as out:
         start = time.perf_counter()
-        result = run(spec, lme.iter_episodes(path, lme.Selection(None)), out_dir=out, resources=resources)
+        result = execute(spec, out_dir=Path(out), resources=resources).result
         wall = time.perf_counter() - start
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
     probes, timeline = result.probes, result.timeline
     recall = probes["turn_recall_any@5"].fill_nan(None).drop_nulls()
     made = resources.made_embedder
@@ -271,7 +250,7 @@ def _child(path: str, mode: str, embedder: str) -> dict[str, Any]:
 def _in_child(path: Path, mode: str, embedder: str) -> dict[str, Any]:
     code = (
         "import json, sys\n"
-        "from memsim.static_benchmarks.bench_longmemeval import _child\n"
+        "from memsim.analysis.bench_longmemeval import _child\n"
         f"print(json.dumps(_child({str(path)!r}, {mode!r}, {embedder!r})))\n"
     )
     root = Path(__file__).resolve().parent.parent

@@ -1,0 +1,166 @@
+"""The registries of scenarios and of static protocols, and their registrations.
+
+A scenario is registered as ``"module:Class"`` and built as
+``Class.from_args(args)``. A static protocol (a benchmark played with fresh
+systems per episode, questions after the haystack) is one ``StaticProtocol``:
+its loader, options model and published settings; registering it registers
+its loader as the scenario of the same name, and ``memsim static NAME``
+derives its flags from it. No scenario module imports this one, so the
+lazy targets below close no circle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memsim.scenarios.base import Scenario, StaticOptions, StaticRun
+from memsim.sim.core.errors import UserError
+from memsim.sim.core.validate import validate_args
+from memsim.sim.scorers import register_scorer
+from memsim.sim.spec import DEFAULT_KS
+from memsim.static_benchmarks.longmemeval import RETRIEVAL_KS
+
+__all__ = [
+    "StaticProtocol", "register_scenario", "scenario_names", "scenario_description", "build_scenario",
+    "register_protocol", "unregister_protocol", "protocol_names", "static_protocol",
+]
+
+_SCENARIOS: dict[str, tuple[str, str]] = {}
+
+
+def _load(target: str) -> Any:
+    module_name, attr = target.split(":", 1)
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def register_scenario(name: str, target: str, *, description: str) -> None:
+    """Register a scenario class (``"module:Class"``, built as ``Class.from_args(args)``); a duplicate is an error."""
+    if name in _SCENARIOS:
+        raise ValueError(f"scenario {name!r} is already registered")
+    if ":" not in target:
+        raise ValueError(f"target {target!r} must look like 'module:Class'")
+    _SCENARIOS[name] = (target, description)
+
+
+def scenario_description(name: str) -> str:
+    """One line of help for a registered scenario."""
+    return _SCENARIOS[name][1]
+
+
+def scenario_names() -> list[str]:
+    """Registered scenario names, sorted."""
+    return sorted(_SCENARIOS)
+
+
+def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: str = "") -> Scenario:
+    """Build scenario ``name`` with ``args``; errors name the source file and key."""
+    where = f" in {source}" if source else ""
+    if name not in _SCENARIOS:
+        raise UserError(f"unknown scenario {name!r}{where}; known scenarios: {', '.join(scenario_names())}")
+    return _load(_SCENARIOS[name][0]).from_args(dict(args or {}), source=source)
+
+
+@dataclass(frozen=True, slots=True)
+class StaticProtocol:
+    """A static benchmark: its loader, its options and the settings it is published with.
+
+    Attributes:
+        name: command (``memsim static NAME``), scenario and run-folder name.
+        title: how the command names the benchmark above its tables.
+        scenario: ``"module:Class"``, the loader of the file into episodes: a scenario whose
+            ``spec_args`` name the ``data`` read and whose ``meta`` holds its ``sha256`` (and ``load_lines``).
+        options: ``"module:Model"``, a ``StaticOptions`` model: one flag per field, its description the help.
+        description: one line for ``memsim list`` and ``memsim static --help``.
+        data: help of ``--data``: what it names, where the file is found when it is not given.
+        k: headline cut-off (memories the reader sees) when ``-k`` is not given.
+        ks: cut-offs scored; depth: memories fetched per question (a run fetches ``max(depth, k, max(ks))``).
+        scorers: registered scorers; metric: the headline column (``{k}`` stands for the run's cut-off).
+        judges: judges of answers when ``--judge`` is not given.
+    """
+
+    name: str
+    title: str
+    scenario: str
+    options: str
+    description: str
+    data: str = "the benchmark file"
+    k: int = 30
+    ks: tuple[int, ...] = DEFAULT_KS
+    depth: int = max(DEFAULT_KS)
+    scorers: tuple[str, ...] = ("evidence",)
+    metric: str = "recall_all@{k}"
+    judges: tuple[str, ...] = ("contains",)
+
+    def options_model(self) -> type[StaticOptions]:
+        """The options model (imported on first use)."""
+        return _load(self.options)  # type: ignore[no-any-return]
+
+    def plan(self, options: Mapping[str, Any], *, systems: Sequence[Any], data: str | None = None,
+             k: int | None = None, seed: int = 0, answer: Any = None) -> StaticRun:
+        """What ``options`` (the options model's fields; absent ones default) make of a run of this protocol.
+
+        ``data`` None: the scenario finds the file; ``k`` None: the protocol's; ``answer`` None: retrieval only.
+        A bad option value or combination raises ``UserError``.
+        """
+        chosen = validate_args(self.options_model(), options, what="option", source="")
+        judges = tuple((answer.judge if answer is not None else None) or self.judges)
+        return chosen.plan(StaticRun(  # type: ignore[attr-defined]
+            scenario_args={} if data is None else {"data": str(data)}, systems=tuple(systems),
+            k=self.k if k is None else k, ks=self.ks, depth=self.depth, scorers=self.scorers, metric=self.metric,
+            seed=seed, answer=answer, judges=judges,
+        ))
+
+
+_PROTOCOLS: dict[str, StaticProtocol] = {}
+
+
+def register_protocol(protocol: StaticProtocol) -> None:
+    """Register a static protocol and its loader as the scenario of the same name; a duplicate is an error."""
+    if protocol.name in _PROTOCOLS or protocol.name in _SCENARIOS:
+        raise ValueError(f"static protocol {protocol.name!r} is already registered (as a protocol or a scenario)")
+    register_scenario(protocol.name, protocol.scenario, description=protocol.description)
+    _PROTOCOLS[protocol.name] = protocol
+
+
+def unregister_protocol(name: str) -> None:
+    """Remove a registered protocol and its scenario (a test undoes its registration with it)."""
+    static_protocol(name)
+    del _PROTOCOLS[name], _SCENARIOS[name]
+
+
+def protocol_names() -> list[str]:
+    """Registered static protocols, sorted."""
+    return sorted(_PROTOCOLS)
+
+
+def static_protocol(name: str) -> StaticProtocol:
+    """The registered protocol ``name``; an unknown name lists the known ones."""
+    if name not in _PROTOCOLS:
+        raise UserError(f"unknown static benchmark {name!r}; known: {', '.join(protocol_names())}")
+    return _PROTOCOLS[name]
+
+
+register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
+register_scenario("locomo_stream", "memsim.scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
+register_scenario("longmemeval_stream", "memsim.scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")
+register_protocol(StaticProtocol(
+    name="locomo", title="LoCoMo",
+    scenario="memsim.scenarios.static:LocomoBenchmark", options="memsim.scenarios.static:LocomoOptions",
+    description="static LoCoMo: each conversation ingested into fresh systems, then its questions",
+    data="locomo10.json, a path or a `memsim data` name (default: $MEMSIM_LOCOMO, the fetched copy, ../shared/data/locomo/)",
+    judges=("contains", "f1_locomo"),
+))
+# The official LongMemEval scorers; the longmemeval_stream scenario scores with them too.
+register_scorer("lme_turn", "memsim.static_benchmarks.longmemeval:TurnScorer", description="LongMemEval's official turn-level recall_any/recall_all/nDCG_any (keys <session>_<turn>)")
+register_scorer("lme_session", "memsim.static_benchmarks.longmemeval:SessionScorer", description="LongMemEval's official session-level figures of a turn ranking (turn2session)")
+register_protocol(StaticProtocol(
+    name="longmemeval", title="LongMemEval",
+    scenario="memsim.scenarios.static:LongMemEvalBenchmark", options="memsim.scenarios.static:LongMemEvalOptions",
+    description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question",
+    data="longmemeval_s.json, _m, _oracle or a *_cleaned.json release, a path or a `memsim data` name "
+    "(default: $MEMSIM_LONGMEMEVAL, the fetched S file; streamed)",
+    ks=RETRIEVAL_KS, scorers=("lme_turn", "lme_session"), metric="turn_recall_all@{k}", judges=("contains", "f1_mem0"),
+))
