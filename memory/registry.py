@@ -8,7 +8,6 @@ so ``build_memory(spec.name, spec.args, ...)`` rebuilds it.
 
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.util
 import json
@@ -18,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memsim.memory.resources import Resources
+
 if TYPE_CHECKING:
     from memsim.memory.base import MemorySystem
-    from memsim.memory.embed import Embedder
 
 __all__ = [
     "Resources",
@@ -38,49 +38,6 @@ __all__ = [
 
 class UnknownSystemError(ValueError):
     """Raised for a system name the registry does not know."""
-
-
-@dataclass
-class Resources:
-    """Run-level things a factory may need, shared by every system of a run.
-
-    The embedder is made on first use so that systems that need none (BM25,
-    full context) do not load a model.
-    """
-
-    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
-    """The run's random source (systems spawn children from it)."""
-    embedder_factory: Callable[[], Embedder] | None = None
-    """Makes the shared embedder; default: the packaged all-MiniLM-L6-v2."""
-    _embedder: Embedder | None = None
-    _parent: Resources | None = None
-
-    def fork(self) -> Resources:
-        """The same embedder, with a copy of the rng in its current state.
-
-        A twin built from a fork made just before its system was built gets
-        exactly the random draws that system got.
-        """
-        return Resources(rng=copy.deepcopy(self.rng), _parent=self._parent or self)
-
-    @property
-    def made_embedder(self) -> Embedder | None:
-        """The shared embedder if something already made it, else None (loads nothing)."""
-        return self._parent.made_embedder if self._parent is not None else self._embedder
-
-    @property
-    def embedder(self) -> Embedder:
-        """The shared embedder, made once."""
-        if self._parent is not None:
-            return self._parent.embedder
-        if self._embedder is None:
-            if self.embedder_factory is not None:
-                self._embedder = self.embedder_factory()
-            else:
-                from memsim.memory.embed import Embedder
-
-                self._embedder = Embedder()
-        return self._embedder
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +151,11 @@ def build_memory(
     module_name, attr = entry.target.split(":", 1)
     factory = getattr(importlib.import_module(module_name), attr)
     merged = {**entry.defaults, **dict(args or {})}
+    resources = resources or Resources()
+    if resources.builder is None:  # wrappers build their inner system through it (no import of this module)
+        resources.builder = build_memory
     try:
-        return factory(resources=resources or Resources(), **merged)
+        return factory(resources=resources, **merged)
     except TypeError as exc:
         raise ValueError(f"bad arguments for memory system {name!r}: {exc}") from exc
 
