@@ -247,7 +247,7 @@ def listing_main(args: argparse.Namespace) -> int:
     """Print every registry with one line of help per entry."""
     from memsim.memory.registry import memory_description, memory_names
     from memsim.scenarios.base import scenario_description, scenario_names
-    from memsim.sim.answer.judges import JUDGE_NAMES, judge_description
+    from memsim.sim.answer.judges import judge_description, judge_names
     from memsim.sim.answer.readers import READER_DESCRIPTIONS
     from memsim.sim.scorers import scorer_description, scorer_names
 
@@ -255,7 +255,7 @@ def listing_main(args: argparse.Namespace) -> int:
         "systems": [(n, memory_description(n)) for n in memory_names()],
         "scenarios": [(n, scenario_description(n)) for n in scenario_names()],
         "readers": [("none", "retrieval only, no answers"), *READER_DESCRIPTIONS.items()],
-        "judges": [(n, judge_description(n)) for n in JUDGE_NAMES],
+        "judges": [(n, judge_description(n)) for n in judge_names()],
         "scorers": [(n, scorer_description(n)) for n in scorer_names()],
     }
     for name, rows in tables.items():
