@@ -23,7 +23,7 @@ users. ``mde`` is the smallest effect the interval could detect at 80% power.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,16 +347,17 @@ def format_learning(
     control: str | None,
     missing_control: str | None = None,
     balance_kinds: bool = False,
+    placebos: Collection[str] = (),
 ) -> str:
     """The learning-through-use table as text, with its footnotes.
 
     ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
-    the footnote says why).
+    the footnote says why). ``placebos``: the placebo labels (``metrics.json``'s ``placebos``; from ``run.json``).
     """
     head = ["system", "1st half %", "2nd half %", "gain 2nd half (pp)", "p", "DiD vs twin (pp)", "p", "MDE",
             "DiD vs static control (pp)"]
     rows: list[list[str]] = []
-    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and not label.endswith("~placebo")}
+    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and label not in placebos}
     for label, e in table.items():
         has_twin = "gain_second" in e
         no_gain = f"(twin of {twin_of[label]})" if label in twin_of else "no feedback use"
@@ -395,7 +396,7 @@ def format_learning(
         lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
                      + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
                         else "; not balanced (--balance-kinds weights both halves to the same mix)"))
-    if any(label.endswith("~placebo") for label in table):
+    if any(label in placebos for label in table):
         lines.append("~placebo: the system fed its own feedback bits shuffled; its gain over the twin should be null")
     lines.append(
         "MDE: smallest second-half gain detectable at 80% power from this run's interval; "

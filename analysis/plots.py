@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from memsim.analysis.load import label_arms
+
 __all__ = [
     "PALETTE",
     "system_styles",
@@ -69,32 +71,27 @@ _PANEL_W = 3.9
 _PANEL_H = 2.9
 
 
-def _role(label: str, labels: Sequence[str]) -> tuple[str, str]:
-    """``(base system, role)``: ``x~twin`` is the twin of ``x`` when ``x`` is among the labels."""
-    for suffix in ("twin", "placebo"):
-        base, sep, tail = label.rpartition("~")
-        if sep and tail == suffix and base in labels:
-            return base, suffix
-    return label, "system"
-
-
-def system_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+def system_styles(
+    labels: Sequence[str], arms: Mapping[str, tuple[str, str]] | None = None
+) -> dict[str, dict[str, Any]]:
     """Colour and line style of every label, each colour+style pair used once.
 
     Systems take the palette's colours in order; twins and placebos take
     their system's colour (so the pair reads as one family) with a dashed or
     dotted line. Past ten systems the palette repeats with a dash-dot
-    pattern that grows with each pass.
+    pattern that grows with each pass. ``arms``: every label's ``(system, arm)``
+    (``memsim.analysis.load.label_arms`` of the run); default: from the labels alone.
 
     Returns:
         label -> keyword arguments for ``Axes.plot`` (``color``, ``linestyle``).
     """
     labels = list(dict.fromkeys(labels))
-    bases = [lab for lab in labels if _role(lab, labels)[1] == "system"]
+    arms = arms if arms is not None else label_arms(labels)
+    bases = [lab for lab in labels if arms[lab][1] == "system"]
     index = {b: i for i, b in enumerate(bases)}
     out: dict[str, dict[str, Any]] = {}
     for label in labels:
-        base, role = _role(label, labels)
+        base, role = arms[label]
         i = index.get(base, len(index))
         colour = PALETTE[i % len(PALETTE)]
         dash = _ROLE_DASH[role] + (1.0, 2.0, 6.0, 2.0) * (i // len(PALETTE))

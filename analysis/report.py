@@ -46,13 +46,14 @@ import polars as pl
 from memsim.analysis import curves as cv
 from memsim.analysis import plots
 from memsim.analysis.learning import MIN_USERS, format_learning, gain_curve_band, learning_table
+from memsim.analysis.load import RunData, label_arms, read_run
 from memsim.analysis.stats import (
     critical_difference_plot,
     friedman_ranking,
     summarise_seeds,
 )
+from memsim.analysis.summary import format_tables, score_columns, with_metrics
 from memsim.sim.core.errors import UserError
-from memsim.sim.spec import RunSpec, read_spec
 
 __all__ = [
     "RunData",
@@ -79,127 +80,15 @@ GAIN_WINDOW_DAYS = 14.0
 
 _WORST = 10
 _SHOWN_MEMORIES = 5
-_REQUIRED = ("system", "episode", "user_id", "question_id", "q_index", "kind", "excluded", "error")
-"""Probe columns a report reads besides the metric (``memsim.sim.recorder.PROBE_SCHEMA``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunData:
-    """A run folder read into memory."""
-
-    path: Path
-    """The run folder."""
-    spec: RunSpec
-    """``spec.json``."""
-    probes: pl.DataFrame
-    """``probes.parquet``: one row per question per system."""
-    timeline: pl.DataFrame
-    """``timeline.parquet`` (empty when the folder has none)."""
-    metrics: dict[str, Any]
-    """``metrics.json`` (computed by ``memsim.analysis.summary.summarise`` when the folder has none)."""
-    perf: dict[str, Any]
-    """``perf.json``: wall-clock figures (empty when absent)."""
-
-    @property
-    def metric(self) -> str:
-        """The headline column (``spec.metric``)."""
-        return self.spec.metric
-
-    @property
-    def longitudinal(self) -> bool:
-        """True for runs with a question stream over time (learning table and curves apply)."""
-        return self.spec.kind == "longitudinal"
-
-    @property
-    def systems(self) -> list[str]:
-        """Labels of the systems that have rows, in the spec's order."""
-        present = set(self.probes["system"].to_list()) if self.probes.height else set()
-        listed = [s.display for s in self.spec.systems]
-        return [s for s in listed if s in present] + sorted(present - set(listed))
-
-    @property
-    def control(self) -> str | None:
-        """The static control's label in a longitudinal run that has it; static runs have none."""
-        return self.spec.control if self.longitudinal and self.spec.control in self.systems else None
-
-    def entry(self, system: str) -> dict[str, Any]:
-        """``metrics.json``'s figures of one system (empty when it has none)."""
-        return dict(self.metrics.get("systems", {}).get(system) or {})
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except OSError as exc:
-        raise UserError(f"{path}: unreadable ({exc.strerror})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    return data
-
-
-def _parquet(path: Path) -> pl.DataFrame:
-    try:
-        return pl.read_parquet(path)
-    except Exception as exc:  # polars raises several types for corrupt files
-        raise UserError(f"{path}: unreadable ({type(exc).__name__})") from None
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    """Read a run folder (longitudinal or static).
+    """Read a run folder with its ``metrics.json`` (summarised in memory when the folder has none).
 
     Raises:
-        UserError: the folder is not a run folder (no ``spec.json``), the run
-            did not finish (no ``probes.parquet``), a file is unreadable, the
-            rows lack the spec's metric or a column a report reads, or
-            ``metrics.json`` was made for another metric.
+        UserError: see ``memsim.analysis.load.read_run`` and ``memsim.analysis.summary.with_metrics``.
     """
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise UserError(f"{path}: no such run folder")
-    if not (path / "spec.json").is_file():
-        raise UserError(f"{path}: missing spec.json (not a run folder)")
-    spec = read_spec(path)
-    if not (path / "probes.parquet").is_file():
-        raise UserError(
-            f"{path}: missing probes.parquet (the run did not finish; rerun its command with the same --out to resume)"
-        )
-    probes = _parquet(path / "probes.parquet")
-    missing = [c for c in _REQUIRED if c not in probes.columns]
-    if missing:
-        raise UserError(f"{path / 'probes.parquet'}: missing column(s) {', '.join(missing)}")
-    if spec.metric not in probes.columns:
-        scores = [c for c, t in probes.schema.items() if t.is_numeric() and ("@" in c or c.startswith("answer_"))]
-        raise UserError(
-            f"{path / 'probes.parquet'}: no column {spec.metric!r} (the metric of spec.json); "
-            f"score columns: {', '.join(scores) or 'none'}"
-        )
-    timeline_path = path / "timeline.parquet"
-    if timeline_path.is_file():
-        timeline = _parquet(timeline_path)
-    else:
-        from memsim.sim.recorder import TIMELINE_SCHEMA
-
-        timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
-    perf = _read_json(path / "perf.json") if (path / "perf.json").is_file() else {}
-    if (path / "metrics.json").is_file():
-        metrics = _read_json(path / "metrics.json")
-        if metrics.get("metric") != spec.metric:
-            raise UserError(
-                f"{path / 'metrics.json'}: metric {metrics.get('metric')!r} is not the metric of spec.json "
-                f"({spec.metric!r}); remove metrics.json to have it recomputed from the rows"
-            )
-    else:
-        # metrics.json is recomputable from the rows: summarise in memory, write nothing but the report.
-        from memsim.analysis.summary import summarise
-
-        if not (path / "run.json").is_file():
-            raise UserError(f"{path}: missing metrics.json and run.json (not a finished run folder)")
-        summary = summarise(spec, probes, timeline, _read_json(path / "run.json"))
-        metrics = summary.metrics
-        perf = perf or summary.timings
-    return RunData(path=path, spec=spec, probes=probes, timeline=timeline, metrics=metrics, perf=perf)
+    return with_metrics(read_run(run_dir))
 
 
 def stats_rng(run: RunData) -> np.random.Generator:
@@ -290,7 +179,6 @@ def _score_columns(run: RunData) -> list[str]:
 
     Columns nobody scored (no changed facts, no reader) are left out: they would only show dashes.
     """
-    from memsim.analysis.summary import score_columns
 
     tables = [run.entry(s).get("overall", {}) for s in run.systems]
     # The scorers' own order (metrics.json sorts its keys).
@@ -984,7 +872,7 @@ def _timeline_figures(run: RunData, df: pl.DataFrame, styles: Mapping[str, Mappi
 def _build(run: RunData, *, window: int, window_days: float, fading: float, n_boot: int | None) -> _Built:
     figures: list[_Figure] = []
     df = scored_probes(run)
-    styles = plots.system_styles(_family_order(run))
+    styles = plots.system_styles(_family_order(run), label_arms(run.systems, run.info))
     learning: list[tuple[str, _Table]] = []
     if run.longitudinal and df.height:
         learning = _twin_tables(run, n_boot)
@@ -1011,8 +899,7 @@ def summary_text(run: RunData, *, n_boot: int | None = None) -> str:
     """The run's headline tables as plain text: the twin table (longitudinal) or the per-kind tables (static)."""
     if run.longitudinal and run.metrics.get("systems"):
         table = {s: run.entry(s) for s in _family_order(run)}
-        return format_learning(table, metric=run.metric, control=run.control)
-    from memsim.analysis.summary import format_tables
+        return format_learning(table, metric=run.metric, control=run.control, placebos=_placebos(run))
 
     return "\n\n".join(f"{system}\n{format_tables(run.metrics, system)}" for system in run.systems)
 

@@ -23,21 +23,23 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from memsim.analysis.load import RunData, load_table, read_run, score_column, twins_and_placebos
 from memsim.sim.core.errors import UserError
 from memsim.sim.scorers import build_scorer
-from memsim.sim.spec import RunSpec, read_spec
+from memsim.sim.spec import RunSpec
 
 __all__ = [
     "Summary",
     "summarise",
     "summarise_folder",
+    "with_metrics",
     "write_summary",
     "per_user",
     "score_columns",
@@ -326,8 +328,7 @@ def summarise(
         if spec.control and control is None:
             metrics["control_missing"] = spec.control
         metrics["feedback"] = spec.feedback_from
-        twins = {s: f"{s}~twin" for s in systems if f"{s}~twin" in systems}
-        placebos = {f"{s}~placebo": f"{s}~twin" for s in systems if f"{s}~placebo" in systems and f"{s}~twin" in systems}
+        twins, placebos = twins_and_placebos(systems, info)
         learning = learning_table(
             scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
             balance_kinds=spec.balance_kinds,
@@ -381,8 +382,6 @@ def summarise(
     if reports:
         metrics["system_reports"] = reports
     if spec.load is not None:
-        from memsim.analysis.load import load_table, score_column
-
         table = load_table(
             scored, timeline, score=score_column(cols, metric), deadline_s=spec.load.deadline_s
         )
@@ -396,16 +395,28 @@ def summarise(
 
 
 def summarise_folder(run_dir: str | Path) -> Summary:
-    """``summarise`` a finished run folder."""
-    run_dir = Path(run_dir)
-    spec = read_spec(run_dir)
-    try:
-        probes = pl.read_parquet(run_dir / "probes.parquet")
-        timeline = pl.read_parquet(run_dir / "timeline.parquet")
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UserError(f"{run_dir}: not a finished run folder ({Path(exc.filename).name} missing)") from None
-    return summarise(spec, probes, timeline, info)
+    """``summarise`` a finished run folder (read by ``memsim.analysis.load.read_run``)."""
+    run = read_run(run_dir, require=("run.json", "timeline.parquet"))
+    return summarise(run.spec, run.probes, run.timeline, run.info)
+
+
+def with_metrics(run: RunData) -> RunData:
+    """``run`` with its ``metrics.json``; a folder without one is summarised in memory (nothing is written).
+
+    Raises:
+        UserError: ``metrics.json`` was made for another metric, or the folder has neither it nor ``run.json``.
+    """
+    if run.metrics is not None:
+        if run.metrics.get("metric") != run.spec.metric:
+            raise UserError(
+                f"{run.path / 'metrics.json'}: metric {run.metrics.get('metric')!r} is not the metric of spec.json "
+                f"({run.spec.metric!r}); remove metrics.json to have it recomputed from the rows"
+            )
+        return run
+    if not (run.path / "run.json").is_file():
+        raise UserError(f"{run.path}: missing metrics.json and run.json (not a finished run folder)")
+    summary = summarise(run.spec, run.probes, run.timeline, run.info)
+    return replace(run, metrics=summary.metrics, perf=run.perf or summary.timings)
 
 
 def write_summary(run_dir: Path, summary: Summary, *, wall_seconds: float | None = None) -> None:

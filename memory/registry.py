@@ -11,11 +11,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from memsim.memory.resources import Resources
 
@@ -31,6 +29,8 @@ __all__ = [
     "memory_names",
     "memory_description",
     "learns_from_feedback",
+    "ROLES",
+    "memory_role",
     "build_memory",
     "parse_system",
 ]
@@ -70,6 +70,10 @@ def _fmt(v: Any) -> str:
     return json.dumps(v) if not isinstance(v, str) else v
 
 
+ROLES = ("baseline", "system", "ablation", "instrument")
+"""What a registered system is for: a reference point, a system to compare, one mechanism switched off, a known effect."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     target: str
@@ -77,6 +81,7 @@ class _Entry:
     defaults: Mapping[str, Any]
     standalone: bool
     learns: bool | None
+    role: str
 
 
 _REGISTRY: dict[str, _Entry] = {}
@@ -90,6 +95,7 @@ def register_memory(
     defaults: Mapping[str, Any] | None = None,
     standalone: bool = True,
     learns: bool | None = True,
+    role: str = "system",
 ) -> None:
     """Register ``target`` (``"module:callable"``) under ``name``.
 
@@ -100,14 +106,17 @@ def register_memory(
     leaves them out. ``learns=False`` declares that ``feedback`` is a no-op
     (the run then plays no twin for it: its gain from use is zero by
     construction); ``None`` means "as the factory's ``learns_from_args(args)``"
-    where it has one, else "as its ``inner`` system". A duplicate name
-    is an error.
+    where it has one, else "as its ``inner`` system". ``role`` is one of
+    ``ROLES``: the demo plays the baselines and systems, never the ablations
+    or instruments. A duplicate name is an error.
     """
     if name in _REGISTRY:
         raise ValueError(f"memory system {name!r} is already registered")
     if ":" not in target:
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
-    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns)
+    if role not in ROLES:
+        raise ValueError(f"memory system {name!r}: role {role!r} is not one of {', '.join(ROLES)}")
+    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns, role)
 
 
 def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bool:
@@ -128,6 +137,11 @@ def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bo
 def memory_names(*, standalone_only: bool = False) -> list[str]:
     """Registered names, sorted; with ``standalone_only``, those buildable without arguments."""
     return sorted(n for n, e in _REGISTRY.items() if e.standalone or not standalone_only)
+
+
+def memory_role(name: str) -> str:
+    """What registered system ``name`` is for (one of ``ROLES``)."""
+    return _entry(name).role
 
 
 def memory_description(name: str) -> str:
@@ -234,6 +248,7 @@ def _register_builtin() -> None:
         "memsim.memory.naive:NaiveMemory",
         description="every turn stored as one memory; top-k by cosine",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "surprise",
@@ -282,12 +297,14 @@ def _register_builtin() -> None:
             description=f"neuroplastic with {mechanism} switched off"
             + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
             defaults={mechanism: False},
+            role="ablation",
         )
     register_memory(
         "neuroplastic-decay-only",
         "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
         description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
         defaults={"strengthen": False},
+        role="ablation",
     )
     register_memory(
         "neuroplastic-daily-decay",
@@ -299,18 +316,21 @@ def _register_builtin() -> None:
         "memsim.memory.fullcontext:FullContextMemory",
         description="no retrieval: the newest turns that fit 2048 tokens, newest first",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "bm25",
         "memsim.memory.lexical:BM25Memory",
         description="every turn stored; top-k by BM25 per user (bm25s)",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "hybrid",
         "memsim.memory.lexical:HybridMemory",
         description="BM25 and dense cosine rankings fused by reciprocal rank",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "recency",
@@ -383,23 +403,27 @@ def _register_builtin() -> None:
         "memsim.memory.controls:StaticControl",
         description="instrument: naive under another name (A/A: DiD against naive is exactly zero)",
         learns=False,
+        role="instrument",
     )
     register_memory(
         "control-learner",
         "memsim.memory.controls:LearnerControl",
         description="instrument: naive re-ranked by centred credit from feedback on questions like it (known positive gain over its twin, null placebo)",
+        role="instrument",
     )
     register_memory(
         "control-decay",
         "memsim.memory.controls:DecayControl",
         description="instrument: naive that forgets a growing share of old memories (known negative DiD)",
         learns=False,
+        role="instrument",
     )
     register_memory(
         "control-inject",
         "memsim.memory.inject:InjectedEffect",
         description="instrument: any system (inner=NAME) plus an oracle that puts missed gold on top, p rising over time",
         learns=None,
+        role="instrument",
     )
 
 

@@ -322,6 +322,22 @@ def test_bad_run_folders_raise_user_error(tmp_path: Path) -> None:
         write_report(run)
     (run / "metrics.json").unlink()  # recomputable from the rows: the report summarises in memory
     assert write_report(run).is_file() and not (run / "metrics.json").exists()
+    # Every command reads the folder through the one reader: a damaged or missing file is named.
+    from memsim.analysis.erasure import erasure_main
+    from memsim.analysis.summary import summarise_folder
+
+    run_json = (run / "run.json").read_text()
+    (run / "run.json").write_text("[1, 2")
+    with pytest.raises(UserError, match=r"run.json: not valid JSON"):
+        summarise_folder(run)
+    (run / "run.json").unlink()
+    with pytest.raises(UserError, match=r"not a finished run folder \(run.json missing\)"):
+        summarise_folder(run)
+    with pytest.raises(UserError, match=r"not a finished run folder \(timeline.parquet missing\)"):
+        (run / "timeline.parquet").rename(run / "t.parquet")
+        erasure_main(argparse.Namespace(run_dir=run))
+    (run / "t.parquet").rename(run / "timeline.parquet")
+    (run / "run.json").write_text(run_json)
     (run / "probes.parquet").unlink()
     with pytest.raises(UserError, match="missing probes.parquet .the run did not finish"):
         write_report(run)

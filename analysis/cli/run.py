@@ -64,16 +64,15 @@ DEMO_ASK_FIRST: dict[str, str] = {
 
 
 def demo_systems() -> list[Any]:
-    """Every standalone registered system except the ``control-`` instruments and the ablations, naive first.
+    """Every standalone registered baseline and system (not the ablations or instruments), naive first.
 
-    Ablations are the ``-no-`` names and ``-decay-only`` (strengthening off, decay kept); run them with
-    ``memsim run ... --system NAME``.
+    Roles are the registry's (``memory_role``); run an ablation or an instrument with ``memsim run ... --system NAME``.
     """
-    from memsim.memory.registry import SystemSpec, memory_names
+    from memsim.memory.registry import SystemSpec, memory_names, memory_role
 
     names = [
         n for n in memory_names(standalone_only=True)
-        if not n.startswith("control-") and "-no-" not in n and not n.endswith("-decay-only") and n not in DEMO_ASK_FIRST
+        if memory_role(n) in ("baseline", "system") and n not in DEMO_ASK_FIRST
     ]
     names.sort(key=lambda n: (n != "naive", n))
     return [SystemSpec(n) for n in names]
@@ -172,7 +171,8 @@ def print_outcome(outcome: Any) -> None:
     if outcome.summary.learning is not None:
         print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")
         print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
-                              missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds"))))
+                              missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
+                              placebos=m.get("placebos") or {}))
     systems = m.get("systems", {})
     if systems:
         print()
