@@ -6,23 +6,18 @@
 data URI; no scripts or styles from the network) and ``report.md`` (the
 tables, for papers and pull requests) into the folder.
 
-A longitudinal run's report leads with learning through use: the twin
-table of ``metrics.json`` (each learning system against its twin, the same
-system with feedback withheld: halves, gain in the second half with its
-interval and p, DiD vs twin, MDE, DiD vs the static control) and the gain
-over the twin per learning system over simulated time with a 95% band
-(``memsim.analysis.learning.gain_curve_band``, drawn from the run's ``stats``
-stream, so it is reproducible). A run without twins says so in words. Then
-come the overall scores, the accuracy curves, storage/latency/cost
-timelines, one table of systems x question kinds shaded by value, and the
-worst questions. A static run (no question stream over time) gets the
-overall and per-kind tables and the worst questions.
-
-The overall and per-kind scores and their intervals, storage and safety
-counts come from ``metrics.json``, the one summariser's output
-(``memsim.analysis.summary``); a folder without ``metrics.json`` is summarised in
-memory. Latencies come from ``perf.json`` (wall-clock, not part of the
-deterministic metrics).
+The report renders what the summariser computed (``metrics.json``,
+``memsim.analysis.summary``) and computes no statistics of its own; a folder
+without ``metrics.json`` is summarised in memory. A longitudinal run's report
+leads with learning through use: the twin table (each learning system against
+its twin, the same system with feedback withheld: halves, gain in the second
+half with its interval and p, DiD vs twin, MDE, DiD vs the static control), one
+per answer judge, and the gain over the twin over simulated time with its 95%
+band. A run without twins says so in words. Then come the overall scores, the
+accuracy curves, storage/latency/cost timelines, one table of systems x
+question kinds shaded by value, and the worst questions. A static run gets the
+overall and per-kind tables and the worst questions. Latencies come from
+``perf.json`` (wall-clock, not part of the deterministic metrics).
 
 ``compare_runs(run_dirs, out_dir)`` does the same across runs: summary per
 run, mean and t-interval across seeds, and a Friedman ranking with a
@@ -45,13 +40,14 @@ import polars as pl
 
 from memsim.analysis import curves as cv
 from memsim.analysis import plots
-from memsim.analysis.learning import MIN_USERS, format_learning, gain_curve_band, learning_table
+from memsim.analysis.learning import MIN_USERS, format_learning
 from memsim.analysis.load import RunData, label_arms, read_run
 from memsim.analysis.stats import (
     critical_difference_plot,
     friedman_ranking,
     summarise_seeds,
 )
+from memsim.analysis.summary import GAIN_WINDOW_DAYS as _GAIN_DAYS
 from memsim.analysis.summary import format_tables, score_columns, with_metrics
 from memsim.sim.core.errors import UserError
 
@@ -59,14 +55,12 @@ __all__ = [
     "RunData",
     "load_run",
     "scored_probes",
-    "stats_rng",
     "summary_text",
     "write_report",
     "compare_runs",
     "DEFAULT_WINDOW",
     "DEFAULT_WINDOW_DAYS",
     "DEFAULT_FADING",
-    "GAIN_WINDOW_DAYS",
 ]
 
 DEFAULT_WINDOW = 50
@@ -75,8 +69,6 @@ DEFAULT_WINDOW_DAYS = 30.0
 """Simulated days in the time-windowed accuracy curve."""
 DEFAULT_FADING = 0.98
 """Fading factor of the fading-factor accuracy curve."""
-GAIN_WINDOW_DAYS = 14.0
-"""Simulated days per point of the gain-over-twin curve (the windows of ``metrics.json``'s ``gain_curves``)."""
 
 _WORST = 10
 _SHOWN_MEMORIES = 5
@@ -89,13 +81,6 @@ def load_run(run_dir: str | Path) -> RunData:
         UserError: see ``memsim.analysis.load.read_run`` and ``memsim.analysis.summary.with_metrics``.
     """
     return with_metrics(read_run(run_dir))
-
-
-def stats_rng(run: RunData) -> np.random.Generator:
-    """A fresh copy of the generator the summariser draws from (the run's ``stats`` stream)."""
-    from memsim.sim.runner import random_streams
-
-    return random_streams(run.spec.seed)["stats"]
 
 
 def scored_probes(run: RunData) -> pl.DataFrame:
@@ -444,39 +429,21 @@ def _learning_table(run: RunData, table: Mapping[str, Mapping[str, Any]], metric
     return _Table(_LEARNING_HEADERS, tuple(rows), tuple(_learning_notes(run, table, metric)), tuple(classes))
 
 
-def _twin_tables(run: RunData, n_boot: int | None) -> list[tuple[str, _Table]]:
-    """The headline's twin table (``metrics.json``), then one per answer judge (computed from the rows)."""
+def _twin_tables(run: RunData) -> list[tuple[str, _Table]]:
+    """The headline's twin table, then one per answer judge (``metrics.json``'s ``answer_learning``)."""
     if not run.longitudinal or not run.metrics.get("systems"):
         return []
-    headline = {s: run.entry(s) for s in run.systems}
-    out = [(run.metric, _learning_table(run, headline, run.metric))]
-    df = scored_probes(run)
-    for metric in cv.answer_metrics(df):
-        if metric == run.metric or _scored_n(df, metric) == 0:
-            continue
-        # metrics.json holds the headline only; a judge's table is drawn from the run's stats stream afresh.
-        table = learning_table(df, metric=metric, twins=_twins(run), placebos=_placebos(run), control=run.control,
-                               rng=stats_rng(run), n_boot=n_boot or run.spec.n_boot)
-        out.append((metric, _learning_table(run, table, metric)))
-    return out
+    tables = {run.metric: {s: run.entry(s) for s in run.systems}, **(run.metrics.get("answer_learning") or {})}
+    return [(m, _learning_table(run, {s: t[s] for s in run.systems if s in t}, m)) for m, t in tables.items()]
 
 
-def _gain_bands(run: RunData, n_boot: int | None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
-    """Gain over the twin per window with its band, per learning system and per placebo (keyed by its system)."""
-    df = scored_probes(run)
-    rng = stats_rng(run)
-    n = n_boot or run.spec.n_boot
-    bands = {
-        s: gain_curve_band(df, metric=run.metric, system=s, twin=t, window_days=GAIN_WINDOW_DAYS, rng=rng, n_boot=n)
-        for s, t in _twins(run).items()
-    }
-    system_of_twin = {t: s for s, t in _twins(run).items()}
-    placebos = {
-        system_of_twin[t]: gain_curve_band(df, metric=run.metric, system=p, twin=t, window_days=GAIN_WINDOW_DAYS,
-                                           rng=rng, n_boot=n)
-        for p, t in _placebos(run).items() if t in system_of_twin
-    }
-    return {s: b for s, b in bands.items() if b}, {s: b for s, b in placebos.items() if b}
+def _gain_bands(run: RunData) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Gain over the twin per window with its band, per learning system and per placebo (``metrics.json``)."""
+    def ordered(key: str) -> dict[str, list[dict[str, Any]]]:
+        bands = run.metrics.get(key) or {}
+        return {s: bands[s] for s in run.systems if s in bands}
+
+    return ordered("gain_bands"), ordered("placebo_bands")
 
 
 # ---------------------------------------------------------------------------
@@ -811,9 +778,9 @@ class _Built:
     figures: tuple[_Figure, ...]
 
 
-def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]], n_boot: int | None) -> _Figure:
+def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]]) -> _Figure:
     """The lead figure: gain over the twin per learning system over simulated time (or why there is none)."""
-    bands, placebos = _gain_bands(run, n_boot)
+    bands, placebos = _gain_bands(run)
     alt = "gain over twin over simulated time"
     if not bands:
         reason = (
@@ -828,11 +795,11 @@ def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]], n_boot: 
     users = run.probes["user_id"].n_unique()
     band = (f"95% band, {users} users resampled per window" if unit == "user"
             else f"95% band, question threads resampled (conditional on these {users} users)")
-    svg = plots.gain_figure(bands, metric=run.metric, window_days=GAIN_WINDOW_DAYS, styles=styles,
+    svg = plots.gain_figure(bands, metric=run.metric, window_days=_GAIN_DAYS, styles=styles,
                             placebos=placebos, band_label=band)
     caption = (
         f"Gain over the twin (the same system with feedback withheld) in {run.metric}, percentage points, per "
-        f"{GAIN_WINDOW_DAYS:g}-day window of simulated time; above zero the system does better than its twin on "
+        f"{_GAIN_DAYS:g}-day window of simulated time; above zero the system does better than its twin on "
         f"the same questions because it used feedback. Shaded: {band}"
         + ("." if unit == "user" else f" (fewer than {MIN_USERS} users: the band does not generalise to other users).")
     )
@@ -869,14 +836,14 @@ def _timeline_figures(run: RunData, df: pl.DataFrame, styles: Mapping[str, Mappi
     return out
 
 
-def _build(run: RunData, *, window: int, window_days: float, fading: float, n_boot: int | None) -> _Built:
+def _build(run: RunData, *, window: int, window_days: float, fading: float) -> _Built:
     figures: list[_Figure] = []
     df = scored_probes(run)
     styles = plots.system_styles(_family_order(run), label_arms(run.systems, run.info))
     learning: list[tuple[str, _Table]] = []
     if run.longitudinal and df.height:
-        learning = _twin_tables(run, n_boot)
-        figures.append(_gain_figure(run, styles, n_boot))
+        learning = _twin_tables(run)
+        figures.append(_gain_figure(run, styles))
         for metric in [run.metric, *[m for m in cv.answer_metrics(df) if m != run.metric]]:
             if _scored_n(df, metric) == 0:
                 continue
@@ -895,7 +862,7 @@ def _build(run: RunData, *, window: int, window_days: float, fading: float, n_bo
     return _Built(tuple(learning), _overview_table(run), _category_table(run), _worst(run), tuple(figures))
 
 
-def summary_text(run: RunData, *, n_boot: int | None = None) -> str:
+def summary_text(run: RunData) -> str:
     """The run's headline tables as plain text: the twin table (longitudinal) or the per-kind tables (static)."""
     if run.longitudinal and run.metrics.get("systems"):
         table = {s: run.entry(s) for s in _family_order(run)}
@@ -916,18 +883,14 @@ def write_report(
     window: int = DEFAULT_WINDOW,
     window_days: float = DEFAULT_WINDOW_DAYS,
     fading: float = DEFAULT_FADING,
-    n_boot: int | None = None,
 ) -> Path:
-    """Write ``report.html`` and ``report.md`` into a run folder.
+    """Write ``report.html`` and ``report.md`` into a run folder: it renders ``metrics.json``, computing no statistics.
 
     Args:
         run_dir: a run folder (``memsim run``, ``demo``, ``static``, ``rerun``), or one already loaded.
         window: questions in the windowed accuracy curve.
         window_days: simulated days in the time-windowed curve.
         fading: fading factor of the fading-factor curve.
-        n_boot: bootstrap resamples of the gain-over-twin band and of the answer judges' twin tables
-            (default: the spec's); the headline twin table and the overall and per-kind intervals are
-            the ones in ``metrics.json``.
 
     Returns:
         Path of ``report.html``.
@@ -936,7 +899,7 @@ def write_report(
         UserError: the folder is not a readable run.
     """
     run = run_dir if isinstance(run_dir, RunData) else load_run(run_dir)
-    built = _build(run, window=window, window_days=window_days, fading=fading, n_boot=n_boot)
+    built = _build(run, window=window, window_days=window_days, fading=fading)
     title = f"memsim report: {run.path.name}"
     sections: list[tuple[str, str, str]] = []
     if built.learning:

@@ -337,6 +337,7 @@ def summarise(
         metrics["twins"] = twins
         metrics["placebos"] = placebos
         metrics["gain_curves"] = {s: gain_curve(scored, metric=metric, system=s, twin=t) for s, t in twins.items()}
+        metrics.update(_report_figures(spec, scored, twins, placebos, control))
     cols = score_columns(spec, probes)
     per_system: dict[str, Any] = {}
     for name in systems:
@@ -392,6 +393,50 @@ def summarise(
         timings["llm_latency_s"] = llm.pop("latency_s", None)
         metrics["llm"] = llm
     return Summary(learning, _clean(metrics), _clean(timings))
+
+
+GAIN_WINDOW_DAYS = 14.0
+"""Simulated days per window of ``gain_bands`` (the report's lead figure)."""
+
+
+def _report_figures(
+    spec: RunSpec, scored: pl.DataFrame, twins: Mapping[str, str], placebos: Mapping[str, str], control: str | None
+) -> dict[str, Any]:
+    """The report's figures beside the headline table: each judge's twin table and the gain bands over time.
+
+    ``answer_learning``: the learning table of every scored answer judge but the
+    headline. ``gain_bands`` / ``placebo_bands``: gain over the twin per window
+    with its 95% band, per learning system (a placebo keyed by its system).
+    Each draws from a fresh copy of the ``stats`` stream, so adding one changes
+    no other figure.
+    """
+    from memsim.analysis.curves import answer_metrics
+    from memsim.analysis.learning import gain_curve_band, learning_table
+    from memsim.sim.runner import random_streams
+
+    judged = [
+        c for c in answer_metrics(scored)
+        if c != spec.metric and scored[c].cast(pl.Float64).drop_nulls().drop_nans().len()
+    ]
+    answer_learning = {
+        col: learning_table(scored, metric=col, twins=twins, placebos=placebos, control=control,
+                            rng=random_streams(spec.seed)["stats"], n_boot=spec.n_boot)
+        for col in judged
+    }
+    rng = random_streams(spec.seed)["stats"]
+
+    def band(system: str, twin: str) -> list[dict[str, Any]]:
+        return gain_curve_band(scored, metric=spec.metric, system=system, twin=twin, window_days=GAIN_WINDOW_DAYS,
+                               rng=rng, n_boot=spec.n_boot)
+
+    bands = {s: band(s, t) for s, t in twins.items()}
+    system_of_twin = {t: s for s, t in twins.items()}
+    placebo_bands = {system_of_twin[t]: band(p, t) for p, t in placebos.items() if t in system_of_twin}
+    return {
+        "answer_learning": answer_learning,
+        "gain_bands": {s: b for s, b in bands.items() if b},
+        "placebo_bands": {s: b for s, b in placebo_bands.items() if b},
+    }
 
 
 def summarise_folder(run_dir: str | Path) -> Summary:

@@ -99,6 +99,11 @@ def test_placebo_twin_is_played_and_reported() -> None:
     # Shuffled bits keep the rate but not the link to the question: the placebo gains less than the learner.
     assert placebo["gain_second"] < learner["gain_second"]
     assert placebo["gain_second_lo"] <= placebo["gain_second"] <= placebo["gain_second_hi"]
+    # The report's lead figure is the summariser's: gain bands per window, the placebo's keyed by its system.
+    assert set(m["gain_bands"]) == set(m["placebo_bands"]) == {"control-learner"}
+    assert [b["gain"] for b in m["gain_bands"]["control-learner"]] == pytest.approx(
+        [p["gain"] for p in m["gain_curves"]["control-learner"]]
+    )
     # The arms are recorded where they are made (run.json), not inferred from the labels.
     assert outcome.result.info["arms"] == {
         "control-learner": {"system": "control-learner", "arm": "system", "name": "control-learner"},
