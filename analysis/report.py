@@ -27,7 +27,6 @@ critical-difference diagram when there are enough systems and runs.
 from __future__ import annotations
 
 import base64
-import html
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -137,18 +136,6 @@ class _Table:
     notes: tuple[str, ...] = ()
     row_classes: tuple[str, ...] = ()
     """CSS class per row (e.g. ``twin``); empty for none."""
-
-    def html(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        classes = self.row_classes or ("",) * len(self.rows)
-        body = "".join(
-            (f"<tr class='{cls}'>" if cls else "<tr>") + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-            for r, cls in zip(self.rows, classes)
-        )
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" + (
-            f"<ul class='notes'>{notes}</ul>" if notes else ""
-        )
 
     def markdown(self) -> str:
         out = ["| " + " | ".join(self.headers) + " |", "|" + "|".join("---" for _ in self.headers) + "|"]
@@ -492,21 +479,6 @@ class _HeatTable:
     row_classes: tuple[str, ...]
     notes: tuple[str, ...]
 
-    def html(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        body = []
-        for cells, cls in zip(self.rows, self.row_classes):
-            tds = []
-            for i, c in enumerate(cells):
-                mean, sep, ci = c.text.partition(" [")
-                text = html.escape(mean) + (f" <small>[{html.escape(ci)}</small>" if sep else "")
-                style = _shade(c)
-                tds.append(f"<td{' class=label' if i == 0 else ''}{f' style={style!r}' if style else ''}>{text}</td>")
-            body.append(f"<tr{f' class={cls!r}' if cls else ''}>{''.join(tds)}</tr>")
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return (f"<table class='heat'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-                + (f"<ul class='notes'>{notes}</ul>" if notes else ""))
-
     def markdown(self) -> str:
         return _Table(self.headers, tuple(tuple(c.text for c in r) for r in self.rows), self.notes).markdown()
 
@@ -633,95 +605,17 @@ def _worst(run: RunData) -> dict[str, list[dict[str, Any]]]:
 # HTML
 # ---------------------------------------------------------------------------
 
-_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1300px;padding:0 1rem;color:#222}
-h1{font-size:1.6rem}h2{border-bottom:1px solid #ccc;padding-bottom:.2rem;margin-top:2.2rem}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.86rem}
-th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}
-th{background:#f3f3f3}tbody tr:nth-child(even){background:#fafafa}
-ul.notes{font-size:.8rem;color:#555;margin-top:.2rem}
-figure{margin:1rem 0}figcaption{font-size:.85rem;color:#444}
-img.plot{max-width:100%;height:auto;border:1px solid #eee}
-details>summary{cursor:pointer;font-weight:600;margin:.4rem 0}
-pre.spec{background:#f7f7f7;padding:.8rem;overflow:auto;font-size:.8rem}
-.worst td.mem{font-size:.78rem;color:#333}.worst ol{margin:0;padding-left:1.2rem}
-nav a{margin-right:1rem}
-p.sub{color:#444;margin-top:-.6rem}
-#summary td,#learning td{white-space:nowrap}
-tr.twin td{color:#555;font-style:italic}
-tr.up td:nth-child(4){color:#1a7f1a;font-weight:600}tr.down td:nth-child(4){color:#b22222;font-weight:600}
-table.heat td{text-align:right;white-space:nowrap}table.heat td.label{text-align:left}
-table.heat small{display:block;color:#444;font-size:.72rem}
-table.heat tr.group td{background:#eee;font-weight:600;text-align:left}
-table.heat tr.gain td{font-size:.8rem}
-p.nodata{background:#f6f6f6;border-left:3px solid #999;padding:.5rem .8rem;font-size:.9rem;max-width:60rem}
-"""
+def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str, list[tuple[str, Any]]]]) -> str:
+    """The page (``report.html.j2``): ``sections`` are ``(id, title, blocks)``, a block ``(kind, value)``."""
+    import jinja2
 
-# Checks in the browser that every figure decoded; a failure is a console error.
-_SCRIPT = """
-window.addEventListener('load', function () {
-  var imgs = document.querySelectorAll('img.plot'), ok = 0;
-  imgs.forEach(function (img) {
-    if (img.complete && img.naturalWidth > 0) { ok += 1; }
-    else { console.error('figure failed to render: ' + img.alt); }
-  });
-  document.body.setAttribute('data-figures-ok', String(ok));
-  document.body.setAttribute('data-figures', String(imgs.length));
-});
-"""
-
-
-def _img(svg: str, alt: str, caption: str) -> str:
-    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return (
-        f"<figure><img class='plot' alt='{html.escape(alt, quote=True)}' "
-        f"src='data:image/svg+xml;base64,{data}'><figcaption>{html.escape(caption)}</figcaption></figure>"
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("memsim.analysis", "."), autoescape=True, keep_trailing_newline=True
     )
-
-
-def _section(sid: str, title: str, body: str) -> str:
-    return f"<section id='{sid}'><h2>{html.escape(title)}</h2>{body}</section>"
-
-
-def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]]) -> str:
-    nav = "".join(f"<a href='#{sid}'>{html.escape(t.partition(':')[0])}</a>" for sid, t, _ in sections)
-    body = "".join(_section(sid, t, b) for sid, t, b in sections)
-    sub = f"<p class='sub'>{html.escape(subtitle)}</p>" if subtitle else ""
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body><h1>{html.escape(title)}</h1>{sub}<nav>{nav}</nav>{body}"
-        f"<script>{_SCRIPT}</script></body></html>\n"
-    )
-
-
-def _worst_html(worst: dict[str, list[dict[str, Any]]], metric: str) -> str:
-    parts = []
-    for system, items in worst.items():
-        rows = []
-        for it in items:
-            mems = "".join(f"<li>{html.escape(m)}</li>" for m in it["memories"]) or "<li>(nothing retrieved)</li>"
-            judges = ", ".join(f"{k.removeprefix('answer_')}={_num(v, 2)}" for k, v in it["judges"].items())
-            answer = "" if it["answer"] is None else html.escape(str(it["answer"]))
-            extra = f"<br><small>error: {html.escape(str(it['error']))}</small>" if it.get("error") else ""
-            rows.append(
-                "<tr>"
-                f"<td>{html.escape(str(it['question_id']))}<br><small>{html.escape(str(it['category'] or ''))}</small></td>"
-                f"<td>{html.escape(str(it['question']))}{extra}</td>"
-                f"<td>{html.escape(str(it['gold'] or ''))}</td>"
-                f"<td>{answer}{'<br><small>' + html.escape(judges) + '</small>' if judges else ''}</td>"
-                f"<td>{_num(it['score'], 2)}; first rank {it['first_rank'] if it['first_rank'] is not None else '—'}</td>"
-                f"<td class='mem'><ol>{mems}</ol></td>"
-                "</tr>"
-            )
-        # One collapsed block per system: the list is long and read only when looking into a system.
-        parts.append(
-            f"<details><summary>{html.escape(system)}</summary><table class='worst'><thead><tr><th>question id</th><th>question</th>"
-            f"<th>gold</th><th>answer</th><th>{html.escape(metric)}</th><th>retrieved memories (top {_SHOWN_MEMORIES})</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table></details>"
-        )
-    return "".join(parts)
+    env.globals.update(shade=_shade, num=_num, shown=_SHOWN_MEMORIES,
+                       b64=lambda svg: base64.b64encode(svg.encode("utf-8")).decode("ascii"))
+    env.filters["judge_text"] = lambda kv: f"{kv[0].removeprefix('answer_')}={_num(kv[1], 2)}"
+    return env.get_template("report.html.j2").render(title=title, subtitle=subtitle, sections=sections)
 
 
 def _worst_md(worst: dict[str, list[dict[str, Any]]], metric: str, limit: int = 5) -> str:
@@ -871,12 +765,6 @@ def summary_text(run: RunData) -> str:
     return "\n\n".join(f"{system}\n{format_tables(run.metrics, system)}" for system in run.systems)
 
 
-def _figure_html(fig: _Figure) -> str:
-    if fig.svg is None:
-        return f"<p class='nodata' data-figure='{html.escape(fig.key, quote=True)}'>{html.escape(fig.caption)}</p>"
-    return _img(fig.svg, fig.alt, fig.caption)
-
-
 def write_report(
     run_dir: str | Path | RunData,
     *,
@@ -901,27 +789,25 @@ def write_report(
     run = run_dir if isinstance(run_dir, RunData) else load_run(run_dir)
     built = _build(run, window=window, window_days=window_days, fading=fading)
     title = f"memsim report: {run.path.name}"
-    sections: list[tuple[str, str, str]] = []
+    sections: list[tuple[str, str, list[tuple[str, Any]]]] = []
     if built.learning:
-        lead = "".join(
-            (f"<h3>{html.escape(metric)}</h3>" if i else "") + table.html()
-            for i, (metric, table) in enumerate(built.learning)
-        )
-        lead += "".join(_figure_html(f) for f in built.figures if f.section == "learning")
+        lead: list[tuple[str, Any]] = []
+        for i, (metric, table) in enumerate(built.learning):
+            lead += [("h3", metric)] * bool(i) + [("table", table)]
+        lead += [("figure", f) for f in built.figures if f.section == "learning"]
         sections.append(("learning", f"Learning through use: {run.metric}", lead))
-    sections.append(("summary", "Overall", built.overview.html()))
+    sections.append(("summary", "Overall", [("table", built.overview)]))
     answers = _answers_table(run)
     if answers is not None:
-        sections.append(("answers", "Answers and judges", answers.html()))
+        sections.append(("answers", "Answers and judges", [("table", answers)]))
     for sid, title_s in (("curves", "Learning curves"), ("timelines", "Storage, latency and cost timelines")):
-        figs = [f for f in built.figures if f.section == sid]
+        figs = [("figure", f) for f in built.figures if f.section == sid]
         if figs:
-            sections.append((sid, title_s, "".join(_figure_html(f) for f in figs)))
+            sections.append((sid, title_s, figs))
     if built.categories is not None:
-        sections.append(("categories", f"Per question kind: {run.metric}", built.categories.html()))
-    sections.append(("worst", "Worst questions per system", _worst_html(built.worst, run.metric)))
-    spec_json = html.escape(json.dumps(run.spec.to_json(), indent=2, sort_keys=True))
-    sections.append(("spec", "Spec", f"<details><summary>spec.json</summary><pre class='spec'>{spec_json}</pre></details>"))
+        sections.append(("categories", f"Per question kind: {run.metric}", [("heat", built.categories)]))
+    sections.append(("worst", "Worst questions per system", [("worst", (built.worst, run.metric))]))
+    sections.append(("spec", "Spec", [("spec", json.dumps(run.spec.to_json(), indent=2, sort_keys=True))]))
     out = run.path / "report.html"
     out.write_text(_page(title, _spec_summary(run), sections), encoding="utf-8")
 
@@ -1011,7 +897,6 @@ def compare_runs(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    figures: list[tuple[str, str, str]] = []
     curve_parts = []
     for run in runs:
         label = _run_label(run, runs)
@@ -1051,7 +936,7 @@ def compare_runs(
         tuple(seed_rows),
         ("mean across runs with a 95% Student t interval; n = runs with a value (an interval needs n >= 2)",),
     )
-    ranking_html = ""
+    ranking: list[tuple[str, Any]] = []
     ranking_md = ""
     wide = table.pivot(on="run", index="system", values="overall", aggregate_function="first")
     if wide.height >= 3 and wide.width - 1 >= 2:
@@ -1059,7 +944,7 @@ def compare_runs(
         try:
             fr = friedman_ranking(complete)
         except UserError as exc:
-            ranking_html = f"<p>No ranking: {html.escape(str(exc))}</p>"
+            ranking = [("p", f"No ranking: {exc}")]
             ranking_md = f"No ranking: {exc}"
         else:
             ranks = _Table(
@@ -1080,23 +965,20 @@ def compare_runs(
                 ),
                 (f"Nemenyi post-hoc (studentized range), N = {fr.n_datasets} runs; effect = difference in mean rank",),
             )
-            figures.append(("ranking", critical_difference_plot(fr), "critical-difference diagram"))
-            ranking_html = ranks.html() + pairs.html()
+            cd = "critical-difference diagram"
+            ranking = [("table", ranks), ("table", pairs), ("figure", _Figure("ranking", cd, cd, critical_difference_plot(fr)))]
             ranking_md = ranks.markdown() + "\n\n" + pairs.markdown()
-    if curve_parts:
-        acc = pl.concat(curve_parts)
-        figures.append(("curves", plots.accuracy_figure(acc, x="q_index", window=window, fading=fading, metric=metric),
-                        "accuracy over question index, all runs"))
-    sections = [
-        ("runs", "Runs", "<ul>" + "".join(f"<li>{html.escape(str(r.path))}: {html.escape(_spec_summary(r))}</li>" for r in runs) + "</ul>"),
-        ("summary", "Summary per run", per_run.html()),
-        ("seeds", "Across runs", across.html()),
+    sections: list[tuple[str, str, list[tuple[str, Any]]]] = [
+        ("runs", "Runs", [("list", [f"{r.path}: {_spec_summary(r)}" for r in runs])]),
+        ("summary", "Summary per run", [("table", per_run)]),
+        ("seeds", "Across runs", [("table", across)]),
     ]
-    if ranking_html:
-        sections.append(("ranking", "Ranking", ranking_html + "".join(_img(svg, alt, alt) for s, svg, alt in figures if s == "ranking")))
-    curve_figs = [f for f in figures if f[0] == "curves"]
-    if curve_figs:
-        sections.append(("curves", "Learning curves", "".join(_img(svg, alt, alt) for _, svg, alt in curve_figs)))
+    if ranking:
+        sections.append(("ranking", "Ranking", ranking))
+    if curve_parts:
+        alt = "accuracy over question index, all runs"
+        svg = plots.accuracy_figure(pl.concat(curve_parts), x="q_index", window=window, fading=fading, metric=metric)
+        sections.append(("curves", "Learning curves", [("figure", _Figure("curves", alt, alt, svg))]))
     path = out / "compare.html"
     path.write_text(_page("memsim comparison", "", sections), encoding="utf-8")
     md = ["# memsim comparison", "", "## Summary per run", "", per_run.markdown(), "", "## Across runs", "", across.markdown()]
