@@ -30,7 +30,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-__all__ = ["MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning"]
+__all__ = [
+    "MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning",
+    "format_diff", "format_p",
+]
 
 MIN_USERS = 30
 """Fewest users for resampling whole users (below: question threads, conditional on the users)."""
@@ -334,8 +337,14 @@ def _pp(v: Any, lo: Any = None, hi: Any = None) -> str:
     return text
 
 
-def _p(v: Any) -> str:
-    if v is None:
+def format_diff(e: Mapping[str, Any], key: str) -> str:
+    """A difference of a learning-table entry in percentage points with its interval (``key``, ``key_lo``, ``key_hi``)."""
+    return _pp(e.get(key), e.get(f"{key}_lo"), e.get(f"{key}_hi"))
+
+
+def format_p(v: Any) -> str:
+    """A p-value as the tables print it."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
@@ -365,12 +374,12 @@ def format_learning(
             label,
             "—" if e.get("first") is None else f"{100 * e['first']:.1f}",
             "—" if e.get("second") is None else f"{100 * e['second']:.1f}",
-            _pp(e.get("gain_second"), e.get("gain_second_lo"), e.get("gain_second_hi")) if has_twin else no_gain,
-            _p(e.get("gain_second_p")) if has_twin else "",
-            _pp(e.get("did_twin"), e.get("did_twin_lo"), e.get("did_twin_hi")) if has_twin else "",
-            _p(e.get("did_twin_p")) if has_twin else "",
+            format_diff(e, "gain_second") if has_twin else no_gain,
+            format_p(e.get("gain_second_p")) if has_twin else "",
+            format_diff(e, "did_twin") if has_twin else "",
+            format_p(e.get("did_twin_p")) if has_twin else "",
             "—" if e.get("gain_mde") is None else f"{100 * e['gain_mde']:.1f}",
-            _pp(e.get("did_control"), e.get("did_control_lo"), e.get("did_control_hi")) if "did_control" in e else "",
+            format_diff(e, "did_control") if "did_control" in e else "",
         ])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip()]

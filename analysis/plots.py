@@ -43,7 +43,6 @@ __all__ = [
     "latency_figure",
     "storage_figure",
     "cost_figure",
-    "bar_figure",
 ]
 
 _RC = {
@@ -358,32 +357,3 @@ def storage_figure(storage: pl.DataFrame, *, styles: Mapping[str, Mapping[str, A
 def cost_figure(cost: pl.DataFrame, *, x: str = "q_index", styles: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
     """Cumulative reader tokens and reader LLM time per system (None when no reader spent anything)."""
     return _timeline_figure(cost, COST_PANELS, x=x, step=False, styles=styles)
-
-
-def bar_figure(table: pl.DataFrame, *, group: str, value: str, lo: str | None = None, hi: str | None = None,
-               ylabel: str = "", styles: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """Grouped bars: one group per ``group`` value, one bar per system, optional error bars."""
-    groups = list(dict.fromkeys(table[group].to_list()))
-    systems = _systems(table)
-    styles = styles or system_styles(systems)
-    width = 0.8 / max(1, len(systems))
-    series = _Series()
-    with _figure(1, width=max(5.0, 0.9 * len(groups) * max(1, len(systems)) * 0.6 + 2)) as (fig, axes):
-        ax = axes[0]
-        for i, system in enumerate(systems):
-            s = table.filter(pl.col("system") == system)
-            lookup = {g: r for g, r in zip(s[group].to_list(), s.iter_rows(named=True))}
-            xs = np.arange(len(groups)) + i * width - 0.4 + width / 2
-            vals = np.array([100 * (lookup[g][value] if g in lookup and lookup[g][value] is not None else np.nan) for g in groups])
-            err = None
-            if lo and hi:
-                los = np.array([100 * (lookup[g][lo] if g in lookup and lookup[g][lo] is not None else np.nan) for g in groups])
-                his = np.array([100 * (lookup[g][hi] if g in lookup and lookup[g][hi] is not None else np.nan) for g in groups])
-                err = np.nan_to_num(np.vstack([vals - los, his - vals]), nan=0.0).clip(min=0)
-            # Bars carry the system's colour; its line style becomes the bar's edge so twins stay apart.
-            ax.bar(xs, vals, width=width, yerr=err, capsize=2, color=styles[system]["color"],
-                   edgecolor="#222", linestyle=styles[system]["linestyle"], gid=series.gid())
-        ax.set_xticks(np.arange(len(groups)), [str(g) for g in groups], rotation=20, ha="right")
-        ax.set_ylabel(ylabel)
-        _legend(fig, [(s, {"color": styles[s]["color"], "patch": True}) for s in systems], title="system")
-        return _svg(fig)

@@ -39,7 +39,7 @@ import polars as pl
 
 from memsim.analysis import curves as cv
 from memsim.analysis import plots
-from memsim.analysis.learning import MIN_USERS, format_learning
+from memsim.analysis.learning import MIN_USERS, format_diff, format_learning, format_p
 from memsim.analysis.load import RunData, label_arms, read_run
 from memsim.analysis.stats import (
     critical_difference_plot,
@@ -307,22 +307,6 @@ def _family_order(run: RunData) -> list[str]:
     return out + [s for s in run.systems if s not in out]
 
 
-def _ppci(e: Mapping[str, Any], key: str) -> str:
-    """A difference in percentage points with its interval (``key``, ``key_lo``, ``key_hi``)."""
-    v, lo, hi = e.get(key), e.get(f"{key}_lo"), e.get(f"{key}_hi")
-    if _missing(v):
-        return "—"
-    if _missing(lo) or _missing(hi):
-        return _pp(v)
-    return f"{_pp(v)} [{_pp(lo)}, {_pp(hi)}]"
-
-
-def _p(v: Any) -> str:
-    if _missing(v):
-        return "—"
-    return "<0.001" if v < 0.001 else f"{v:.3f}"
-
-
 def _excludes_zero(e: Mapping[str, Any], key: str) -> int:
     """+1 / -1 when the interval of ``key`` lies above / below zero, else 0."""
     lo, hi = e.get(f"{key}_lo"), e.get(f"{key}_hi")
@@ -356,12 +340,12 @@ def _learning_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tupl
             name,
             _pct(e.get("first")),
             _pct(e.get("second")),
-            _ppci(e, "gain_second") if has_gain else gain,
-            _p(e.get("gain_second_p")) if has_gain else "",
-            _ppci(e, "did_twin") if has_gain else "",
-            _p(e.get("did_twin_p")) if has_gain else "",
+            format_diff(e, "gain_second") if has_gain else gain,
+            format_p(e.get("gain_second_p")) if has_gain else "",
+            format_diff(e, "did_twin") if has_gain else "",
+            format_p(e.get("did_twin_p")) if has_gain else "",
             _pct(e.get("gain_mde")) if has_gain else "",
-            _ppci(e, "did_control") if "did_control" in e else "",
+            format_diff(e, "did_control") if "did_control" in e else "",
         ))
         classes.append(" ".join(c for c in (cls, "up" if sign > 0 else "down" if sign < 0 else "") if c))
     return rows, classes
@@ -528,7 +512,7 @@ def _category_table(run: RunData) -> _HeatTable | None:
                 values = [entry.get("gain_second")] + [(by_kind.get(k) or {}).get("gain_second") for k in kinds]
                 scale = max((abs(v) for v in values if not _missing(v)), default=0.0)
                 gain = [_Cell(f"  {system}: gain over twin, 2nd half (pp)"),
-                        _Cell(_ppci(entry, "gain_second"), entry.get("gain_second"), signed=True, scale=scale)]
+                        _Cell(format_diff(entry, "gain_second"), entry.get("gain_second"), signed=True, scale=scale)]
                 for k in kinds:
                     g = by_kind.get(k) or {}
                     v = g.get("gain_second")

@@ -532,27 +532,21 @@ def _entry(name: str) -> _JudgeEntry:
 
 
 class _Names(Sequence[str]):
-    """A live view of the registry's names, so a judge registered later is a valid choice too."""
+    """A live view of the registry's names (``llm``: LLM judges only), so a judge registered later is a valid choice."""
 
-    def __init__(self, llm_only: bool = False) -> None:
-        self._llm_only = llm_only
-
-    def _names(self) -> list[str]:
-        return [n for n, e in _JUDGES.items() if e.llm or not self._llm_only]
+    def __init__(self, llm: bool = False) -> None:
+        self._llm = llm
 
     def __getitem__(self, i: Any) -> Any:
-        return self._names()[i]
+        return [n for n, e in _JUDGES.items() if e.llm or not self._llm][i]
 
     def __len__(self) -> int:
-        return len(self._names())
-
-    def __repr__(self) -> str:
-        return repr(tuple(self._names()))
+        return sum(1 for e in _JUDGES.values() if e.llm or not self._llm)
 
 
 JUDGE_NAMES: Sequence[str] = _Names()
 """Every registered judge name (a live view of the registry)."""
-LLM_JUDGES: Sequence[str] = _Names(llm_only=True)
+LLM_JUDGES: Sequence[str] = _Names(llm=True)
 """Registered judges that call an LLM (a live view of the registry)."""
 
 
