@@ -1,16 +1,10 @@
-"""Reading a run folder (``read_run``, ``label_arms``), and its load table.
+"""The one run-folder reader (``read_run``, ``label_arms``), and the load table.
 
-``read_run`` is the one reader of a run folder (``spec.json``, ``run.json``,
-``probes.parquet``, ``timeline.parquet``, ``metrics.json``, ``perf.json``):
-every command and report above it calls it, and a missing or damaged file is
-a ``UserError`` naming the file. ``label_arms`` says which label is the twin
-or placebo of which, from ``run.json``'s ``arms``.
-
-The load table reads the columns ``memsim.sim.load`` adds to a run's rows (a
-run with a ``[load]`` table). Every figure is in simulated seconds. Under
-``memory_time = "modelled"`` the table is a function of the seed and goes into
-``metrics.json``; under ``"measured"`` it depends on the machine and goes into
-``perf.json`` (``memsim.analysis.summary``).
+``read_run`` reads ``spec.json``, ``run.json``, the rows, ``metrics.json`` and
+``perf.json``; a missing or damaged file is a ``UserError`` naming it. The load
+table reads the columns ``memsim.sim.load`` adds to the rows (simulated
+seconds): modelled service times make it a function of the seed
+(``metrics.json``), measured ones go to ``perf.json``.
 """
 
 from __future__ import annotations

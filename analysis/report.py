@@ -1,27 +1,16 @@
-"""Reports of run folders: one self-contained HTML page and a Markdown summary.
+"""Reports of run folders: one self-contained HTML page (``report.html.j2``) and a Markdown summary.
 
-``write_report(run_dir)`` reads a run folder as the pipeline writes it
-(``spec.json``, ``probes.parquet``, ``timeline.parquet``, ``metrics.json``,
-``perf.json``) and writes ``report.html`` (every figure inline as an SVG
-data URI; no scripts or styles from the network) and ``report.md`` (the
-tables, for papers and pull requests) into the folder.
-
-The report renders what the summariser computed (``metrics.json``,
-``memsim.analysis.summary``) and computes no statistics of its own; a folder
-without ``metrics.json`` is summarised in memory. A longitudinal run's report
-leads with learning through use: the twin table (each learning system against
-its twin, the same system with feedback withheld: halves, gain in the second
-half with its interval and p, DiD vs twin, MDE, DiD vs the static control), one
-per answer judge, and the gain over the twin over simulated time with its 95%
-band. A run without twins says so in words. Then come the overall scores, the
-accuracy curves, storage/latency/cost timelines, one table of systems x
-question kinds shaded by value, and the worst questions. A static run gets the
-overall and per-kind tables and the worst questions. Latencies come from
-``perf.json`` (wall-clock, not part of the deterministic metrics).
-
-``compare_runs(run_dirs, out_dir)`` does the same across runs: summary per
-run, mean and t-interval across seeds, and a Friedman ranking with a
-critical-difference diagram when there are enough systems and runs.
+``write_report(run_dir)`` renders what the summariser computed (``metrics.json``,
+``memsim.analysis.summary``; a folder without it is summarised in memory) and
+computes no statistics of its own. A longitudinal run's report leads with
+learning through use: the twin tables (halves, gain over the twin with its
+interval and p, DiD vs twin, MDE, DiD vs the static control; one per answer
+judge) and the gain over the twin over simulated time with its 95% band. Then
+come the overall scores, accuracy curves, storage/latency/cost timelines, one
+table of systems x question kinds shaded by value, and the worst questions.
+Latencies come from ``perf.json`` (wall-clock). ``compare_runs(run_dirs,
+out_dir)`` does the same across runs: summary per run, mean and t-interval
+across seeds, and a Friedman ranking with a critical-difference diagram.
 """
 
 from __future__ import annotations
@@ -168,21 +157,6 @@ def _scored_n(rows: pl.DataFrame, col: str) -> int:
     return rows[col].cast(pl.Float64).drop_nulls().drop_nans().len() if col in rows.columns else 0
 
 
-def _llm_totals(run: RunData, system: str) -> tuple[int, int] | None:
-    """The system's own LLM calls and tokens over the run (None when it made none)."""
-    tl = run.timeline.filter(pl.col("system") == system) if run.timeline.height else run.timeline
-    if tl.height == 0:
-        return None
-    if run.spec.fresh_per_episode:
-        # Fresh systems per episode: counters restart, so each episode's last row adds up.
-        last = tl.group_by("episode", maintain_order=True).last()
-    else:
-        last = tl.tail(1)
-    calls = int(last["llm_calls"].fill_null(0).sum())
-    tokens = int(last["tokens"].fill_null(0).sum())
-    return (calls, tokens) if calls or tokens else None
-
-
 def _judge_header(run: RunData, col: str) -> str:
     """A score column's header; an LLM judge's carries its mark (unreliable, self-judging, paraphrase)."""
     mark = ((run.metrics.get("judges") or {}).get(col) or {}).get("mark")
@@ -233,10 +207,11 @@ def _overview_table(run: RunData) -> _Table:
     rows_all = _scored_rows(run)
     cols = _score_columns(run)
     order = _family_order(run)
-    llm = {s: _llm_totals(run, s) for s in order}
+    llm = {s: (run.entry(s).get("system_llm_calls"), run.entry(s).get("system_llm_tokens")) for s in order}
+    any_llm = any(c is not None for c, _ in llm.values())
     headers = ["system", "questions", "scored", *[_judge_header(run, c) for c in cols]]
     headers += ["retrieve median (ms)", "retrieve p95 (ms)", "final items", "final storage (MiB)"]
-    if any(llm.values()):
+    if any_llm:
         headers += ["system LLM calls", "system LLM tokens"]
     rows = []
     for system in order:
@@ -253,9 +228,8 @@ def _overview_table(run: RunData) -> _Table:
         cells += [_num(latency.get("p50"), 2), _num(latency.get("p95"), 2)]
         final_bytes = entry.get("final_bytes")
         cells += [_num(entry.get("final_items"), 0), "—" if final_bytes is None else _num(final_bytes / 2**20, 2)]
-        if any(llm.values()):
-            totals = llm[system]
-            cells += ["—", "—"] if totals is None else [_num(totals[0], 0), _num(totals[1], 0)]
+        if any_llm:
+            cells += [_num(v, 0) for v in llm[system]]
         rows.append(tuple(cells))
     episodes = max((run.entry(s).get("overall", {}).get("episodes", 0) for s in run.systems), default=0)
     unit = "users" if run.longitudinal else "episodes"
@@ -921,7 +895,6 @@ def compare_runs(
         ("mean across runs with a 95% Student t interval; n = runs with a value (an interval needs n >= 2)",),
     )
     ranking: list[tuple[str, Any]] = []
-    ranking_md = ""
     wide = table.pivot(on="run", index="system", values="overall", aggregate_function="first")
     if wide.height >= 3 and wide.width - 1 >= 2:
         complete = wide.drop_nulls()
@@ -929,7 +902,6 @@ def compare_runs(
             fr = friedman_ranking(complete)
         except UserError as exc:
             ranking = [("p", f"No ranking: {exc}")]
-            ranking_md = f"No ranking: {exc}"
         else:
             ranks = _Table(
                 ("system", "mean rank (1 = best)"),
@@ -951,7 +923,6 @@ def compare_runs(
             )
             cd = "critical-difference diagram"
             ranking = [("table", ranks), ("table", pairs), ("figure", _Figure("ranking", cd, cd, critical_difference_plot(fr)))]
-            ranking_md = ranks.markdown() + "\n\n" + pairs.markdown()
     sections: list[tuple[str, str, list[tuple[str, Any]]]] = [
         ("runs", "Runs", [("list", [f"{r.path}: {_spec_summary(r)}" for r in runs])]),
         ("summary", "Summary per run", [("table", per_run)]),
@@ -966,7 +937,7 @@ def compare_runs(
     path = out / "compare.html"
     path.write_text(_page("memsim comparison", "", sections), encoding="utf-8")
     md = ["# memsim comparison", "", "## Summary per run", "", per_run.markdown(), "", "## Across runs", "", across.markdown()]
-    if ranking_md:
-        md += ["", "## Ranking", "", ranking_md]
+    if ranking:  # the ranking's tables, or the sentence saying why there is none
+        md += ["", "## Ranking", "", "\n\n".join(v.markdown() if k == "table" else v for k, v in ranking if k != "figure")]
     (out / "compare.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     return path

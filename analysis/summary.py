@@ -253,17 +253,29 @@ def per_user(rows: pl.DataFrame, metric: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _system_llm(spec: RunSpec, tl: pl.DataFrame) -> dict[str, int]:
+    """The system's own LLM calls and tokens over the run (``{}`` when it made none)."""
+    if tl.height == 0:
+        return {}
+    # Fresh systems per episode: counters restart, so each episode's last row adds up.
+    last = tl.group_by("episode", maintain_order=True).last() if spec.fresh_per_episode else tl.tail(1)
+    calls, tokens = int(last["llm_calls"].fill_null(0).sum()), int(last["tokens"].fill_null(0).sum())
+    return {"system_llm_calls": calls, "system_llm_tokens": tokens} if calls or tokens else {}
+
+
 def _storage(spec: RunSpec, timeline: pl.DataFrame, info: Mapping[str, Any], system: str) -> dict[str, Any]:
+    tl = timeline.filter(pl.col("system") == system) if timeline.height else timeline
     if spec.fresh_per_episode:
         # Fresh systems per episode: the footprint is the sum of every episode's final store.
         finals = [p.get("stats", {}).get(system) for p in info.get("parts", [])]
         finals = [f for f in finals if f]
         return {
+            **_system_llm(spec, tl),
             "final_items": sum(f["items"] for f in finals) if finals else None,
             "final_bytes": sum(f["bytes"] for f in finals) if finals else None,
         }
-    tl = timeline.filter(pl.col("system") == system) if timeline.height else timeline
     return {
+        **_system_llm(spec, tl),
         "final_items": int(tl["items"].tail(1)[0]) if tl.height else None,
         "final_bytes": int(tl["bytes"].tail(1)[0]) if tl.height else None,
         "forget_probe_leaks": int(tl["leaked"].fill_null(0).sum()) if tl.height else 0,

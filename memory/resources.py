@@ -1,8 +1,6 @@
-"""Run-level things a system factory may need: the rng, the shared embedder, a way to build inner systems.
+"""What a system factory may need: the rng, the shared embedder, and (for wrappers) a builder of inner systems.
 
-It sits below the registry and the systems, so a wrapper that builds an inner
-system (``inner=NAME``) asks its ``Resources`` to build it instead of importing
-the registry (which names the wrappers as its targets).
+Below the registry: a wrapper asks ``resources.build`` for its inner system instead of importing the registry.
 """
 
 from __future__ import annotations
