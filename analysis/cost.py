@@ -213,16 +213,13 @@ def cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cost_main(args: argparse.Namespace) -> int:
     """Print the cost table of a run folder."""
-    run_dir = Path(args.run_dir)
-    try:
-        probes = pl.read_parquet(run_dir / "probes.parquet")
-        timeline = pl.read_parquet(run_dir / "timeline.parquet")
-    except FileNotFoundError as exc:
-        raise UserError(f"{run_dir}: not a finished run folder ({Path(exc.filename).name} missing)") from None
+    from memsim.analysis.load import read_run
+
+    run = read_run(args.run_dir, require=("timeline.parquet",))
     reader = args.reader_model or CostAssumptions().reader_model
     a = CostAssumptions(reader, args.ingest_model, args.embed_usd_per_million, args.storage_usd_per_gb_month)
     prices = PriceTable.load(args.prices) if args.prices else PriceTable()
-    rows = cost_table(probes, timeline, prices=prices, assumptions=a)
+    rows = cost_table(run.probes, run.timeline, prices=prices, assumptions=a)
     print(format_cost(rows, a))
     if args.plot is not None:
         cost_figure(rows, args.plot)

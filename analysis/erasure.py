@@ -13,14 +13,11 @@ of that user that still retrieved a deleted memory; 0 when none did).
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from memsim.sim.core.errors import UserError
 
 __all__ = ["erasure_table", "format_erasure", "erasure_arguments", "erasure_main"]
 
@@ -92,12 +89,8 @@ def erasure_arguments(parser: argparse.ArgumentParser) -> None:
 
 def erasure_main(args: argparse.Namespace) -> int:
     """Print the erasure table of a run folder."""
-    run_dir = Path(args.run_dir)
-    try:
-        probes = pl.read_parquet(run_dir / "probes.parquet")
-        timeline = pl.read_parquet(run_dir / "timeline.parquet")
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UserError(f"{run_dir}: not a finished run folder ({Path(exc.filename).name} missing)") from None
-    print(format_erasure(erasure_table(probes, timeline, info)))
+    from memsim.analysis.load import read_run
+
+    run = read_run(args.run_dir, require=("timeline.parquet", "run.json"))
+    print(format_erasure(erasure_table(run.probes, run.timeline, run.info)))
     return 0

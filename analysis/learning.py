@@ -23,14 +23,17 @@ users. ``mde`` is the smallest effect the interval could detect at 80% power.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-__all__ = ["MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning"]
+__all__ = [
+    "MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning",
+    "format_diff", "format_p",
+]
 
 MIN_USERS = 30
 """Fewest users for resampling whole users (below: question threads, conditional on the users)."""
@@ -334,8 +337,14 @@ def _pp(v: Any, lo: Any = None, hi: Any = None) -> str:
     return text
 
 
-def _p(v: Any) -> str:
-    if v is None:
+def format_diff(e: Mapping[str, Any], key: str) -> str:
+    """A difference of a learning-table entry in percentage points with its interval (``key``, ``key_lo``, ``key_hi``)."""
+    return _pp(e.get(key), e.get(f"{key}_lo"), e.get(f"{key}_hi"))
+
+
+def format_p(v: Any) -> str:
+    """A p-value as the tables print it."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
@@ -347,16 +356,17 @@ def format_learning(
     control: str | None,
     missing_control: str | None = None,
     balance_kinds: bool = False,
+    placebos: Collection[str] = (),
 ) -> str:
     """The learning-through-use table as text, with its footnotes.
 
     ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
-    the footnote says why).
+    the footnote says why). ``placebos``: the placebo labels (``metrics.json``'s ``placebos``; from ``run.json``).
     """
     head = ["system", "1st half %", "2nd half %", "gain 2nd half (pp)", "p", "DiD vs twin (pp)", "p", "MDE",
             "DiD vs static control (pp)"]
     rows: list[list[str]] = []
-    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and not label.endswith("~placebo")}
+    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and label not in placebos}
     for label, e in table.items():
         has_twin = "gain_second" in e
         no_gain = f"(twin of {twin_of[label]})" if label in twin_of else "no feedback use"
@@ -364,12 +374,12 @@ def format_learning(
             label,
             "—" if e.get("first") is None else f"{100 * e['first']:.1f}",
             "—" if e.get("second") is None else f"{100 * e['second']:.1f}",
-            _pp(e.get("gain_second"), e.get("gain_second_lo"), e.get("gain_second_hi")) if has_twin else no_gain,
-            _p(e.get("gain_second_p")) if has_twin else "",
-            _pp(e.get("did_twin"), e.get("did_twin_lo"), e.get("did_twin_hi")) if has_twin else "",
-            _p(e.get("did_twin_p")) if has_twin else "",
+            format_diff(e, "gain_second") if has_twin else no_gain,
+            format_p(e.get("gain_second_p")) if has_twin else "",
+            format_diff(e, "did_twin") if has_twin else "",
+            format_p(e.get("did_twin_p")) if has_twin else "",
             "—" if e.get("gain_mde") is None else f"{100 * e['gain_mde']:.1f}",
-            _pp(e.get("did_control"), e.get("did_control_lo"), e.get("did_control_hi")) if "did_control" in e else "",
+            format_diff(e, "did_control") if "did_control" in e else "",
         ])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip()]
@@ -395,7 +405,7 @@ def format_learning(
         lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
                      + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
                         else "; not balanced (--balance-kinds weights both halves to the same mix)"))
-    if any(label.endswith("~placebo") for label in table):
+    if any(label in placebos for label in table):
         lines.append("~placebo: the system fed its own feedback bits shuffled; its gain over the twin should be null")
     lines.append(
         "MDE: smallest second-half gain detectable at 80% power from this run's interval; "

@@ -1,23 +1,181 @@
-"""The load table: latency in simulated time, queue waits, throughput, ingestion lag, deadlines.
+"""The one run-folder reader (``read_run``, ``label_arms``), and the load table.
 
-Reads the columns ``memsim.sim.load`` adds to a run's rows (a run with a ``[load]``
-table). Every figure is in simulated seconds. Under ``memory_time =
-"modelled"`` the table is a function of the seed and goes into
-``metrics.json``; under ``"measured"`` it depends on the machine and goes into
-``perf.json`` (``memsim.analysis.summary``).
+``read_run`` reads ``spec.json``, ``run.json``, the rows, ``metrics.json`` and
+``perf.json``; a missing or damaged file is a ``UserError`` naming it. The load
+table reads the columns ``memsim.sim.load`` adds to the rows (simulated
+seconds): modelled service times make it a function of the seed
+(``metrics.json``), measured ones go to ``perf.json``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from memsim.sim.core.errors import UserError
 from memsim.sim.load import percentiles
+from memsim.sim.spec import RunSpec, read_spec
 
-__all__ = ["load_table", "format_load"]
+__all__ = ["RunData", "read_run", "label_arms", "twins_and_placebos", "load_table", "format_load"]
+
+_REQUIRED = ("system", "episode", "user_id", "question_id", "q_index", "kind", "excluded", "error")
+"""Probe columns every reader relies on besides the metric (``memsim.sim.recorder.PROBE_SCHEMA``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """A run folder read into memory."""
+
+    path: Path
+    """The run folder."""
+    spec: RunSpec
+    """``spec.json``."""
+    probes: pl.DataFrame
+    """``probes.parquet``: one row per question per system."""
+    timeline: pl.DataFrame
+    """``timeline.parquet`` (empty when the folder has none)."""
+    info: dict[str, Any]
+    """``run.json``: totals, failures, the systems' reports, the arms (empty when absent)."""
+    metrics: dict[str, Any] | None
+    """``metrics.json`` (None when absent: ``memsim.analysis.summary`` recomputes it from the rows)."""
+    perf: dict[str, Any]
+    """``perf.json``: wall-clock figures (empty when absent)."""
+
+    @property
+    def metric(self) -> str:
+        """The headline column (``spec.metric``)."""
+        return self.spec.metric
+
+    @property
+    def longitudinal(self) -> bool:
+        """True for runs with a question stream over time (learning table and curves apply)."""
+        return self.spec.kind == "longitudinal"
+
+    @property
+    def systems(self) -> list[str]:
+        """Labels of the systems that have rows, in the spec's order."""
+        present = set(self.probes["system"].to_list()) if self.probes.height else set()
+        listed = [s.display for s in self.spec.systems]
+        return [s for s in listed if s in present] + sorted(present - set(listed))
+
+    @property
+    def control(self) -> str | None:
+        """The static control's label in a longitudinal run that has it; static runs have none."""
+        return self.spec.control if self.longitudinal and self.spec.control in self.systems else None
+
+    def entry(self, system: str) -> dict[str, Any]:
+        """``metrics.json``'s figures of one system (empty when it has none)."""
+        return dict((self.metrics or {}).get("systems", {}).get(system) or {})
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: unreadable ({exc.strerror})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+def _parquet(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except Exception as exc:  # polars raises several types for corrupt files
+        raise UserError(f"{path}: unreadable ({type(exc).__name__})") from None
+
+
+def read_run(run_dir: str | Path, *, require: Collection[str] = ()) -> RunData:
+    """Read a run folder (longitudinal or static): the one reader every command and report uses.
+
+    Args:
+        run_dir: the folder.
+        require: files that must be there besides ``spec.json`` and
+            ``probes.parquet`` (e.g. ``run.json``, ``timeline.parquet``); the
+            others are optional (an empty frame or dict, ``metrics`` None).
+
+    Raises:
+        UserError: no such folder, no ``spec.json`` (not a run folder), no
+            ``probes.parquet`` (the run did not finish), a required file
+            missing, a file unreadable, or rows without the spec's metric or a
+            column every reader relies on; each names the file.
+    """
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise UserError(f"{path}: no such run folder")
+    if not (path / "spec.json").is_file():
+        raise UserError(f"{path}: missing spec.json (not a run folder)")
+    spec = read_spec(path)
+    if not (path / "probes.parquet").is_file():
+        raise UserError(
+            f"{path}: missing probes.parquet (the run did not finish; rerun its command with the same --out to resume)"
+        )
+    for name in require:
+        if not (path / name).is_file():
+            raise UserError(f"{path}: not a finished run folder ({name} missing)")
+    probes = _parquet(path / "probes.parquet")
+    missing = [c for c in _REQUIRED if c not in probes.columns]
+    if missing:
+        raise UserError(f"{path / 'probes.parquet'}: missing column(s) {', '.join(missing)}")
+    if spec.metric not in probes.columns:
+        scores = [c for c, t in probes.schema.items() if t.is_numeric() and ("@" in c or c.startswith("answer_"))]
+        raise UserError(
+            f"{path / 'probes.parquet'}: no column {spec.metric!r} (the metric of spec.json); "
+            f"score columns: {', '.join(scores) or 'none'}"
+        )
+    if (path / "timeline.parquet").is_file():
+        timeline = _parquet(path / "timeline.parquet")
+    else:
+        from memsim.sim.recorder import TIMELINE_SCHEMA
+
+        timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
+
+    def optional(name: str) -> dict[str, Any] | None:
+        return _read_json(path / name) if (path / name).is_file() else None
+
+    info, metrics, perf = optional("run.json"), optional("metrics.json"), optional("perf.json")
+    return RunData(path, spec, probes, timeline, info or {}, metrics, perf or {})
+
+
+def label_arms(labels: Sequence[str], info: Mapping[str, Any] | None = None) -> dict[str, tuple[str, str]]:
+    """Every label's ``(base system label, arm)``; arm is ``system``, ``twin`` or ``placebo``.
+
+    Read from ``run.json``'s ``arms`` (written by the recorder where the arms
+    are made). Folders written before it was recorded fall back to the label
+    rule of the time, here only: ``x~twin`` / ``x~placebo`` belong to ``x``.
+    A twin or placebo whose system has no rows counts as a system of its own.
+    """
+    recorded: Mapping[str, Any] = (info or {}).get("arms") or {}
+    out: dict[str, tuple[str, str]] = {}
+    for label in labels:
+        if recorded:
+            arm = recorded.get(label) or {}
+            base, role = str(arm.get("system", label)), str(arm.get("arm", "system"))
+        else:
+            base, sep, role = label.rpartition("~")
+            if not sep or role not in ("twin", "placebo"):
+                base, role = label, "system"
+        out[label] = (base, role) if base in labels else (label, "system")
+    return out
+
+
+def twins_and_placebos(
+    labels: Sequence[str], info: Mapping[str, Any] | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """``(twins, placebos)`` among ``labels``: system -> its twin's label; placebo -> the twin it is compared with."""
+    arms = label_arms(labels, info)
+    twin = {base: label for label, (base, role) in arms.items() if role == "twin"}
+    twins = {s: twin[s] for s in labels if s in twin}
+    placebos = {label: twin[base] for label, (base, role) in arms.items() if role == "placebo" and base in twin}
+    return twins, placebos
 
 
 def _col(frame: pl.DataFrame, name: str) -> list[float]:

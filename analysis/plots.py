@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from memsim.analysis.load import label_arms
+
 __all__ = [
     "PALETTE",
     "system_styles",
@@ -41,7 +43,6 @@ __all__ = [
     "latency_figure",
     "storage_figure",
     "cost_figure",
-    "bar_figure",
 ]
 
 _RC = {
@@ -69,32 +70,27 @@ _PANEL_W = 3.9
 _PANEL_H = 2.9
 
 
-def _role(label: str, labels: Sequence[str]) -> tuple[str, str]:
-    """``(base system, role)``: ``x~twin`` is the twin of ``x`` when ``x`` is among the labels."""
-    for suffix in ("twin", "placebo"):
-        base, sep, tail = label.rpartition("~")
-        if sep and tail == suffix and base in labels:
-            return base, suffix
-    return label, "system"
-
-
-def system_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+def system_styles(
+    labels: Sequence[str], arms: Mapping[str, tuple[str, str]] | None = None
+) -> dict[str, dict[str, Any]]:
     """Colour and line style of every label, each colour+style pair used once.
 
     Systems take the palette's colours in order; twins and placebos take
     their system's colour (so the pair reads as one family) with a dashed or
     dotted line. Past ten systems the palette repeats with a dash-dot
-    pattern that grows with each pass.
+    pattern that grows with each pass. ``arms``: every label's ``(system, arm)``
+    (``memsim.analysis.load.label_arms`` of the run); default: from the labels alone.
 
     Returns:
         label -> keyword arguments for ``Axes.plot`` (``color``, ``linestyle``).
     """
     labels = list(dict.fromkeys(labels))
-    bases = [lab for lab in labels if _role(lab, labels)[1] == "system"]
+    arms = arms if arms is not None else label_arms(labels)
+    bases = [lab for lab in labels if arms[lab][1] == "system"]
     index = {b: i for i, b in enumerate(bases)}
     out: dict[str, dict[str, Any]] = {}
     for label in labels:
-        base, role = _role(label, labels)
+        base, role = arms[label]
         i = index.get(base, len(index))
         colour = PALETTE[i % len(PALETTE)]
         dash = _ROLE_DASH[role] + (1.0, 2.0, 6.0, 2.0) * (i // len(PALETTE))
@@ -361,32 +357,3 @@ def storage_figure(storage: pl.DataFrame, *, styles: Mapping[str, Mapping[str, A
 def cost_figure(cost: pl.DataFrame, *, x: str = "q_index", styles: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
     """Cumulative reader tokens and reader LLM time per system (None when no reader spent anything)."""
     return _timeline_figure(cost, COST_PANELS, x=x, step=False, styles=styles)
-
-
-def bar_figure(table: pl.DataFrame, *, group: str, value: str, lo: str | None = None, hi: str | None = None,
-               ylabel: str = "", styles: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """Grouped bars: one group per ``group`` value, one bar per system, optional error bars."""
-    groups = list(dict.fromkeys(table[group].to_list()))
-    systems = _systems(table)
-    styles = styles or system_styles(systems)
-    width = 0.8 / max(1, len(systems))
-    series = _Series()
-    with _figure(1, width=max(5.0, 0.9 * len(groups) * max(1, len(systems)) * 0.6 + 2)) as (fig, axes):
-        ax = axes[0]
-        for i, system in enumerate(systems):
-            s = table.filter(pl.col("system") == system)
-            lookup = {g: r for g, r in zip(s[group].to_list(), s.iter_rows(named=True))}
-            xs = np.arange(len(groups)) + i * width - 0.4 + width / 2
-            vals = np.array([100 * (lookup[g][value] if g in lookup and lookup[g][value] is not None else np.nan) for g in groups])
-            err = None
-            if lo and hi:
-                los = np.array([100 * (lookup[g][lo] if g in lookup and lookup[g][lo] is not None else np.nan) for g in groups])
-                his = np.array([100 * (lookup[g][hi] if g in lookup and lookup[g][hi] is not None else np.nan) for g in groups])
-                err = np.nan_to_num(np.vstack([vals - los, his - vals]), nan=0.0).clip(min=0)
-            # Bars carry the system's colour; its line style becomes the bar's edge so twins stay apart.
-            ax.bar(xs, vals, width=width, yerr=err, capsize=2, color=styles[system]["color"],
-                   edgecolor="#222", linestyle=styles[system]["linestyle"], gid=series.gid())
-        ax.set_xticks(np.arange(len(groups)), [str(g) for g in groups], rotation=20, ha="right")
-        ax.set_ylabel(ylabel)
-        _legend(fig, [(s, {"color": styles[s]["color"], "patch": True}) for s in systems], title="system")
-        return _svg(fig)

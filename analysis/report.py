@@ -1,38 +1,21 @@
-"""Reports of run folders: one self-contained HTML page and a Markdown summary.
+"""Reports of run folders: one self-contained HTML page (``report.html.j2``) and a Markdown summary.
 
-``write_report(run_dir)`` reads a run folder as the pipeline writes it
-(``spec.json``, ``probes.parquet``, ``timeline.parquet``, ``metrics.json``,
-``perf.json``) and writes ``report.html`` (every figure inline as an SVG
-data URI; no scripts or styles from the network) and ``report.md`` (the
-tables, for papers and pull requests) into the folder.
-
-A longitudinal run's report leads with learning through use: the twin
-table of ``metrics.json`` (each learning system against its twin, the same
-system with feedback withheld: halves, gain in the second half with its
-interval and p, DiD vs twin, MDE, DiD vs the static control) and the gain
-over the twin per learning system over simulated time with a 95% band
-(``memsim.analysis.learning.gain_curve_band``, drawn from the run's ``stats``
-stream, so it is reproducible). A run without twins says so in words. Then
-come the overall scores, the accuracy curves, storage/latency/cost
-timelines, one table of systems x question kinds shaded by value, and the
-worst questions. A static run (no question stream over time) gets the
-overall and per-kind tables and the worst questions.
-
-The overall and per-kind scores and their intervals, storage and safety
-counts come from ``metrics.json``, the one summariser's output
-(``memsim.analysis.summary``); a folder without ``metrics.json`` is summarised in
-memory. Latencies come from ``perf.json`` (wall-clock, not part of the
-deterministic metrics).
-
-``compare_runs(run_dirs, out_dir)`` does the same across runs: summary per
-run, mean and t-interval across seeds, and a Friedman ranking with a
-critical-difference diagram when there are enough systems and runs.
+``write_report(run_dir)`` renders what the summariser computed (``metrics.json``,
+``memsim.analysis.summary``; a folder without it is summarised in memory) and
+computes no statistics of its own. A longitudinal run's report leads with
+learning through use: the twin tables (halves, gain over the twin with its
+interval and p, DiD vs twin, MDE, DiD vs the static control; one per answer
+judge) and the gain over the twin over simulated time with its 95% band. Then
+come the overall scores, accuracy curves, storage/latency/cost timelines, one
+table of systems x question kinds shaded by value, and the worst questions.
+Latencies come from ``perf.json`` (wall-clock). ``compare_runs(run_dirs,
+out_dir)`` does the same across runs: summary per run, mean and t-interval
+across seeds, and a Friedman ranking with a critical-difference diagram.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -45,27 +28,27 @@ import polars as pl
 
 from memsim.analysis import curves as cv
 from memsim.analysis import plots
-from memsim.analysis.learning import MIN_USERS, format_learning, gain_curve_band, learning_table
+from memsim.analysis.learning import MIN_USERS, format_diff, format_learning, format_p
+from memsim.analysis.load import RunData, label_arms, read_run
 from memsim.analysis.stats import (
     critical_difference_plot,
     friedman_ranking,
     summarise_seeds,
 )
+from memsim.analysis.summary import GAIN_WINDOW_DAYS as _GAIN_DAYS
+from memsim.analysis.summary import format_tables, score_columns, with_metrics
 from memsim.sim.core.errors import UserError
-from memsim.sim.spec import RunSpec, read_spec
 
 __all__ = [
     "RunData",
     "load_run",
     "scored_probes",
-    "stats_rng",
     "summary_text",
     "write_report",
     "compare_runs",
     "DEFAULT_WINDOW",
     "DEFAULT_WINDOW_DAYS",
     "DEFAULT_FADING",
-    "GAIN_WINDOW_DAYS",
 ]
 
 DEFAULT_WINDOW = 50
@@ -74,139 +57,18 @@ DEFAULT_WINDOW_DAYS = 30.0
 """Simulated days in the time-windowed accuracy curve."""
 DEFAULT_FADING = 0.98
 """Fading factor of the fading-factor accuracy curve."""
-GAIN_WINDOW_DAYS = 14.0
-"""Simulated days per point of the gain-over-twin curve (the windows of ``metrics.json``'s ``gain_curves``)."""
 
 _WORST = 10
 _SHOWN_MEMORIES = 5
-_REQUIRED = ("system", "episode", "user_id", "question_id", "q_index", "kind", "excluded", "error")
-"""Probe columns a report reads besides the metric (``memsim.sim.recorder.PROBE_SCHEMA``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunData:
-    """A run folder read into memory."""
-
-    path: Path
-    """The run folder."""
-    spec: RunSpec
-    """``spec.json``."""
-    probes: pl.DataFrame
-    """``probes.parquet``: one row per question per system."""
-    timeline: pl.DataFrame
-    """``timeline.parquet`` (empty when the folder has none)."""
-    metrics: dict[str, Any]
-    """``metrics.json`` (computed by ``memsim.analysis.summary.summarise`` when the folder has none)."""
-    perf: dict[str, Any]
-    """``perf.json``: wall-clock figures (empty when absent)."""
-
-    @property
-    def metric(self) -> str:
-        """The headline column (``spec.metric``)."""
-        return self.spec.metric
-
-    @property
-    def longitudinal(self) -> bool:
-        """True for runs with a question stream over time (learning table and curves apply)."""
-        return self.spec.kind == "longitudinal"
-
-    @property
-    def systems(self) -> list[str]:
-        """Labels of the systems that have rows, in the spec's order."""
-        present = set(self.probes["system"].to_list()) if self.probes.height else set()
-        listed = [s.display for s in self.spec.systems]
-        return [s for s in listed if s in present] + sorted(present - set(listed))
-
-    @property
-    def control(self) -> str | None:
-        """The static control's label in a longitudinal run that has it; static runs have none."""
-        return self.spec.control if self.longitudinal and self.spec.control in self.systems else None
-
-    def entry(self, system: str) -> dict[str, Any]:
-        """``metrics.json``'s figures of one system (empty when it has none)."""
-        return dict(self.metrics.get("systems", {}).get(system) or {})
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except OSError as exc:
-        raise UserError(f"{path}: unreadable ({exc.strerror})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    return data
-
-
-def _parquet(path: Path) -> pl.DataFrame:
-    try:
-        return pl.read_parquet(path)
-    except Exception as exc:  # polars raises several types for corrupt files
-        raise UserError(f"{path}: unreadable ({type(exc).__name__})") from None
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    """Read a run folder (longitudinal or static).
+    """Read a run folder with its ``metrics.json`` (summarised in memory when the folder has none).
 
     Raises:
-        UserError: the folder is not a run folder (no ``spec.json``), the run
-            did not finish (no ``probes.parquet``), a file is unreadable, the
-            rows lack the spec's metric or a column a report reads, or
-            ``metrics.json`` was made for another metric.
+        UserError: see ``memsim.analysis.load.read_run`` and ``memsim.analysis.summary.with_metrics``.
     """
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise UserError(f"{path}: no such run folder")
-    if not (path / "spec.json").is_file():
-        raise UserError(f"{path}: missing spec.json (not a run folder)")
-    spec = read_spec(path)
-    if not (path / "probes.parquet").is_file():
-        raise UserError(
-            f"{path}: missing probes.parquet (the run did not finish; rerun its command with the same --out to resume)"
-        )
-    probes = _parquet(path / "probes.parquet")
-    missing = [c for c in _REQUIRED if c not in probes.columns]
-    if missing:
-        raise UserError(f"{path / 'probes.parquet'}: missing column(s) {', '.join(missing)}")
-    if spec.metric not in probes.columns:
-        scores = [c for c, t in probes.schema.items() if t.is_numeric() and ("@" in c or c.startswith("answer_"))]
-        raise UserError(
-            f"{path / 'probes.parquet'}: no column {spec.metric!r} (the metric of spec.json); "
-            f"score columns: {', '.join(scores) or 'none'}"
-        )
-    timeline_path = path / "timeline.parquet"
-    if timeline_path.is_file():
-        timeline = _parquet(timeline_path)
-    else:
-        from memsim.sim.recorder import TIMELINE_SCHEMA
-
-        timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
-    perf = _read_json(path / "perf.json") if (path / "perf.json").is_file() else {}
-    if (path / "metrics.json").is_file():
-        metrics = _read_json(path / "metrics.json")
-        if metrics.get("metric") != spec.metric:
-            raise UserError(
-                f"{path / 'metrics.json'}: metric {metrics.get('metric')!r} is not the metric of spec.json "
-                f"({spec.metric!r}); remove metrics.json to have it recomputed from the rows"
-            )
-    else:
-        # metrics.json is recomputable from the rows: summarise in memory, write nothing but the report.
-        from memsim.analysis.summary import summarise
-
-        if not (path / "run.json").is_file():
-            raise UserError(f"{path}: missing metrics.json and run.json (not a finished run folder)")
-        summary = summarise(spec, probes, timeline, _read_json(path / "run.json"))
-        metrics = summary.metrics
-        perf = perf or summary.timings
-    return RunData(path=path, spec=spec, probes=probes, timeline=timeline, metrics=metrics, perf=perf)
-
-
-def stats_rng(run: RunData) -> np.random.Generator:
-    """A fresh copy of the generator the summariser draws from (the run's ``stats`` stream)."""
-    from memsim.sim.runner import random_streams
-
-    return random_streams(run.spec.seed)["stats"]
+    return with_metrics(read_run(run_dir))
 
 
 def scored_probes(run: RunData) -> pl.DataFrame:
@@ -264,18 +126,6 @@ class _Table:
     row_classes: tuple[str, ...] = ()
     """CSS class per row (e.g. ``twin``); empty for none."""
 
-    def html(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        classes = self.row_classes or ("",) * len(self.rows)
-        body = "".join(
-            (f"<tr class='{cls}'>" if cls else "<tr>") + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-            for r, cls in zip(self.rows, classes)
-        )
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" + (
-            f"<ul class='notes'>{notes}</ul>" if notes else ""
-        )
-
     def markdown(self) -> str:
         out = ["| " + " | ".join(self.headers) + " |", "|" + "|".join("---" for _ in self.headers) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in r) + " |" for r in self.rows]
@@ -290,7 +140,6 @@ def _score_columns(run: RunData) -> list[str]:
 
     Columns nobody scored (no changed facts, no reader) are left out: they would only show dashes.
     """
-    from memsim.analysis.summary import score_columns
 
     tables = [run.entry(s).get("overall", {}) for s in run.systems]
     # The scorers' own order (metrics.json sorts its keys).
@@ -306,21 +155,6 @@ def _score_columns(run: RunData) -> list[str]:
 
 def _scored_n(rows: pl.DataFrame, col: str) -> int:
     return rows[col].cast(pl.Float64).drop_nulls().drop_nans().len() if col in rows.columns else 0
-
-
-def _llm_totals(run: RunData, system: str) -> tuple[int, int] | None:
-    """The system's own LLM calls and tokens over the run (None when it made none)."""
-    tl = run.timeline.filter(pl.col("system") == system) if run.timeline.height else run.timeline
-    if tl.height == 0:
-        return None
-    if run.spec.fresh_per_episode:
-        # Fresh systems per episode: counters restart, so each episode's last row adds up.
-        last = tl.group_by("episode", maintain_order=True).last()
-    else:
-        last = tl.tail(1)
-    calls = int(last["llm_calls"].fill_null(0).sum())
-    tokens = int(last["tokens"].fill_null(0).sum())
-    return (calls, tokens) if calls or tokens else None
 
 
 def _judge_header(run: RunData, col: str) -> str:
@@ -373,10 +207,11 @@ def _overview_table(run: RunData) -> _Table:
     rows_all = _scored_rows(run)
     cols = _score_columns(run)
     order = _family_order(run)
-    llm = {s: _llm_totals(run, s) for s in order}
+    llm = {s: (run.entry(s).get("system_llm_calls"), run.entry(s).get("system_llm_tokens")) for s in order}
+    any_llm = any(c is not None for c, _ in llm.values())
     headers = ["system", "questions", "scored", *[_judge_header(run, c) for c in cols]]
     headers += ["retrieve median (ms)", "retrieve p95 (ms)", "final items", "final storage (MiB)"]
-    if any(llm.values()):
+    if any_llm:
         headers += ["system LLM calls", "system LLM tokens"]
     rows = []
     for system in order:
@@ -393,9 +228,8 @@ def _overview_table(run: RunData) -> _Table:
         cells += [_num(latency.get("p50"), 2), _num(latency.get("p95"), 2)]
         final_bytes = entry.get("final_bytes")
         cells += [_num(entry.get("final_items"), 0), "—" if final_bytes is None else _num(final_bytes / 2**20, 2)]
-        if any(llm.values()):
-            totals = llm[system]
-            cells += ["—", "—"] if totals is None else [_num(totals[0], 0), _num(totals[1], 0)]
+        if any_llm:
+            cells += [_num(v, 0) for v in llm[system]]
         rows.append(tuple(cells))
     episodes = max((run.entry(s).get("overall", {}).get("episodes", 0) for s in run.systems), default=0)
     unit = "users" if run.longitudinal else "episodes"
@@ -447,22 +281,6 @@ def _family_order(run: RunData) -> list[str]:
     return out + [s for s in run.systems if s not in out]
 
 
-def _ppci(e: Mapping[str, Any], key: str) -> str:
-    """A difference in percentage points with its interval (``key``, ``key_lo``, ``key_hi``)."""
-    v, lo, hi = e.get(key), e.get(f"{key}_lo"), e.get(f"{key}_hi")
-    if _missing(v):
-        return "—"
-    if _missing(lo) or _missing(hi):
-        return _pp(v)
-    return f"{_pp(v)} [{_pp(lo)}, {_pp(hi)}]"
-
-
-def _p(v: Any) -> str:
-    if _missing(v):
-        return "—"
-    return "<0.001" if v < 0.001 else f"{v:.3f}"
-
-
 def _excludes_zero(e: Mapping[str, Any], key: str) -> int:
     """+1 / -1 when the interval of ``key`` lies above / below zero, else 0."""
     lo, hi = e.get(f"{key}_lo"), e.get(f"{key}_hi")
@@ -496,12 +314,12 @@ def _learning_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tupl
             name,
             _pct(e.get("first")),
             _pct(e.get("second")),
-            _ppci(e, "gain_second") if has_gain else gain,
-            _p(e.get("gain_second_p")) if has_gain else "",
-            _ppci(e, "did_twin") if has_gain else "",
-            _p(e.get("did_twin_p")) if has_gain else "",
+            format_diff(e, "gain_second") if has_gain else gain,
+            format_p(e.get("gain_second_p")) if has_gain else "",
+            format_diff(e, "did_twin") if has_gain else "",
+            format_p(e.get("did_twin_p")) if has_gain else "",
             _pct(e.get("gain_mde")) if has_gain else "",
-            _ppci(e, "did_control") if "did_control" in e else "",
+            format_diff(e, "did_control") if "did_control" in e else "",
         ))
         classes.append(" ".join(c for c in (cls, "up" if sign > 0 else "down" if sign < 0 else "") if c))
     return rows, classes
@@ -556,39 +374,21 @@ def _learning_table(run: RunData, table: Mapping[str, Mapping[str, Any]], metric
     return _Table(_LEARNING_HEADERS, tuple(rows), tuple(_learning_notes(run, table, metric)), tuple(classes))
 
 
-def _twin_tables(run: RunData, n_boot: int | None) -> list[tuple[str, _Table]]:
-    """The headline's twin table (``metrics.json``), then one per answer judge (computed from the rows)."""
+def _twin_tables(run: RunData) -> list[tuple[str, _Table]]:
+    """The headline's twin table, then one per answer judge (``metrics.json``'s ``answer_learning``)."""
     if not run.longitudinal or not run.metrics.get("systems"):
         return []
-    headline = {s: run.entry(s) for s in run.systems}
-    out = [(run.metric, _learning_table(run, headline, run.metric))]
-    df = scored_probes(run)
-    for metric in cv.answer_metrics(df):
-        if metric == run.metric or _scored_n(df, metric) == 0:
-            continue
-        # metrics.json holds the headline only; a judge's table is drawn from the run's stats stream afresh.
-        table = learning_table(df, metric=metric, twins=_twins(run), placebos=_placebos(run), control=run.control,
-                               rng=stats_rng(run), n_boot=n_boot or run.spec.n_boot)
-        out.append((metric, _learning_table(run, table, metric)))
-    return out
+    tables = {run.metric: {s: run.entry(s) for s in run.systems}, **(run.metrics.get("answer_learning") or {})}
+    return [(m, _learning_table(run, {s: t[s] for s in run.systems if s in t}, m)) for m, t in tables.items()]
 
 
-def _gain_bands(run: RunData, n_boot: int | None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
-    """Gain over the twin per window with its band, per learning system and per placebo (keyed by its system)."""
-    df = scored_probes(run)
-    rng = stats_rng(run)
-    n = n_boot or run.spec.n_boot
-    bands = {
-        s: gain_curve_band(df, metric=run.metric, system=s, twin=t, window_days=GAIN_WINDOW_DAYS, rng=rng, n_boot=n)
-        for s, t in _twins(run).items()
-    }
-    system_of_twin = {t: s for s, t in _twins(run).items()}
-    placebos = {
-        system_of_twin[t]: gain_curve_band(df, metric=run.metric, system=p, twin=t, window_days=GAIN_WINDOW_DAYS,
-                                           rng=rng, n_boot=n)
-        for p, t in _placebos(run).items() if t in system_of_twin
-    }
-    return {s: b for s, b in bands.items() if b}, {s: b for s, b in placebos.items() if b}
+def _gain_bands(run: RunData) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Gain over the twin per window with its band, per learning system and per placebo (``metrics.json``)."""
+    def ordered(key: str) -> dict[str, list[dict[str, Any]]]:
+        bands = run.metrics.get(key) or {}
+        return {s: bands[s] for s in run.systems if s in bands}
+
+    return ordered("gain_bands"), ordered("placebo_bands")
 
 
 # ---------------------------------------------------------------------------
@@ -636,21 +436,6 @@ class _HeatTable:
     rows: tuple[tuple[_Cell, ...], ...]
     row_classes: tuple[str, ...]
     notes: tuple[str, ...]
-
-    def html(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        body = []
-        for cells, cls in zip(self.rows, self.row_classes):
-            tds = []
-            for i, c in enumerate(cells):
-                mean, sep, ci = c.text.partition(" [")
-                text = html.escape(mean) + (f" <small>[{html.escape(ci)}</small>" if sep else "")
-                style = _shade(c)
-                tds.append(f"<td{' class=label' if i == 0 else ''}{f' style={style!r}' if style else ''}>{text}</td>")
-            body.append(f"<tr{f' class={cls!r}' if cls else ''}>{''.join(tds)}</tr>")
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return (f"<table class='heat'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-                + (f"<ul class='notes'>{notes}</ul>" if notes else ""))
 
     def markdown(self) -> str:
         return _Table(self.headers, tuple(tuple(c.text for c in r) for r in self.rows), self.notes).markdown()
@@ -701,7 +486,7 @@ def _category_table(run: RunData) -> _HeatTable | None:
                 values = [entry.get("gain_second")] + [(by_kind.get(k) or {}).get("gain_second") for k in kinds]
                 scale = max((abs(v) for v in values if not _missing(v)), default=0.0)
                 gain = [_Cell(f"  {system}: gain over twin, 2nd half (pp)"),
-                        _Cell(_ppci(entry, "gain_second"), entry.get("gain_second"), signed=True, scale=scale)]
+                        _Cell(format_diff(entry, "gain_second"), entry.get("gain_second"), signed=True, scale=scale)]
                 for k in kinds:
                     g = by_kind.get(k) or {}
                     v = g.get("gain_second")
@@ -778,95 +563,17 @@ def _worst(run: RunData) -> dict[str, list[dict[str, Any]]]:
 # HTML
 # ---------------------------------------------------------------------------
 
-_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1300px;padding:0 1rem;color:#222}
-h1{font-size:1.6rem}h2{border-bottom:1px solid #ccc;padding-bottom:.2rem;margin-top:2.2rem}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.86rem}
-th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}
-th{background:#f3f3f3}tbody tr:nth-child(even){background:#fafafa}
-ul.notes{font-size:.8rem;color:#555;margin-top:.2rem}
-figure{margin:1rem 0}figcaption{font-size:.85rem;color:#444}
-img.plot{max-width:100%;height:auto;border:1px solid #eee}
-details>summary{cursor:pointer;font-weight:600;margin:.4rem 0}
-pre.spec{background:#f7f7f7;padding:.8rem;overflow:auto;font-size:.8rem}
-.worst td.mem{font-size:.78rem;color:#333}.worst ol{margin:0;padding-left:1.2rem}
-nav a{margin-right:1rem}
-p.sub{color:#444;margin-top:-.6rem}
-#summary td,#learning td{white-space:nowrap}
-tr.twin td{color:#555;font-style:italic}
-tr.up td:nth-child(4){color:#1a7f1a;font-weight:600}tr.down td:nth-child(4){color:#b22222;font-weight:600}
-table.heat td{text-align:right;white-space:nowrap}table.heat td.label{text-align:left}
-table.heat small{display:block;color:#444;font-size:.72rem}
-table.heat tr.group td{background:#eee;font-weight:600;text-align:left}
-table.heat tr.gain td{font-size:.8rem}
-p.nodata{background:#f6f6f6;border-left:3px solid #999;padding:.5rem .8rem;font-size:.9rem;max-width:60rem}
-"""
+def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str, list[tuple[str, Any]]]]) -> str:
+    """The page (``report.html.j2``): ``sections`` are ``(id, title, blocks)``, a block ``(kind, value)``."""
+    import jinja2
 
-# Checks in the browser that every figure decoded; a failure is a console error.
-_SCRIPT = """
-window.addEventListener('load', function () {
-  var imgs = document.querySelectorAll('img.plot'), ok = 0;
-  imgs.forEach(function (img) {
-    if (img.complete && img.naturalWidth > 0) { ok += 1; }
-    else { console.error('figure failed to render: ' + img.alt); }
-  });
-  document.body.setAttribute('data-figures-ok', String(ok));
-  document.body.setAttribute('data-figures', String(imgs.length));
-});
-"""
-
-
-def _img(svg: str, alt: str, caption: str) -> str:
-    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return (
-        f"<figure><img class='plot' alt='{html.escape(alt, quote=True)}' "
-        f"src='data:image/svg+xml;base64,{data}'><figcaption>{html.escape(caption)}</figcaption></figure>"
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("memsim.analysis", "."), autoescape=True, keep_trailing_newline=True
     )
-
-
-def _section(sid: str, title: str, body: str) -> str:
-    return f"<section id='{sid}'><h2>{html.escape(title)}</h2>{body}</section>"
-
-
-def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]]) -> str:
-    nav = "".join(f"<a href='#{sid}'>{html.escape(t.partition(':')[0])}</a>" for sid, t, _ in sections)
-    body = "".join(_section(sid, t, b) for sid, t, b in sections)
-    sub = f"<p class='sub'>{html.escape(subtitle)}</p>" if subtitle else ""
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body><h1>{html.escape(title)}</h1>{sub}<nav>{nav}</nav>{body}"
-        f"<script>{_SCRIPT}</script></body></html>\n"
-    )
-
-
-def _worst_html(worst: dict[str, list[dict[str, Any]]], metric: str) -> str:
-    parts = []
-    for system, items in worst.items():
-        rows = []
-        for it in items:
-            mems = "".join(f"<li>{html.escape(m)}</li>" for m in it["memories"]) or "<li>(nothing retrieved)</li>"
-            judges = ", ".join(f"{k.removeprefix('answer_')}={_num(v, 2)}" for k, v in it["judges"].items())
-            answer = "" if it["answer"] is None else html.escape(str(it["answer"]))
-            extra = f"<br><small>error: {html.escape(str(it['error']))}</small>" if it.get("error") else ""
-            rows.append(
-                "<tr>"
-                f"<td>{html.escape(str(it['question_id']))}<br><small>{html.escape(str(it['category'] or ''))}</small></td>"
-                f"<td>{html.escape(str(it['question']))}{extra}</td>"
-                f"<td>{html.escape(str(it['gold'] or ''))}</td>"
-                f"<td>{answer}{'<br><small>' + html.escape(judges) + '</small>' if judges else ''}</td>"
-                f"<td>{_num(it['score'], 2)}; first rank {it['first_rank'] if it['first_rank'] is not None else '—'}</td>"
-                f"<td class='mem'><ol>{mems}</ol></td>"
-                "</tr>"
-            )
-        # One collapsed block per system: the list is long and read only when looking into a system.
-        parts.append(
-            f"<details><summary>{html.escape(system)}</summary><table class='worst'><thead><tr><th>question id</th><th>question</th>"
-            f"<th>gold</th><th>answer</th><th>{html.escape(metric)}</th><th>retrieved memories (top {_SHOWN_MEMORIES})</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table></details>"
-        )
-    return "".join(parts)
+    env.globals.update(shade=_shade, num=_num, shown=_SHOWN_MEMORIES,
+                       b64=lambda svg: base64.b64encode(svg.encode("utf-8")).decode("ascii"))
+    env.filters["judge_text"] = lambda kv: f"{kv[0].removeprefix('answer_')}={_num(kv[1], 2)}"
+    return env.get_template("report.html.j2").render(title=title, subtitle=subtitle, sections=sections)
 
 
 def _worst_md(worst: dict[str, list[dict[str, Any]]], metric: str, limit: int = 5) -> str:
@@ -923,9 +630,9 @@ class _Built:
     figures: tuple[_Figure, ...]
 
 
-def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]], n_boot: int | None) -> _Figure:
+def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]]) -> _Figure:
     """The lead figure: gain over the twin per learning system over simulated time (or why there is none)."""
-    bands, placebos = _gain_bands(run, n_boot)
+    bands, placebos = _gain_bands(run)
     alt = "gain over twin over simulated time"
     if not bands:
         reason = (
@@ -940,11 +647,11 @@ def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]], n_boot: 
     users = run.probes["user_id"].n_unique()
     band = (f"95% band, {users} users resampled per window" if unit == "user"
             else f"95% band, question threads resampled (conditional on these {users} users)")
-    svg = plots.gain_figure(bands, metric=run.metric, window_days=GAIN_WINDOW_DAYS, styles=styles,
+    svg = plots.gain_figure(bands, metric=run.metric, window_days=_GAIN_DAYS, styles=styles,
                             placebos=placebos, band_label=band)
     caption = (
         f"Gain over the twin (the same system with feedback withheld) in {run.metric}, percentage points, per "
-        f"{GAIN_WINDOW_DAYS:g}-day window of simulated time; above zero the system does better than its twin on "
+        f"{_GAIN_DAYS:g}-day window of simulated time; above zero the system does better than its twin on "
         f"the same questions because it used feedback. Shaded: {band}"
         + ("." if unit == "user" else f" (fewer than {MIN_USERS} users: the band does not generalise to other users).")
     )
@@ -981,14 +688,14 @@ def _timeline_figures(run: RunData, df: pl.DataFrame, styles: Mapping[str, Mappi
     return out
 
 
-def _build(run: RunData, *, window: int, window_days: float, fading: float, n_boot: int | None) -> _Built:
+def _build(run: RunData, *, window: int, window_days: float, fading: float) -> _Built:
     figures: list[_Figure] = []
     df = scored_probes(run)
-    styles = plots.system_styles(_family_order(run))
+    styles = plots.system_styles(_family_order(run), label_arms(run.systems, run.info))
     learning: list[tuple[str, _Table]] = []
     if run.longitudinal and df.height:
-        learning = _twin_tables(run, n_boot)
-        figures.append(_gain_figure(run, styles, n_boot))
+        learning = _twin_tables(run)
+        figures.append(_gain_figure(run, styles))
         for metric in [run.metric, *[m for m in cv.answer_metrics(df) if m != run.metric]]:
             if _scored_n(df, metric) == 0:
                 continue
@@ -1007,20 +714,13 @@ def _build(run: RunData, *, window: int, window_days: float, fading: float, n_bo
     return _Built(tuple(learning), _overview_table(run), _category_table(run), _worst(run), tuple(figures))
 
 
-def summary_text(run: RunData, *, n_boot: int | None = None) -> str:
+def summary_text(run: RunData) -> str:
     """The run's headline tables as plain text: the twin table (longitudinal) or the per-kind tables (static)."""
     if run.longitudinal and run.metrics.get("systems"):
         table = {s: run.entry(s) for s in _family_order(run)}
-        return format_learning(table, metric=run.metric, control=run.control)
-    from memsim.analysis.summary import format_tables
+        return format_learning(table, metric=run.metric, control=run.control, placebos=_placebos(run))
 
     return "\n\n".join(f"{system}\n{format_tables(run.metrics, system)}" for system in run.systems)
-
-
-def _figure_html(fig: _Figure) -> str:
-    if fig.svg is None:
-        return f"<p class='nodata' data-figure='{html.escape(fig.key, quote=True)}'>{html.escape(fig.caption)}</p>"
-    return _img(fig.svg, fig.alt, fig.caption)
 
 
 def write_report(
@@ -1029,18 +729,14 @@ def write_report(
     window: int = DEFAULT_WINDOW,
     window_days: float = DEFAULT_WINDOW_DAYS,
     fading: float = DEFAULT_FADING,
-    n_boot: int | None = None,
 ) -> Path:
-    """Write ``report.html`` and ``report.md`` into a run folder.
+    """Write ``report.html`` and ``report.md`` into a run folder: it renders ``metrics.json``, computing no statistics.
 
     Args:
         run_dir: a run folder (``memsim run``, ``demo``, ``static``, ``rerun``), or one already loaded.
         window: questions in the windowed accuracy curve.
         window_days: simulated days in the time-windowed curve.
         fading: fading factor of the fading-factor curve.
-        n_boot: bootstrap resamples of the gain-over-twin band and of the answer judges' twin tables
-            (default: the spec's); the headline twin table and the overall and per-kind intervals are
-            the ones in ``metrics.json``.
 
     Returns:
         Path of ``report.html``.
@@ -1049,29 +745,27 @@ def write_report(
         UserError: the folder is not a readable run.
     """
     run = run_dir if isinstance(run_dir, RunData) else load_run(run_dir)
-    built = _build(run, window=window, window_days=window_days, fading=fading, n_boot=n_boot)
+    built = _build(run, window=window, window_days=window_days, fading=fading)
     title = f"memsim report: {run.path.name}"
-    sections: list[tuple[str, str, str]] = []
+    sections: list[tuple[str, str, list[tuple[str, Any]]]] = []
     if built.learning:
-        lead = "".join(
-            (f"<h3>{html.escape(metric)}</h3>" if i else "") + table.html()
-            for i, (metric, table) in enumerate(built.learning)
-        )
-        lead += "".join(_figure_html(f) for f in built.figures if f.section == "learning")
+        lead: list[tuple[str, Any]] = []
+        for i, (metric, table) in enumerate(built.learning):
+            lead += [("h3", metric)] * bool(i) + [("table", table)]
+        lead += [("figure", f) for f in built.figures if f.section == "learning"]
         sections.append(("learning", f"Learning through use: {run.metric}", lead))
-    sections.append(("summary", "Overall", built.overview.html()))
+    sections.append(("summary", "Overall", [("table", built.overview)]))
     answers = _answers_table(run)
     if answers is not None:
-        sections.append(("answers", "Answers and judges", answers.html()))
+        sections.append(("answers", "Answers and judges", [("table", answers)]))
     for sid, title_s in (("curves", "Learning curves"), ("timelines", "Storage, latency and cost timelines")):
-        figs = [f for f in built.figures if f.section == sid]
+        figs = [("figure", f) for f in built.figures if f.section == sid]
         if figs:
-            sections.append((sid, title_s, "".join(_figure_html(f) for f in figs)))
+            sections.append((sid, title_s, figs))
     if built.categories is not None:
-        sections.append(("categories", f"Per question kind: {run.metric}", built.categories.html()))
-    sections.append(("worst", "Worst questions per system", _worst_html(built.worst, run.metric)))
-    spec_json = html.escape(json.dumps(run.spec.to_json(), indent=2, sort_keys=True))
-    sections.append(("spec", "Spec", f"<details><summary>spec.json</summary><pre class='spec'>{spec_json}</pre></details>"))
+        sections.append(("categories", f"Per question kind: {run.metric}", [("heat", built.categories)]))
+    sections.append(("worst", "Worst questions per system", [("worst", (built.worst, run.metric))]))
+    sections.append(("spec", "Spec", [("spec", json.dumps(run.spec.to_json(), indent=2, sort_keys=True))]))
     out = run.path / "report.html"
     out.write_text(_page(title, _spec_summary(run), sections), encoding="utf-8")
 
@@ -1161,7 +855,6 @@ def compare_runs(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    figures: list[tuple[str, str, str]] = []
     curve_parts = []
     for run in runs:
         label = _run_label(run, runs)
@@ -1201,16 +894,14 @@ def compare_runs(
         tuple(seed_rows),
         ("mean across runs with a 95% Student t interval; n = runs with a value (an interval needs n >= 2)",),
     )
-    ranking_html = ""
-    ranking_md = ""
+    ranking: list[tuple[str, Any]] = []
     wide = table.pivot(on="run", index="system", values="overall", aggregate_function="first")
     if wide.height >= 3 and wide.width - 1 >= 2:
         complete = wide.drop_nulls()
         try:
             fr = friedman_ranking(complete)
         except UserError as exc:
-            ranking_html = f"<p>No ranking: {html.escape(str(exc))}</p>"
-            ranking_md = f"No ranking: {exc}"
+            ranking = [("p", f"No ranking: {exc}")]
         else:
             ranks = _Table(
                 ("system", "mean rank (1 = best)"),
@@ -1230,27 +921,23 @@ def compare_runs(
                 ),
                 (f"Nemenyi post-hoc (studentized range), N = {fr.n_datasets} runs; effect = difference in mean rank",),
             )
-            figures.append(("ranking", critical_difference_plot(fr), "critical-difference diagram"))
-            ranking_html = ranks.html() + pairs.html()
-            ranking_md = ranks.markdown() + "\n\n" + pairs.markdown()
-    if curve_parts:
-        acc = pl.concat(curve_parts)
-        figures.append(("curves", plots.accuracy_figure(acc, x="q_index", window=window, fading=fading, metric=metric),
-                        "accuracy over question index, all runs"))
-    sections = [
-        ("runs", "Runs", "<ul>" + "".join(f"<li>{html.escape(str(r.path))}: {html.escape(_spec_summary(r))}</li>" for r in runs) + "</ul>"),
-        ("summary", "Summary per run", per_run.html()),
-        ("seeds", "Across runs", across.html()),
+            cd = "critical-difference diagram"
+            ranking = [("table", ranks), ("table", pairs), ("figure", _Figure("ranking", cd, cd, critical_difference_plot(fr)))]
+    sections: list[tuple[str, str, list[tuple[str, Any]]]] = [
+        ("runs", "Runs", [("list", [f"{r.path}: {_spec_summary(r)}" for r in runs])]),
+        ("summary", "Summary per run", [("table", per_run)]),
+        ("seeds", "Across runs", [("table", across)]),
     ]
-    if ranking_html:
-        sections.append(("ranking", "Ranking", ranking_html + "".join(_img(svg, alt, alt) for s, svg, alt in figures if s == "ranking")))
-    curve_figs = [f for f in figures if f[0] == "curves"]
-    if curve_figs:
-        sections.append(("curves", "Learning curves", "".join(_img(svg, alt, alt) for _, svg, alt in curve_figs)))
+    if ranking:
+        sections.append(("ranking", "Ranking", ranking))
+    if curve_parts:
+        alt = "accuracy over question index, all runs"
+        svg = plots.accuracy_figure(pl.concat(curve_parts), x="q_index", window=window, fading=fading, metric=metric)
+        sections.append(("curves", "Learning curves", [("figure", _Figure("curves", alt, alt, svg))]))
     path = out / "compare.html"
     path.write_text(_page("memsim comparison", "", sections), encoding="utf-8")
     md = ["# memsim comparison", "", "## Summary per run", "", per_run.markdown(), "", "## Across runs", "", across.markdown()]
-    if ranking_md:
-        md += ["", "## Ranking", "", ranking_md]
+    if ranking:  # the ranking's tables, or the sentence saying why there is none
+        md += ["", "## Ranking", "", "\n\n".join(v.markdown() if k == "table" else v for k, v in ranking if k != "figure")]
     (out / "compare.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     return path

@@ -23,21 +23,23 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from memsim.analysis.load import RunData, load_table, read_run, score_column, twins_and_placebos
 from memsim.sim.core.errors import UserError
 from memsim.sim.scorers import build_scorer
-from memsim.sim.spec import RunSpec, read_spec
+from memsim.sim.spec import RunSpec
 
 __all__ = [
     "Summary",
     "summarise",
     "summarise_folder",
+    "with_metrics",
     "write_summary",
     "per_user",
     "score_columns",
@@ -251,17 +253,29 @@ def per_user(rows: pl.DataFrame, metric: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _system_llm(spec: RunSpec, tl: pl.DataFrame) -> dict[str, int]:
+    """The system's own LLM calls and tokens over the run (``{}`` when it made none)."""
+    if tl.height == 0:
+        return {}
+    # Fresh systems per episode: counters restart, so each episode's last row adds up.
+    last = tl.group_by("episode", maintain_order=True).last() if spec.fresh_per_episode else tl.tail(1)
+    calls, tokens = int(last["llm_calls"].fill_null(0).sum()), int(last["tokens"].fill_null(0).sum())
+    return {"system_llm_calls": calls, "system_llm_tokens": tokens} if calls or tokens else {}
+
+
 def _storage(spec: RunSpec, timeline: pl.DataFrame, info: Mapping[str, Any], system: str) -> dict[str, Any]:
+    tl = timeline.filter(pl.col("system") == system) if timeline.height else timeline
     if spec.fresh_per_episode:
         # Fresh systems per episode: the footprint is the sum of every episode's final store.
         finals = [p.get("stats", {}).get(system) for p in info.get("parts", [])]
         finals = [f for f in finals if f]
         return {
+            **_system_llm(spec, tl),
             "final_items": sum(f["items"] for f in finals) if finals else None,
             "final_bytes": sum(f["bytes"] for f in finals) if finals else None,
         }
-    tl = timeline.filter(pl.col("system") == system) if timeline.height else timeline
     return {
+        **_system_llm(spec, tl),
         "final_items": int(tl["items"].tail(1)[0]) if tl.height else None,
         "final_bytes": int(tl["bytes"].tail(1)[0]) if tl.height else None,
         "forget_probe_leaks": int(tl["leaked"].fill_null(0).sum()) if tl.height else 0,
@@ -326,8 +340,7 @@ def summarise(
         if spec.control and control is None:
             metrics["control_missing"] = spec.control
         metrics["feedback"] = spec.feedback_from
-        twins = {s: f"{s}~twin" for s in systems if f"{s}~twin" in systems}
-        placebos = {f"{s}~placebo": f"{s}~twin" for s in systems if f"{s}~placebo" in systems and f"{s}~twin" in systems}
+        twins, placebos = twins_and_placebos(systems, info)
         learning = learning_table(
             scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
             balance_kinds=spec.balance_kinds,
@@ -336,6 +349,7 @@ def summarise(
         metrics["twins"] = twins
         metrics["placebos"] = placebos
         metrics["gain_curves"] = {s: gain_curve(scored, metric=metric, system=s, twin=t) for s, t in twins.items()}
+        metrics.update(_report_figures(spec, scored, twins, placebos, control))
     cols = score_columns(spec, probes)
     per_system: dict[str, Any] = {}
     for name in systems:
@@ -381,8 +395,6 @@ def summarise(
     if reports:
         metrics["system_reports"] = reports
     if spec.load is not None:
-        from memsim.analysis.load import load_table, score_column
-
         table = load_table(
             scored, timeline, score=score_column(cols, metric), deadline_s=spec.load.deadline_s
         )
@@ -395,17 +407,73 @@ def summarise(
     return Summary(learning, _clean(metrics), _clean(timings))
 
 
+GAIN_WINDOW_DAYS = 14.0
+"""Simulated days per window of ``gain_bands`` (the report's lead figure)."""
+
+
+def _report_figures(
+    spec: RunSpec, scored: pl.DataFrame, twins: Mapping[str, str], placebos: Mapping[str, str], control: str | None
+) -> dict[str, Any]:
+    """The report's figures beside the headline table: each judge's twin table and the gain bands over time.
+
+    ``answer_learning``: the learning table of every scored answer judge but the
+    headline. ``gain_bands`` / ``placebo_bands``: gain over the twin per window
+    with its 95% band, per learning system (a placebo keyed by its system).
+    Each draws from a fresh copy of the ``stats`` stream, so adding one changes
+    no other figure.
+    """
+    from memsim.analysis.curves import answer_metrics
+    from memsim.analysis.learning import gain_curve_band, learning_table
+    from memsim.sim.runner import random_streams
+
+    judged = [
+        c for c in answer_metrics(scored)
+        if c != spec.metric and scored[c].cast(pl.Float64).drop_nulls().drop_nans().len()
+    ]
+    answer_learning = {
+        col: learning_table(scored, metric=col, twins=twins, placebos=placebos, control=control,
+                            rng=random_streams(spec.seed)["stats"], n_boot=spec.n_boot)
+        for col in judged
+    }
+    rng = random_streams(spec.seed)["stats"]
+
+    def band(system: str, twin: str) -> list[dict[str, Any]]:
+        return gain_curve_band(scored, metric=spec.metric, system=system, twin=twin, window_days=GAIN_WINDOW_DAYS,
+                               rng=rng, n_boot=spec.n_boot)
+
+    bands = {s: band(s, t) for s, t in twins.items()}
+    system_of_twin = {t: s for s, t in twins.items()}
+    placebo_bands = {system_of_twin[t]: band(p, t) for p, t in placebos.items() if t in system_of_twin}
+    return {
+        "answer_learning": answer_learning,
+        "gain_bands": {s: b for s, b in bands.items() if b},
+        "placebo_bands": {s: b for s, b in placebo_bands.items() if b},
+    }
+
+
 def summarise_folder(run_dir: str | Path) -> Summary:
-    """``summarise`` a finished run folder."""
-    run_dir = Path(run_dir)
-    spec = read_spec(run_dir)
-    try:
-        probes = pl.read_parquet(run_dir / "probes.parquet")
-        timeline = pl.read_parquet(run_dir / "timeline.parquet")
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UserError(f"{run_dir}: not a finished run folder ({Path(exc.filename).name} missing)") from None
-    return summarise(spec, probes, timeline, info)
+    """``summarise`` a finished run folder (read by ``memsim.analysis.load.read_run``)."""
+    run = read_run(run_dir, require=("run.json", "timeline.parquet"))
+    return summarise(run.spec, run.probes, run.timeline, run.info)
+
+
+def with_metrics(run: RunData) -> RunData:
+    """``run`` with its ``metrics.json``; a folder without one is summarised in memory (nothing is written).
+
+    Raises:
+        UserError: ``metrics.json`` was made for another metric, or the folder has neither it nor ``run.json``.
+    """
+    if run.metrics is not None:
+        if run.metrics.get("metric") != run.spec.metric:
+            raise UserError(
+                f"{run.path / 'metrics.json'}: metric {run.metrics.get('metric')!r} is not the metric of spec.json "
+                f"({run.spec.metric!r}); remove metrics.json to have it recomputed from the rows"
+            )
+        return run
+    if not (run.path / "run.json").is_file():
+        raise UserError(f"{run.path}: missing metrics.json and run.json (not a finished run folder)")
+    summary = summarise(run.spec, run.probes, run.timeline, run.info)
+    return replace(run, metrics=summary.metrics, perf=run.perf or summary.timings)
 
 
 def write_summary(run_dir: Path, summary: Summary, *, wall_seconds: float | None = None) -> None:

@@ -38,7 +38,7 @@ from memsim.memory.inject import unit_hash
 from memsim.memory.naive import NaiveMemory
 
 if TYPE_CHECKING:
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = ["StaticControl", "LearnerControl", "DecayControl"]
 

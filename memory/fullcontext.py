@@ -17,7 +17,7 @@ from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn, text_b
 from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = ["FullContextMemory", "estimate_tokens"]
 

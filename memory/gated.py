@@ -53,7 +53,7 @@ from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.kvcache import KVCache
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = [
     "SurpriseMemory",

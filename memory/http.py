@@ -46,7 +46,7 @@ from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = [
     "PROTOCOL",

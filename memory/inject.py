@@ -40,7 +40,7 @@ from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn
 
 if TYPE_CHECKING:
     from memsim.memory.base import MemorySystem
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = [
     "INSTRUMENT_PREFIX",
@@ -137,8 +137,6 @@ class InjectedEffect:
         span_days: float = 180.0,
         seed: int = 0,
     ) -> None:
-        from memsim.memory.registry import build_memory
-
         if not 0 <= p_end <= 1:
             raise ValueError(f"p_end must be in [0, 1], got {p_end}")
         if not span_days > 0:
@@ -149,7 +147,7 @@ class InjectedEffect:
         self.p_end = float(p_end)
         self.span_days = float(span_days)
         self.seed = int(seed)
-        self.inner: MemorySystem = build_memory(inner, dict(inner_args or {}), resources=resources)
+        self.inner: MemorySystem = resources.build(inner, inner_args)
         self._turns: dict[str, dict[str, Turn]] = {}
         self._pending: dict[str, tuple[str, tuple[str, ...], float]] = {}
         self.fired = 0

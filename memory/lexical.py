@@ -20,7 +20,7 @@ from memsim.memory.dense import DenseIndex
 from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = ["BM25Memory", "HybridMemory", "BM25Index", "rrf_fuse"]
 

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn, text_bytes
 
 if TYPE_CHECKING:
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = ["Mem0Memory", "EMBEDDING_DIMS", "AddCost"]
 

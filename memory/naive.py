@@ -13,7 +13,7 @@ from datetime import datetime
 
 from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
 from memsim.memory.embed import TextEmbedder
-from memsim.memory.registry import Resources
+from memsim.memory.resources import Resources
 from memsim.memory.store import VectorStore
 
 __all__ = ["NaiveMemory", "TIMESTAMP_BYTES", "VECTOR_ID_BYTES"]

@@ -56,7 +56,7 @@ from memsim.memory.dense import DenseIndex, parse_memory_id
 from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = ["DailyDecayNeuroplasticMemory", "NeuroplasticMemory", "has_past_cue"]
 

@@ -75,7 +75,7 @@ from memsim.memory.gated import SurpriseMemory
 from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = ["PublishedNeuroplasticMemory", "PAST_STATE_CUES", "past_state_cue", "GATES"]
 
@@ -244,10 +244,8 @@ class PublishedNeuroplasticMemory:
         self._embedder = resources.embedder
         self._gate: SurpriseMemory | None = None
         if gate != "none":
-            from memsim.memory.registry import build_memory
-
             try:
-                built = build_memory(gate, dict(gate_args or {}), resources=resources)
+                built = resources.build(gate, gate_args)
             except ValueError as exc:
                 raise UserError(f"{name}: bad gate_args for gate {gate!r}: {exc}") from None
             assert isinstance(built, SurpriseMemory)

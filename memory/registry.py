@@ -8,19 +8,17 @@ so ``build_memory(spec.name, spec.args, ...)`` rebuilds it.
 
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.util
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from memsim.memory.resources import Resources
 
 if TYPE_CHECKING:
     from memsim.memory.base import MemorySystem
-    from memsim.memory.embed import Embedder
 
 __all__ = [
     "Resources",
@@ -31,6 +29,8 @@ __all__ = [
     "memory_names",
     "memory_description",
     "learns_from_feedback",
+    "ROLES",
+    "memory_role",
     "build_memory",
     "parse_system",
 ]
@@ -38,49 +38,6 @@ __all__ = [
 
 class UnknownSystemError(ValueError):
     """Raised for a system name the registry does not know."""
-
-
-@dataclass
-class Resources:
-    """Run-level things a factory may need, shared by every system of a run.
-
-    The embedder is made on first use so that systems that need none (BM25,
-    full context) do not load a model.
-    """
-
-    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
-    """The run's random source (systems spawn children from it)."""
-    embedder_factory: Callable[[], Embedder] | None = None
-    """Makes the shared embedder; default: the packaged all-MiniLM-L6-v2."""
-    _embedder: Embedder | None = None
-    _parent: Resources | None = None
-
-    def fork(self) -> Resources:
-        """The same embedder, with a copy of the rng in its current state.
-
-        A twin built from a fork made just before its system was built gets
-        exactly the random draws that system got.
-        """
-        return Resources(rng=copy.deepcopy(self.rng), _parent=self._parent or self)
-
-    @property
-    def made_embedder(self) -> Embedder | None:
-        """The shared embedder if something already made it, else None (loads nothing)."""
-        return self._parent.made_embedder if self._parent is not None else self._embedder
-
-    @property
-    def embedder(self) -> Embedder:
-        """The shared embedder, made once."""
-        if self._parent is not None:
-            return self._parent.embedder
-        if self._embedder is None:
-            if self.embedder_factory is not None:
-                self._embedder = self.embedder_factory()
-            else:
-                from memsim.memory.embed import Embedder
-
-                self._embedder = Embedder()
-        return self._embedder
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +70,10 @@ def _fmt(v: Any) -> str:
     return json.dumps(v) if not isinstance(v, str) else v
 
 
+ROLES = ("baseline", "system", "ablation", "instrument")
+"""What a registered system is for: a reference point, a system to compare, one mechanism switched off, a known effect."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     target: str
@@ -120,6 +81,7 @@ class _Entry:
     defaults: Mapping[str, Any]
     standalone: bool
     learns: bool | None
+    role: str
 
 
 _REGISTRY: dict[str, _Entry] = {}
@@ -133,6 +95,7 @@ def register_memory(
     defaults: Mapping[str, Any] | None = None,
     standalone: bool = True,
     learns: bool | None = True,
+    role: str = "system",
 ) -> None:
     """Register ``target`` (``"module:callable"``) under ``name``.
 
@@ -143,14 +106,17 @@ def register_memory(
     leaves them out. ``learns=False`` declares that ``feedback`` is a no-op
     (the run then plays no twin for it: its gain from use is zero by
     construction); ``None`` means "as the factory's ``learns_from_args(args)``"
-    where it has one, else "as its ``inner`` system". A duplicate name
-    is an error.
+    where it has one, else "as its ``inner`` system". ``role`` is one of
+    ``ROLES``: the demo plays the baselines and systems, never the ablations
+    or instruments. A duplicate name is an error.
     """
     if name in _REGISTRY:
         raise ValueError(f"memory system {name!r} is already registered")
     if ":" not in target:
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
-    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns)
+    if role not in ROLES:
+        raise ValueError(f"memory system {name!r}: role {role!r} is not one of {', '.join(ROLES)}")
+    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns, role)
 
 
 def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bool:
@@ -171,6 +137,11 @@ def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bo
 def memory_names(*, standalone_only: bool = False) -> list[str]:
     """Registered names, sorted; with ``standalone_only``, those buildable without arguments."""
     return sorted(n for n, e in _REGISTRY.items() if e.standalone or not standalone_only)
+
+
+def memory_role(name: str) -> str:
+    """What registered system ``name`` is for (one of ``ROLES``)."""
+    return _entry(name).role
 
 
 def memory_description(name: str) -> str:
@@ -194,8 +165,11 @@ def build_memory(
     module_name, attr = entry.target.split(":", 1)
     factory = getattr(importlib.import_module(module_name), attr)
     merged = {**entry.defaults, **dict(args or {})}
+    resources = resources or Resources()
+    if resources.builder is None:  # wrappers build their inner system through it (no import of this module)
+        resources.builder = build_memory
     try:
-        return factory(resources=resources or Resources(), **merged)
+        return factory(resources=resources, **merged)
     except TypeError as exc:
         raise ValueError(f"bad arguments for memory system {name!r}: {exc}") from exc
 
@@ -274,6 +248,7 @@ def _register_builtin() -> None:
         "memsim.memory.naive:NaiveMemory",
         description="every turn stored as one memory; top-k by cosine",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "surprise",
@@ -322,12 +297,14 @@ def _register_builtin() -> None:
             description=f"neuroplastic with {mechanism} switched off"
             + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
             defaults={mechanism: False},
+            role="ablation",
         )
     register_memory(
         "neuroplastic-decay-only",
         "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
         description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
         defaults={"strengthen": False},
+        role="ablation",
     )
     register_memory(
         "neuroplastic-daily-decay",
@@ -339,18 +316,21 @@ def _register_builtin() -> None:
         "memsim.memory.fullcontext:FullContextMemory",
         description="no retrieval: the newest turns that fit 2048 tokens, newest first",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "bm25",
         "memsim.memory.lexical:BM25Memory",
         description="every turn stored; top-k by BM25 per user (bm25s)",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "hybrid",
         "memsim.memory.lexical:HybridMemory",
         description="BM25 and dense cosine rankings fused by reciprocal rank",
         learns=False,
+        role="baseline",
     )
     register_memory(
         "recency",
@@ -423,23 +403,27 @@ def _register_builtin() -> None:
         "memsim.memory.controls:StaticControl",
         description="instrument: naive under another name (A/A: DiD against naive is exactly zero)",
         learns=False,
+        role="instrument",
     )
     register_memory(
         "control-learner",
         "memsim.memory.controls:LearnerControl",
         description="instrument: naive re-ranked by centred credit from feedback on questions like it (known positive gain over its twin, null placebo)",
+        role="instrument",
     )
     register_memory(
         "control-decay",
         "memsim.memory.controls:DecayControl",
         description="instrument: naive that forgets a growing share of old memories (known negative DiD)",
         learns=False,
+        role="instrument",
     )
     register_memory(
         "control-inject",
         "memsim.memory.inject:InjectedEffect",
         description="instrument: any system (inner=NAME) plus an oracle that puts missed gold on top, p rising over time",
         learns=None,
+        role="instrument",
     )
 
 

@@ -33,7 +33,7 @@ from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.base import MemorySystem
-    from memsim.memory.registry import Resources
+    from memsim.memory.resources import Resources
 
 __all__ = ["PositionRecencyMemory", "RecencyMemory", "RerankMemory", "PerSpeakerMemory", "load_cross_encoder"]
 
@@ -44,13 +44,11 @@ class _Wrapper:
     def __init__(
         self, *, resources: Resources, inner: str, inner_args: Mapping[str, Any] | None, candidates: int | None
     ) -> None:
-        from memsim.memory.registry import build_memory
-
         if candidates is not None and (not isinstance(candidates, int) or isinstance(candidates, bool) or candidates < 1):
             raise UserError(f"{type(self).__name__}: candidates must be a positive integer, got {candidates!r}")
         self.inner_name = inner
         self.candidates = candidates
-        self.inner: MemorySystem = build_memory(inner, dict(inner_args or {}), resources=resources)
+        self.inner: MemorySystem = resources.build(inner, inner_args)
 
     def ingest(self, turns: Sequence[Turn], *, user_id: str, now: datetime) -> None:
         """Ingest into the inner system."""
@@ -303,13 +301,11 @@ class PerSpeakerMemory:
         k_per_speaker: int = 30,
     ) -> None:
         """Build ``inner`` with ``inner_args`` from the registry."""
-        from memsim.memory.registry import build_memory
-
         if not isinstance(k_per_speaker, int) or isinstance(k_per_speaker, bool) or k_per_speaker < 1:
             raise UserError(f"per-speaker: k_per_speaker must be a positive integer, got {k_per_speaker!r}")
         self.inner_name = inner
         self.k_per_speaker = k_per_speaker
-        self.inner: MemorySystem = build_memory(inner, dict(inner_args or {}), resources=resources)
+        self.inner: MemorySystem = resources.build(inner, inner_args)
         self._speakers: dict[str, list[str]] = {}
         self._served: dict[str, dict[str, str]] = {}
 

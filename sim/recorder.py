@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,9 @@ TIMELINE_SCHEMA: dict[str, Any] = {
 }
 """Columns of the timeline (one row per session, tick or deletion per system)."""
 
+ARMS = {"given": "system", "withheld": "twin", "shuffled": "placebo"}
+"""A system's arm by the feedback it gets: itself, its twin (told nothing), its placebo (told shuffled bits)."""
+
 RUN_FILES = ("spec.json", "probes.parquet", "timeline.parquet", "run.json")
 """What a finished run folder holds before analysis adds metrics and reports."""
 
@@ -100,6 +103,7 @@ class Recorder:
         self._timeline: list[dict[str, Any]] = []
         self._failures: list[dict[str, Any]] = []
         self._memory_parts: dict[str, tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]] = {}
+        self._arms: dict[str, dict[str, str]] = {}
         self.n_probes = 0
         """Probe rows recorded so far in this process (committed or not)."""
 
@@ -158,6 +162,16 @@ class Recorder:
         """Record one session / tick / deletion outcome for one system."""
         self._timeline.append(dict(row))
 
+    def arms(self, suts: Sequence[Any]) -> None:
+        """Record the arms played: per label, its base system's label and its arm (``run.json``'s ``arms``).
+
+        ``suts`` are the engine's ``SystemUnderTest``s; a twin names the system
+        it is the twin of, so analysis never infers the relation from labels.
+        """
+        self._arms = {
+            s.label: {"system": s.twin_of or s.label, "arm": ARMS[s.feedback], "name": s.name} for s in suts
+        }
+
     def failure(self, system: str, time: Any, operation: str, error: str) -> None:
         """Record that ``system`` raised during ``operation``."""
         self._failures.append({"system": system, "time": str(time), "operation": operation, "error": error})
@@ -208,6 +222,8 @@ class Recorder:
         run that stopped early (``complete=False``) keeps them, so that
         rerunning the command resumes it.
         """
+        if self._arms:
+            run_info = {**run_info, "arms": self._arms}
         if self.out_dir is None:
             keys = sorted(self._memory_parts)
             probes = _concat([self._memory_parts[k][0] for k in keys], PROBE_SCHEMA)

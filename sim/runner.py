@@ -287,6 +287,7 @@ def _longitudinal(
     total_days = max(1, math.ceil(span / 86400.0))
     p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
     suts = _build(p.spec, p.resources)
+    p.recorder.arms(suts)
     _embed_up_front(p.resources, eps, p.info)
     harness = p.harness(suts, start, static=False)
     env = harness.env
@@ -348,6 +349,7 @@ def _static(
         if not p.recorder.is_done(part):
             p.part = part
             suts = _build(p.spec, p.resources)
+            p.recorder.arms(suts)
             _embed_up_front(p.resources, [ep], p.info)
             harness = p.harness(suts, ep.start, static=True)
             harness.q_index = q_offset

@@ -179,3 +179,23 @@ def test_learner_control_gains_over_its_twin_with_real_embeddings(tmp_path: Path
                      "did_control_hi": entry["gain_second_hi"]})
     pooled = _pooled(rows)
     assert pooled[0] > 0.0 and pooled[1] > 0.0, (pooled, rows)
+
+def test_every_registered_system_has_a_role_and_the_demo_plays_the_baselines_and_systems() -> None:
+    from memsim.analysis.cli.run import DEMO_ASK_FIRST, demo_systems
+    from memsim.memory.registry import ROLES, memory_names, memory_role, register_memory
+
+    roles = {n: memory_role(n) for n in memory_names()}
+    assert set(roles.values()) <= set(ROLES)
+    assert {n for n, r in roles.items() if r == "instrument"} == {n for n in roles if n.startswith("control-")}
+    assert {n for n, r in roles.items() if r == "ablation"} == {
+        n for n in roles if "-no-" in n or n.endswith("-decay-only")
+    }
+    # The same selection the demo made by name patterns before roles were recorded.
+    by_pattern = [
+        n for n in memory_names(standalone_only=True)
+        if not n.startswith("control-") and "-no-" not in n and not n.endswith("-decay-only") and n not in DEMO_ASK_FIRST
+    ]
+    by_pattern.sort(key=lambda n: (n != "naive", n))
+    assert [s.name for s in demo_systems()] == by_pattern
+    with pytest.raises(ValueError, match="role 'learner' is not one of"):
+        register_memory("odd", "memsim.memory.naive:NaiveMemory", description="odd", role="learner")

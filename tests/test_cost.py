@@ -116,7 +116,14 @@ def test_unknown_model_is_a_clear_error():
 
 
 def test_cost_command_prints_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from memsim.analysis.pipeline import make_spec
+    from memsim.memory.registry import SystemSpec
+
     probes, timeline = _rows(2.0)
+    # A run folder as the recorder leaves it: the spec beside the rows (the one reader, read_run, wants it).
+    make_spec("longitudinal", "persona", {"users": 4, "months": 2.0}, (SystemSpec("naive"),), k=5).write(
+        tmp_path / "spec.json"
+    )
     probes.write_parquet(tmp_path / "probes.parquet")
     timeline.write_parquet(tmp_path / "timeline.parquet")
     args = argparse.Namespace(

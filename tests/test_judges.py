@@ -191,3 +191,54 @@ def test_make_judge_errors() -> None:
     with pytest.raises(UserError, match="needs an LLM"):
         make_judge("llm_locomo")
     assert set(JUDGE_NAMES) == {"contains", "f1_locomo", "f1_mem0", "bleu1", "llm_locomo", "llm_longmemeval"}
+
+
+# ---------------------------------------------------------------- registry
+
+
+class _ShoutJudge:
+    name = "shout"
+
+    def score(self, *, question: str, gold, answer: str, category=None, question_id=None) -> float:
+        return 1.0 if answer.isupper() else 0.0
+
+    def describe(self) -> dict:
+        return {"name": self.name}
+
+
+def test_register_judge_builds_by_name_and_is_strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memsim.sim.answer import judges
+
+    monkeypatch.setattr(judges, "_JUDGES", dict(judges._JUDGES))  # the registration stays inside this test
+    judges.register_judge("shout", _ShoutJudge, description="1.0 for an answer in capitals")
+    assert "shout" in JUDGE_NAMES and "shout" not in judges.LLM_JUDGES
+    assert judges.judge_names()[-1] == "shout"
+    assert judges.judge_description("shout") == "1.0 for an answer in capitals"
+    assert make_judge("shout").score(question="q", gold="g", answer="YES") == 1.0
+    with pytest.raises(ValueError, match="already registered"):
+        judges.register_judge("contains", _ShoutJudge, description="again")
+    with pytest.raises(ValueError, match="module:attribute"):
+        judges.register_judge("lazy", "no_colon", description="bad target")
+    with pytest.raises(UserError, match="unknown judge 'nope'; choose from: contains, .*shout"):
+        judges.judge_description("nope")
+
+
+def test_judge_registry_takes_lazy_targets_and_llm_factories(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memsim.sim.answer import judges
+
+    monkeypatch.setattr(judges, "_JUDGES", dict(judges._JUDGES))
+    judges.register_judge("lazy_contains", "memsim.sim.answer.judges:ContainsJudge", description="contains, lazily")
+    judges.register_judge("llm_again", "memsim.sim.answer.judges:LocomoLLMJudge", description="llm", llm=True)
+    assert make_judge("lazy_contains").score(question="q", gold="Paris", answer="in Paris") == 1.0
+    assert "llm_again" in judges.LLM_JUDGES
+    assert make_judge("llm_again", ScriptedLLM("CORRECT")).score(question="q", gold="g", answer="a") == 1.0
+    with pytest.raises(UserError, match="needs an LLM"):
+        make_judge("llm_again")
+
+
+def test_memsim_list_shows_the_registered_judges(capsys: pytest.CaptureFixture[str]) -> None:
+    from memsim.analysis.cli import main
+
+    assert main(["list", "judges"]) == 0
+    out = capsys.readouterr().out
+    assert "llm_longmemeval" in out and "Unigram BLEU" in out

@@ -99,6 +99,33 @@ def test_placebo_twin_is_played_and_reported() -> None:
     # Shuffled bits keep the rate but not the link to the question: the placebo gains less than the learner.
     assert placebo["gain_second"] < learner["gain_second"]
     assert placebo["gain_second_lo"] <= placebo["gain_second"] <= placebo["gain_second_hi"]
+    # The report's lead figure is the summariser's: gain bands per window, the placebo's keyed by its system.
+    assert set(m["gain_bands"]) == set(m["placebo_bands"]) == {"control-learner"}
+    assert [b["gain"] for b in m["gain_bands"]["control-learner"]] == pytest.approx(
+        [p["gain"] for p in m["gain_curves"]["control-learner"]]
+    )
+    # The arms are recorded where they are made (run.json), not inferred from the labels.
+    assert outcome.result.info["arms"] == {
+        "control-learner": {"system": "control-learner", "arm": "system", "name": "control-learner"},
+        "control-learner~twin": {"system": "control-learner", "arm": "twin", "name": "control-learner"},
+        "control-learner~placebo": {"system": "control-learner", "arm": "placebo", "name": "control-learner"},
+    }
+
+
+def test_the_arms_come_from_run_json_and_old_folders_fall_back_to_the_labels() -> None:
+    from memsim.analysis.load import label_arms, twins_and_placebos
+
+    labels = ["a", "b", "b~twin", "shadow", "c", "b~placebo"]
+    recorded = {"arms": {
+        "a": {"system": "a", "arm": "system"}, "b": {"system": "b", "arm": "system"},
+        "b~twin": {"system": "b", "arm": "twin"}, "shadow": {"system": "a", "arm": "twin"},
+        "c": {"system": "c", "arm": "system"}, "b~placebo": {"system": "b", "arm": "placebo"},
+    }}
+    # A twin under any label is the twin its run.json names.
+    assert twins_and_placebos(labels, recorded) == ({"a": "shadow", "b": "b~twin"}, {"b~placebo": "b~twin"})
+    # Without the field (folders written before it), the suffix rule, and only where the base system has rows.
+    assert twins_and_placebos(labels, {}) == ({"b": "b~twin"}, {"b~placebo": "b~twin"})
+    assert label_arms(["x~twin"]) == {"x~twin": ("x~twin", "system")}
 
 
 def test_answer_channel_without_a_reader_is_an_error() -> None:
@@ -273,7 +300,8 @@ def test_a_run_without_its_static_control_says_why_the_did_column_is_empty() -> 
     outcome = _run(0, ("control-learner",))
     m = outcome.summary.metrics
     assert m["control"] is None and m["control_missing"] == "naive"
-    text = format_learning(outcome.summary.learning, metric=m["metric"], control=None, missing_control="naive")
+    text = format_learning(outcome.summary.learning, metric=m["metric"], control=None, missing_control="naive",
+                           placebos=m["placebos"])
     assert "not computed, the control 'naive' is not among this run's systems (add --system naive)" in text
 
 

@@ -209,7 +209,7 @@ def _panels(root: ET.Element) -> list[ET.Element]:
 
 def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run")
-    out = write_report(run, n_boot=300)
+    out = write_report(run)
     assert out == run / "report.html"
     page = out.read_text()
     for section in ("learning", "spec", "summary", "curves", "timelines", "categories", "worst"):
@@ -272,11 +272,29 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     assert "## Learning through use: recall_all@10" in md and "## Learning through use: answer_f1" in md
 
 
+def test_report_renders_the_learning_tables_of_metrics_json(tmp_path: Path) -> None:
+    """Every figure of the learning tables (the headline and each judge's) is metrics.json's; the report computes none."""
+    run = make_run(tmp_path / "run")
+    metrics = json.loads((run / "metrics.json").read_text())
+    md = (write_report(run).parent / "report.md").read_text()
+    tables = {METRIC: metrics["systems"], **metrics["answer_learning"]}
+    assert set(tables) == {METRIC, "answer_f1"}
+    for metric, table in tables.items():
+        block = md[md.index(f"## Learning through use: {metric}"):]
+        block = block[:block.index("\n\n", block.index("| system"))]
+        for system, e in table.items():
+            if "gain_second" not in e:
+                continue
+            row = next(line for line in block.splitlines() if line.startswith(f"| {system} |"))
+            gain = f"{100 * e['gain_second']:+.1f} [{100 * e['gain_second_lo']:+.1f}, {100 * e['gain_second_hi']:+.1f}]"
+            assert gain in row and f"{100 * e['first']:.1f}" in row and f"{100 * e['second']:.1f}" in row
+
+
 @pytest.mark.slow
 def test_report_is_deterministic(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", reader=False)
-    first = write_report(run, n_boot=200).read_text()
-    second = write_report(run, n_boot=200).read_text()
+    first = write_report(run).read_text()
+    second = write_report(run).read_text()
     assert first == second
     assert "answer_f1" not in first and "reader cost timeline" not in first
 
@@ -322,6 +340,22 @@ def test_bad_run_folders_raise_user_error(tmp_path: Path) -> None:
         write_report(run)
     (run / "metrics.json").unlink()  # recomputable from the rows: the report summarises in memory
     assert write_report(run).is_file() and not (run / "metrics.json").exists()
+    # Every command reads the folder through the one reader: a damaged or missing file is named.
+    from memsim.analysis.erasure import erasure_main
+    from memsim.analysis.summary import summarise_folder
+
+    run_json = (run / "run.json").read_text()
+    (run / "run.json").write_text("[1, 2")
+    with pytest.raises(UserError, match=r"run.json: not valid JSON"):
+        summarise_folder(run)
+    (run / "run.json").unlink()
+    with pytest.raises(UserError, match=r"not a finished run folder \(run.json missing\)"):
+        summarise_folder(run)
+    with pytest.raises(UserError, match=r"not a finished run folder \(timeline.parquet missing\)"):
+        (run / "timeline.parquet").rename(run / "t.parquet")
+        erasure_main(argparse.Namespace(run_dir=run))
+    (run / "t.parquet").rename(run / "timeline.parquet")
+    (run / "run.json").write_text(run_json)
     (run / "probes.parquet").unlink()
     with pytest.raises(UserError, match="missing probes.parquet .the run did not finish"):
         write_report(run)
@@ -364,7 +398,7 @@ def test_cli_modules_write_and_print(tmp_path: Path, capsys: pytest.CaptureFixtu
     run = make_run(tmp_path / "run", reader=False)
     parser = argparse.ArgumentParser()
     report_cli.report_arguments(parser)
-    assert report_cli.report_main(parser.parse_args([str(run), "--n-boot", "200"])) == 0
+    assert report_cli.report_main(parser.parse_args([str(run)])) == 0
     out = capsys.readouterr().out
     assert "1st half %" in out and "DiD vs static control" in out and out.strip().endswith(f"report: {run / 'report.html'}")
     with pytest.raises(UserError, match="--fading"):
@@ -406,7 +440,7 @@ def _render(page: Path) -> tuple[str, list[str]]:
 def test_report_renders_in_headless_chromium_without_console_errors(tmp_path: Path) -> None:
     _need_chromium()
     run = make_run(tmp_path / "run")
-    page = write_report(run, n_boot=200)
+    page = write_report(run)
     dom, console = _render(page)
     assert console == []
     body = re.search(r"<body[^>]*>", dom)

@@ -60,7 +60,8 @@ class KeyedEmbedder:
 
 def res(table: Mapping[str, np.ndarray] | None = None) -> Resources:
     emb: Any = KeyedEmbedder(table) if table is not None else HashEmbedder()
-    return Resources(rng=np.random.default_rng(3), embedder_factory=lambda: emb)
+    # The builder lets a wrapper made directly (not through the registry) build its inner system.
+    return Resources(rng=np.random.default_rng(3), embedder_factory=lambda: emb, builder=build_memory)
 
 
 def turn(n: int, text: str, *, speaker: str = "Ann", session: str = "s1", day: float = 0.0, user: str = "u") -> Turn:

@@ -20,11 +20,6 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
         "--window-days", type=float, default=_WINDOW_DAYS, help="days in the time-windowed curve (default %(default)s)"
     )
     parser.add_argument("--fading", type=float, default=_FADING, help="fading factor in (0, 1] (default %(default)s)")
-    parser.add_argument(
-        "--n-boot", type=int, default=None,
-        help="bootstrap resamples of the gain-over-twin band and the answer judges' twin tables (default: the run's; "
-        "the headline twin table and the overall and per-kind intervals are the ones in metrics.json)",
-    )
     parser.add_argument("--quiet", action="store_true", help="print only the report's path")
 
 
@@ -37,12 +32,10 @@ def report_main(args: argparse.Namespace) -> int:
         raise UserError(f"--window must be a positive number of questions, got {args.window}")
     if not 0 < args.fading <= 1:
         raise UserError(f"--fading must be in (0, 1], got {args.fading}")
-    if args.n_boot is not None and args.n_boot < 100:
-        raise UserError(f"--n-boot must be at least 100, got {args.n_boot}")
     run = load_run(args.run_dir)
-    path = write_report(run, window=args.window, window_days=args.window_days, fading=args.fading, n_boot=args.n_boot)
+    path = write_report(run, window=args.window, window_days=args.window_days, fading=args.fading)
     if not args.quiet:
-        print(summary_text(run, n_boot=args.n_boot))
+        print(summary_text(run))
         print()
     print(f"report: {path}")
     return 0

@@ -62,16 +62,15 @@ DEMO_ASK_FIRST: dict[str, str] = {
 
 
 def demo_systems() -> list[Any]:
-    """Every standalone registered system except the ``control-`` instruments and the ablations, naive first.
+    """Every standalone registered baseline and system (not the ablations or instruments), naive first.
 
-    Ablations are the ``-no-`` names and ``-decay-only`` (strengthening off, decay kept); run them with
-    ``memsim run ... --system NAME``.
+    Roles are the registry's (``memory_role``); run an ablation or an instrument with ``memsim run ... --system NAME``.
     """
-    from memsim.memory.registry import SystemSpec, memory_names
+    from memsim.memory.registry import SystemSpec, memory_names, memory_role
 
     names = [
         n for n in memory_names(standalone_only=True)
-        if not n.startswith("control-") and "-no-" not in n and not n.endswith("-decay-only") and n not in DEMO_ASK_FIRST
+        if memory_role(n) in ("baseline", "system") and n not in DEMO_ASK_FIRST
     ]
     names.sort(key=lambda n: (n != "naive", n))
     return [SystemSpec(n) for n in names]
@@ -166,7 +165,8 @@ def print_outcome(outcome: Any) -> None:
     if outcome.summary.learning is not None:
         print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")
         print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
-                              missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds"))))
+                              missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
+                              placebos=m.get("placebos") or {}))
     systems = m.get("systems", {})
     if systems:
         print()
@@ -241,7 +241,7 @@ def listing_main(args: argparse.Namespace) -> int:
     """Print every registry with one line of help per entry."""
     from memsim.memory.registry import memory_description, memory_names
     from memsim.scenarios.registry import protocol_names, scenario_description, scenario_names, static_protocol
-    from memsim.sim.answer.judges import JUDGE_NAMES, judge_description
+    from memsim.sim.answer.judges import judge_description, judge_names
     from memsim.sim.answer.readers import READER_DESCRIPTIONS
     from memsim.sim.scorers import scorer_description, scorer_names
 
@@ -250,7 +250,7 @@ def listing_main(args: argparse.Namespace) -> int:
         "scenarios": [(n, scenario_description(n)) for n in scenario_names()],
         "static": [(n, static_protocol(n).description) for n in protocol_names()],
         "readers": [("none", "retrieval only, no answers"), *READER_DESCRIPTIONS.items()],
-        "judges": [(n, judge_description(n)) for n in JUDGE_NAMES],
+        "judges": [(n, judge_description(n)) for n in judge_names()],
         "scorers": [(n, scorer_description(n)) for n in scorer_names()],
     }
     for name, rows in tables.items():

@@ -30,6 +30,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "JUDGE_NAMES", "JUDGE_PASS", "LLM_JUDGES", "PARAPHRASE_NOTE", "Bleu1Judge", "ContainsJudge", "Judge",
         "LocomoF1Judge", "LocomoLLMJudge", "LongMemEvalLLMJudge", "Mem0F1Judge", "abstains", "bleu1",
         "is_abstention_question", "locomo_f1", "make_judge", "mem0_f1", "normalize", "says_not_available",
+        "build_judge", "judge_names", "register_judge",
     ),
     "memsim.sim.answer.llm": (
         "LLM_KINDS", "OPENAI_URL", "SERVER_SAMPLING", "ClientWrapper", "Completion", "LLMClient",

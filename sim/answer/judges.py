@@ -48,12 +48,14 @@ a score into a verdict.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 import re
 import string
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -79,6 +81,9 @@ __all__ = [
     "JUDGE_NAMES",
     "LLM_JUDGES",
     "make_judge",
+    "build_judge",
+    "register_judge",
+    "judge_names",
     "normalize",
     "locomo_f1",
     "mem0_f1",
@@ -491,29 +496,66 @@ class LongMemEvalLLMJudge(_LLMJudge):
 
 # --------------------------------------------------------------------------- factory
 
-_DETERMINISTIC: dict[str, Callable[[], Judge]] = {
-    "contains": ContainsJudge,
-    "f1_locomo": LocomoF1Judge,
-    "f1_mem0": Mem0F1Judge,
-    "bleu1": Bleu1Judge,
-}
-_LLM: dict[str, Callable[..., Judge]] = {
-    "llm_locomo": LocomoLLMJudge,
-    "llm_longmemeval": LongMemEvalLLMJudge,
-}
-JUDGE_NAMES: tuple[str, ...] = (*_DETERMINISTIC, *_LLM)
-"""Every judge name ``make_judge`` knows."""
-LLM_JUDGES: frozenset[str] = frozenset(_LLM)
-"""Judges that call an LLM."""
+@dataclass(frozen=True, slots=True)
+class _JudgeEntry:
+    target: str | Callable[..., Judge]
+    description: str
+    llm: bool
+
+
+_JUDGES: dict[str, _JudgeEntry] = {}
+
+
+def register_judge(name: str, target: str | Callable[..., Judge], *, description: str, llm: bool = False) -> None:
+    """Register a judge: ``"module:attribute"`` (imported when first built) or a factory.
+
+    A factory is called with no arguments, or, for an LLM judge (``llm=True``),
+    as ``factory(client, temperature=..., templates=..., prompt_source=...)``.
+    A duplicate name is an error.
+    """
+    if name in _JUDGES:
+        raise ValueError(f"judge {name!r} is already registered")
+    if isinstance(target, str) and ":" not in target:
+        raise ValueError(f"target {target!r} must look like 'module:attribute'")
+    _JUDGES[name] = _JudgeEntry(target, description, llm)
+
+
+def judge_names() -> list[str]:
+    """Registered judge names, in registration order (the built-in deterministic ones first)."""
+    return list(_JUDGES)
+
+
+def _entry(name: str) -> _JudgeEntry:
+    if name not in _JUDGES:
+        raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(_JUDGES)}")
+    return _JUDGES[name]
+
+
+class _Names(Sequence[str]):
+    """A live view of the registry's names (``llm``: LLM judges only), so a judge registered later is a valid choice."""
+
+    def __init__(self, llm: bool = False) -> None:
+        self._llm = llm
+
+    def __getitem__(self, i: Any) -> Any:
+        return [n for n, e in _JUDGES.items() if e.llm or not self._llm][i]
+
+    def __len__(self) -> int:
+        return sum(1 for e in _JUDGES.values() if e.llm or not self._llm)
+
+
+JUDGE_NAMES: Sequence[str] = _Names()
+"""Every registered judge name (a live view of the registry)."""
+LLM_JUDGES: Sequence[str] = _Names(llm=True)
+"""Registered judges that call an LLM (a live view of the registry)."""
 
 
 def judge_description(name: str) -> str:
-    """One line of help for judge ``name``: the first line of its class docstring."""
-    cls = {**_DETERMINISTIC, **_LLM}[name]
-    return (cls.__doc__ or "").strip().splitlines()[0]
+    """One line of help for the registered judge ``name``."""
+    return _entry(name).description
 
 
-def make_judge(
+def build_judge(
     name: str,
     llm: LLMClient | None = None,
     *,
@@ -521,16 +563,33 @@ def make_judge(
     templates: Mapping[str, PromptTemplate] | None = None,
     prompt_source: str = "",
 ) -> Judge:
-    """Build the judge ``name``; LLM judges use ``llm`` and, when given, official ``templates``.
+    """Build the registered judge ``name``; LLM judges use ``llm`` and, when given, official ``templates``.
 
     Raises:
         UserError: unknown name (the message lists the known ones), or an LLM
             judge without a client.
     """
-    if name in _DETERMINISTIC:
-        return _DETERMINISTIC[name]()
-    if name in _LLM:
-        if llm is None:
-            raise UserError(f"--judge {name}: this judge needs an LLM (use --llm, and a reader other than none)")
-        return _LLM[name](llm, temperature=temperature, templates=templates, prompt_source=prompt_source)
-    raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")
+    entry = _entry(name)
+    target = entry.target
+    if isinstance(target, str):
+        module_name, attr = target.split(":", 1)
+        target = getattr(importlib.import_module(module_name), attr)
+    if not entry.llm:
+        return target()
+    if llm is None:
+        raise UserError(f"--judge {name}: this judge needs an LLM (use --llm, and a reader other than none)")
+    return target(llm, temperature=temperature, templates=templates, prompt_source=prompt_source)
+
+
+make_judge = build_judge
+"""The judge factory under its earlier name (``sim/answer/setup.py`` and the commands call it)."""
+
+
+def _first_line(cls: type) -> str:
+    return (cls.__doc__ or "").strip().splitlines()[0]
+
+
+for _cls in (ContainsJudge, LocomoF1Judge, Mem0F1Judge, Bleu1Judge):
+    register_judge(_cls.name, _cls, description=_first_line(_cls))
+for _cls in (LocomoLLMJudge, LongMemEvalLLMJudge):
+    register_judge(_cls.name, _cls, description=_first_line(_cls), llm=True)
