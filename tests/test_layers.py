@@ -39,10 +39,11 @@ def _module_of(path: Path) -> str:
 
 def _imports(path: Path) -> list[tuple[str, int]]:
     """Modules a file imports, with the line: import statements at any depth and lazy ``"module:attr"`` targets."""
-    out = []
+    out: list[tuple[str, int]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.append((node.module, node.lineno))
+            out.extend((f"{node.module}.{a.name}", node.lineno) for a in node.names if node.module.startswith("memsim"))
         elif isinstance(node, ast.Import):
             out.extend((a.name, node.lineno) for a in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("memsim."):
@@ -135,3 +136,36 @@ def test_the_wheel_holds_one_top_level_package(tmp_path: Path):
     packages = {str(p.parent.relative_to(REPO)) for p in _source_files() if p.name == "__init__.py"}
     shipped = {n.rsplit("/", 1)[0].removeprefix("memsim/") for n in names if n.endswith("/__init__.py")}
     assert packages <= shipped, f"packages missing from the wheel (list them in pyproject.toml): {packages - shipped}"
+
+
+def test_no_import_circle():
+    """Imports at any depth (function level, TYPE_CHECKING) and lazy ``"module:attr"`` targets form no circle."""
+    modules = {_module_of(p): p for p in _source_files()}
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        edges = set()
+        for target, _ in _imports(path):
+            found = known(target)
+            # a package's __init__ and its own modules are not partners in a circle
+            if found and found != module and not module.startswith(found + ".") and not found.startswith(module + "."):
+                edges.add(found)
+        graph[module] = edges
+    done: set[str] = set()
+
+    def visit(node: str, trail: list[str]) -> None:
+        if node in trail:
+            raise AssertionError("import circle: " + " -> ".join(trail[trail.index(node):] + [node]))
+        if node in done:
+            return
+        for nxt in sorted(graph[node]):
+            visit(nxt, [*trail, node])
+        done.add(node)
+
+    for module in sorted(graph):
+        visit(module, [])
