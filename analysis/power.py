@@ -174,27 +174,34 @@ def power_curve(
         One ``PowerPoint`` per effect; seeds where the effect cannot be
         reached (oracle probability above 1) are left out of its point.
     """
+    def trial(probes: pl.DataFrame, effect: float) -> tuple[float, bool] | None:
+        p_end = calibrate_p_end(probes.filter(pl.col("system") == system), effect, k=k, span_days=span_days, metric=metric)
+        if p_end is None:
+            return None
+        injected = _injected(probes, system, p_end, span_days, rng, k, metric)
+        ctl = probes.filter(pl.col("system") == control)
+        frame = pl.concat([ctl, injected.select(ctl.columns)], how="vertical_relaxed")
+        dd = diff_in_diff(frame, metric=metric, system="injected", control=control, rng=rng, n_boot=n_boot, alpha=alpha)
+        return None if math.isnan(dd.did) else (dd.did, dd.ci[0] > 0)
+
+    return _curve(runs, effects, trial)
+
+
+def _injected(probes: pl.DataFrame, system: str, p_end: float, span_days: float, rng: np.random.Generator, k: int,
+              metric: str) -> pl.DataFrame:
+    """``system``'s rows with the oracle's effect injected, keyed by the next draw of ``rng``, labelled ``injected``."""
+    key = int(rng.integers(2**62))
+    return inject_rows(probes, system=system, p_end=p_end, span_days=span_days, seed=key, k=k, metric=metric, label="injected")
+
+
+def _curve(runs: Sequence[pl.DataFrame], effects: Sequence[float],
+           trial: Callable[[pl.DataFrame, float], tuple[float, bool] | None]) -> list[PowerPoint]:
+    """One ``PowerPoint`` per effect from ``trial(run, effect)``: (measured effect, detected), or None to leave the run out."""
     points = []
     for effect in effects:
-        hits, n, dids = 0, 0, []
-        for probes in runs:
-            base = probes.filter(pl.col("system") == system)
-            p_end = calibrate_p_end(base, effect, k=k, span_days=span_days, metric=metric)
-            if p_end is None:
-                continue
-            key = int(rng.integers(2**62))
-            injected = inject_rows(
-                probes, system=system, p_end=p_end, span_days=span_days, seed=key, k=k, metric=metric, label="injected"
-            )
-            ctl = probes.filter(pl.col("system") == control)
-            frame = pl.concat([ctl, injected.select(ctl.columns)], how="vertical_relaxed")
-            dd = diff_in_diff(frame, metric=metric, system="injected", control=control, rng=rng, n_boot=n_boot, alpha=alpha)
-            if math.isnan(dd.did):
-                continue
-            n += 1
-            dids.append(dd.did)
-            hits += int(dd.ci[0] > 0)
-        points.append(PowerPoint(effect, hits / n if n else math.nan, n, float(np.mean(dids)) if dids else math.nan))
+        found = [r for r in (trial(probes, effect) for probes in runs) if r is not None]
+        n, hits = len(found), sum(int(d) for _, d in found)
+        points.append(PowerPoint(effect, hits / n if n else math.nan, n, float(np.mean([v for v, _ in found])) if n else math.nan))
     return points
 
 
@@ -225,39 +232,25 @@ def gain_power_curve(
     """
     from memsim.analysis.learning import compare, user_halves
 
-    points = []
-    for effect in effects:
-        hits, n, gains = 0, 0, []
-        for probes in runs:
-            base = probes.filter(pl.col("system") == system)
-            if base.height == 0:
-                raise UserError(f"power: the runs have no rows of {system!r}")
-            reference = base.with_columns(pl.lit("reference").alias("system"))
-            halves = user_halves(base)
-            ordered = base.sort("q_index")
-            fix, ramp, _ = _fix_and_time(ordered, k, span_days, metric)
-            half_of = dict(zip(halves["question_id"].to_list(), halves["half"].to_list(), strict=True))
-            second = np.array([half_of.get(q) == 1 for q in ordered["question_id"].to_list()], dtype=bool)
-            per_unit = float((fix * ramp)[second].mean()) if second.any() else 0.0
-            if effect == 0:
-                p_end = 0.0
-            elif per_unit <= 0 or effect / per_unit > 1.0:
-                continue
-            else:
-                p_end = effect / per_unit
-            key = int(rng.integers(2**62))
-            injected = inject_rows(
-                probes, system=system, p_end=p_end, span_days=span_days, seed=key, k=k, metric=metric, label="injected"
-            )
-            frame = pl.concat([reference, injected.select(reference.columns)], how="vertical_relaxed")
-            pair = compare(frame, halves, metric=metric, system="injected", other="reference", rng=rng, n_boot=n_boot)
-            if pair is None or math.isnan(pair.second):
-                continue
-            n += 1
-            gains.append(pair.second)
-            hits += int(pair.second_ci[0] > 0)
-        points.append(PowerPoint(effect, hits / n if n else math.nan, n, float(np.mean(gains)) if gains else math.nan))
-    return points
+    def trial(probes: pl.DataFrame, effect: float) -> tuple[float, bool] | None:
+        base = probes.filter(pl.col("system") == system)
+        if base.height == 0:
+            raise UserError(f"power: the runs have no rows of {system!r}")
+        reference = base.with_columns(pl.lit("reference").alias("system"))
+        halves = user_halves(base)
+        ordered = base.sort("q_index")
+        fix, ramp, _ = _fix_and_time(ordered, k, span_days, metric)
+        half_of = dict(zip(halves["question_id"].to_list(), halves["half"].to_list(), strict=True))
+        second = np.array([half_of.get(q) == 1 for q in ordered["question_id"].to_list()], dtype=bool)
+        per_unit = float((fix * ramp)[second].mean()) if second.any() else 0.0
+        if effect != 0 and (per_unit <= 0 or effect / per_unit > 1.0):
+            return None
+        injected = _injected(probes, system, effect / per_unit if effect else 0.0, span_days, rng, k, metric)
+        frame = pl.concat([reference, injected.select(reference.columns)], how="vertical_relaxed")
+        pair = compare(frame, halves, metric=metric, system="injected", other="reference", rng=rng, n_boot=n_boot)
+        return None if pair is None or math.isnan(pair.second) else (pair.second, pair.second_ci[0] > 0)
+
+    return _curve(runs, effects, trial)
 
 
 def minimum_detectable_effect(points: Sequence[PowerPoint], *, target: float = 0.8) -> float | None:
