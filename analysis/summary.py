@@ -444,11 +444,12 @@ def _report_figures(
     bands = {s: band(s, t) for s, t in twins.items()}
     system_of_twin = {t: s for s, t in twins.items()}
     placebo_bands = {system_of_twin[t]: band(p, t) for p, t in placebos.items() if t in system_of_twin}
-    return {
+    out = {
         "answer_learning": answer_learning,
         "gain_bands": {s: b for s, b in bands.items() if b},
         "placebo_bands": {s: b for s, b in placebo_bands.items() if b},
     }
+    return {k: v for k, v in out.items() if v}  # a run without them keeps the metrics.json it had
 
 
 def summarise_folder(run_dir: str | Path) -> Summary:
