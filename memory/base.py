@@ -24,6 +24,7 @@ __all__ = [
     "text_bytes",
     "render_turn",
     "PerUserTally",
+    "FixedMemory",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -223,3 +224,27 @@ def render_turn(turn: Turn) -> str:
     """
     date = turn.metadata.get("date_text") or turn.created_at.strftime("%Y-%m-%d %H:%M")
     return f"{date} | {turn.speaker}: {turn.text}"
+
+
+class FixedMemory:
+    """Mixin for systems that neither learn from feedback nor keep house.
+
+    Inheriting it is optional (the protocol is structural); it only saves a
+    fixed system from writing out the two calls that do nothing.
+    """
+
+    __slots__ = ()
+
+    def feedback(
+        self,
+        question_id: str,
+        retrieved: Sequence[str],
+        correct: bool,
+        *,
+        user_id: str,
+        now: datetime,
+    ) -> None:
+        """Ignored: a fixed system does not learn."""
+
+    def maintain(self, *, now: datetime) -> None:
+        """Nothing to maintain."""

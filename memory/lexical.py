@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
 from memsim.memory.dense import DenseIndex
 from memsim.sim.core.errors import UserError
 
@@ -157,7 +157,7 @@ class _TextRecords:
         return Retrieved(m.memory_id, m.text, score, m.created_at, m.source_turn_ids)
 
 
-class BM25Memory:
+class BM25Memory(FixedMemory):
     """Lexical baseline: every turn stored verbatim, ranked by BM25 per user.
 
     Only documents sharing at least one (non-stopword) term with the query
@@ -200,14 +200,6 @@ class BM25Memory:
         """
         return self.retrieve(query, user_id=user_id, now=now, k=k)
 
-    def feedback(
-        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
-    ) -> None:
-        """No learning."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to maintain."""
-
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove the documents of the given turns."""
         gone = self._records.derived(user_id, turn_ids)
@@ -240,7 +232,7 @@ def rrf_fuse(rankings: Sequence[Sequence[int]], *, rrf_k: int = 60) -> list[tupl
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-class HybridMemory:
+class HybridMemory(FixedMemory):
     """BM25 and dense cosine retrieval over the same turns, fused by reciprocal rank.
 
     Each side proposes its top ``candidates`` (created at or before ``now``);
@@ -296,14 +288,6 @@ class HybridMemory:
     def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """What ``retrieve`` returns: no learning, so a probe is a retrieval (see ``BM25Memory.probe``)."""
         return self.retrieve(query, user_id=user_id, now=now, k=k)
-
-    def feedback(
-        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
-    ) -> None:
-        """No learning."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to maintain."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove the given turns from both indexes."""
