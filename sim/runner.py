@@ -32,14 +32,14 @@ from memsim.memory.base import render_turn
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import streams as random_streams
+from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
 
-__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "random_streams", "episode_totals"]
+__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +154,7 @@ def iter_run(
     recorder = Recorder(out_dir)
     recorder.open(spec)
     if resources is None:
-        resources = Resources(rng=random_streams(spec.seed)["systems"])
+        resources = Resources(rng=streams(spec.seed)["systems"])
     if scorers is None:
         scorers = [build_scorer(name) for name in spec.scorers]
     p = _Play(spec, recorder, resources, list(scorers), answer)

@@ -76,7 +76,7 @@ def _systems(args: argparse.Namespace) -> tuple[Any, ...]:
 
 def _resources(args: argparse.Namespace) -> Any:
     from memsim.memory.registry import Resources
-    from memsim.sim.runner import random_streams
+    from memsim.sim.core.streams import streams
 
     def on_cache_dir() -> Any:
         from memsim.memory.embed import Embedder
@@ -84,7 +84,7 @@ def _resources(args: argparse.Namespace) -> Any:
         return Embedder(cache_dir=args.cache_dir)
 
     factory = on_cache_dir if args.cache_dir is not None else None
-    return Resources(rng=random_streams(args.seed)["systems"], embedder_factory=factory)
+    return Resources(rng=streams(args.seed)["systems"], embedder_factory=factory)
 
 
 def static_spec(args: argparse.Namespace) -> tuple[Any, Any]:
