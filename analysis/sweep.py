@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import write_atomic, write_text_atomic
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -484,9 +485,7 @@ def _embedder_factory(embedder: Mapping[str, Any]) -> Callable[[], Any] | None:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def headline(metrics: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -711,10 +710,7 @@ def index_frame(records: Sequence[CellRecord]) -> Any:
 
 
 def _write_index(out_dir: Path, records: Sequence[CellRecord]) -> None:
-    frame = index_frame(records)
-    tmp = out_dir / f".{INDEX_FILE}.{os.getpid()}.tmp"
-    frame.write_parquet(tmp)
-    os.replace(tmp, out_dir / INDEX_FILE)
+    write_atomic(out_dir / INDEX_FILE, index_frame(records).write_parquet)
 
 
 def read_index(out_dir: str | Path) -> Any:
