@@ -342,7 +342,7 @@ class Cell:
 
 
 def _system_variants(entry: SystemGrid) -> list[Any]:
-    from memsim.memory.registry import SystemSpec, memory_names
+    from memsim.memory.registry import SystemSpec, memory_names, memory_role
 
     out = []
     keys = list(entry.grid)
@@ -353,7 +353,10 @@ def _system_variants(entry: SystemGrid) -> list[Any]:
             label = entry.label + "[" + ",".join(f"{k}={v}" for k, v in zip(keys, values)) + "]"
         out.append(SystemSpec(entry.name, args, label))
     if entry.ablations:
-        out.extend(SystemSpec(n, dict(entry.args)) for n in memory_names() if n.startswith(entry.name + "-no-"))
+        # The registry says what is an ablation; the name says which system, and which
+        # ablations switch one mechanism off (``-decay-only`` is an ablation of another kind).
+        mine = [n for n in memory_names() if memory_role(n) == "ablation" and n.startswith(entry.name + "-no-")]
+        out.extend(SystemSpec(n, dict(entry.args)) for n in mine)
     return out
 
 
