@@ -850,21 +850,6 @@ def _played(cell: Cell) -> int:
     return n
 
 
-def _texts(episodes: Sequence[Any]) -> list[str]:
-    """The distinct texts a run embeds up front (turns as rendered, questions)."""
-    from memsim.memory.base import render_turn
-    from memsim.sim.events import Question, Session
-
-    texts: dict[str, None] = {}
-    for ep in episodes:
-        for e in ep.events:
-            if isinstance(e, Session):
-                texts.update((render_turn(t), None) for t in e.turns)
-            elif isinstance(e, Question):
-                texts[e.text] = None
-    return list(texts)
-
-
 def _work(cell: Cell) -> tuple[dict[str, Any], list[Any], Any]:
     from memsim.scenarios.registry import build_scenario
     from memsim.sim.core.streams import streams
@@ -897,7 +882,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     from memsim.memory.embed import Embedder, HashEmbedder
     from memsim.memory.registry import Resources
     from memsim.sim.core.streams import streams
-    from memsim.sim.runner import iter_run
+    from memsim.sim.runner import iter_run, upfront_texts
     from memsim.sim.spec import RunSpec
 
     if not cells:
@@ -914,7 +899,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
         if time.perf_counter() - t0 > calibrate_s:
             break
     sim_rate = (time.perf_counter() - t0) / frac / works[0]["units"] if frac > 0 and works[0]["units"] else math.nan
-    texts = _texts(episodes)
+    texts = upfront_texts(episodes)
     sample = texts[:128]
     embedder = HashEmbedder(first.embedder.get("dim", 256)) if first.embedder.get("kind") == "hash" else Embedder(use_cache=False)
     embedder.encode(sample[:2])  # loads the model outside the timing
@@ -932,7 +917,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     embedded: set[str] = set()
     for c, (w, eps, _) in zip(cells, sized):
         group = json.dumps([c.spec["scenario"], c.seed], sort_keys=True)
-        n_texts = len(_texts(eps)) if group not in embedded else 0
+        n_texts = len(upfront_texts(eps)) if group not in embedded else 0
         embedded.add(group)
         k = int(c.spec.get("k", 10))
         calls = w["questions"] * w["played"] * (1 + judges_llm) if reader else 0

@@ -39,7 +39,7 @@ from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
 
-__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals"]
+__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +187,18 @@ def run(spec: RunSpec, episodes: Iterable[Episode], **kwargs: Any) -> RunResult:
     return result
 
 
+def upfront_texts(episodes: Iterable[Episode]) -> list[str]:
+    """The distinct texts a run embeds up front (turns as rendered, questions), in first-seen order."""
+    texts: dict[str, None] = {}
+    for ep in episodes:
+        for e in ep.events:
+            if isinstance(e, Session):
+                texts.update((render_turn(t), None) for t in e.turns)
+            elif isinstance(e, Question):
+                texts[e.text] = None
+    return list(texts)
+
+
 def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any]) -> None:
     """Embed every text the episodes will need, in large batches, into the cache before the clock starts.
 
@@ -198,18 +210,12 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dic
     embedder = resources.made_embedder
     if embedder is None:
         return
-    texts: dict[str, None] = {}
-    for ep in episodes:
-        for e in ep.events:
-            if isinstance(e, Session):
-                texts.update((render_turn(t), None) for t in e.turns)
-            elif isinstance(e, Question):
-                texts[e.text] = None
+    texts = upfront_texts(episodes)
     if not texts:
         return
     before = embedder.stats
     t0 = time.perf_counter()
-    embedder.encode(list(texts))
+    embedder.encode(texts)
     after = embedder.stats
     tally = info.setdefault("embedding", {"texts": 0, "embedded": 0, "cached": 0, "seconds": 0.0})
     tally["texts"] += len(texts)
