@@ -64,13 +64,9 @@ __all__ = [
     "LocomoStreamConfig",
     "LocomoStreamScenario",
     "PARAPHRASES",
-    "QUESTION_TIMES",
     "default_locomo_path",
     "paraphrase",
 ]
-
-QUESTION_TIMES: tuple[str, ...] = ("after_evidence", "uniform", "end")
-"""Valid values of ``question_time``."""
 
 PARAPHRASES: tuple[str, ...] = (
     "Remind me: {q}",
