@@ -22,6 +22,7 @@ __all__ = [
     "MemoryStats",
     "MemorySystem",
     "text_bytes",
+    "meta_bytes",
     "render_turn",
     "PerUserTally",
     "FixedMemory",
@@ -154,6 +155,11 @@ class PerUserTally:
 def text_bytes(text: str) -> int:
     """UTF-8 size of ``text``; the unit ``MemoryStats.text_bytes`` counts in."""
     return len(text.encode("utf-8"))
+
+
+def meta_bytes(m: Memory) -> int:
+    """Bytes counted as metadata per memory: its id, a timestamp and its provenance ids."""
+    return len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
 
 
 @runtime_checkable

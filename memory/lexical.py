@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, meta_bytes, render_turn, text_bytes
 from memsim.memory.dense import DenseIndex
 from memsim.sim.core.errors import UserError
 
@@ -101,11 +101,6 @@ def _top(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]
     return [(int(ids[i]), float(scores[i])) for i in order]
 
 
-def _meta_bytes(m: Memory) -> int:
-    """Bytes counted as metadata per memory: its id, a timestamp and its provenance ids."""
-    return len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
-
-
 class _TextRecords:
     """Per-user memories by int id, with provenance lookup (shared by bm25 and hybrid)."""
 
@@ -126,7 +121,7 @@ class _TextRecords:
             m = mems[i] = Memory(f"m{i}", text, turn.created_at, (turn.turn_id,))
             self.text_bytes += text_bytes(text)
             self.count += 1
-            self.meta_bytes += _meta_bytes(m)
+            self.meta_bytes += meta_bytes(m)
             ids.append(i)
             texts.append(text)
         return ids, texts
@@ -142,7 +137,7 @@ class _TextRecords:
             if m is not None:
                 self.text_bytes -= text_bytes(m.text)
                 self.count -= 1
-                self.meta_bytes -= _meta_bytes(m)
+                self.meta_bytes -= meta_bytes(m)
 
     def items(self) -> int:
         """Memories held (a running total)."""
