@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.files import write_atomic, write_text_atomic
+from memsim.sim.spec import ScenarioEntry, SystemEntry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -131,25 +132,16 @@ class SweepSettings(BaseModel):
         return v
 
 
-class SystemGrid(BaseModel):
-    """One ``[[systems]]`` entry: a registered system, its arguments, a grid over them, its ablations."""
+class SystemGrid(SystemEntry):
+    """One ``[[systems]]`` entry: a registered system, its arguments and label, a grid over them, its ablations."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    label: str = ""
     grid: dict[str, tuple[Any, ...]] = Field(default_factory=dict, description="argument -> values (one system per combination)")
     ablations: bool = Field(False, description="also every registered '<name>-no-*' ablation of this system")
 
 
-class ScenarioGrid(BaseModel):
+class ScenarioGrid(ScenarioEntry):
     """One ``[scenario]`` (or ``[[scenario]]``) entry: name, base arguments and a grid."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
 
 
