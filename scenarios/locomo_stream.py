@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -236,18 +237,14 @@ class LocomoStreamScenario:
                 events.append(first)
                 asked += 1
                 if reask:
+                    # The same question again: only its id, time, wording and link back differ.
                     events.append(
-                        Question(
+                        replace(
+                            first,
                             question_id=f"{sq.question_id}:r1",
-                            user_id=uid,
                             time=when + timedelta(seconds=float(re_delay)),
                             text=paraphrase(sq.text, re_template) if re_para else sq.text,
-                            gold=gold,
-                            kind=sq.kind,
-                            evidence=sq.evidence,
-                            topic=sq.question_id,
                             reask_of=sq.question_id,
-                            extra=sq.extra,
                         )
                     )
                     reasks += 1
