@@ -52,13 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import write_atomic, write_text_atomic
+from memsim.sim.core.files import read_toml, write_atomic, write_text_atomic
 from memsim.sim.spec import ScenarioEntry, SystemEntry
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "SweepSettings",
@@ -205,15 +200,7 @@ def _grid(data: Any, *, key: str, source: str) -> dict[str, tuple[Any, ...]]:
 def load_sweep(path: str | Path) -> SweepSpec:
     """Read and validate a sweep spec (TOML); errors name the file and the key."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"sweep spec not found: {p}")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read sweep spec {p}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"sweep spec {p} is not valid TOML: {exc}") from None
-    return sweep_from_mapping(data, source=str(p))
+    return sweep_from_mapping(read_toml(p, "sweep spec"), source=str(p))
 
 
 def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpec:
