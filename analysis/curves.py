@@ -26,6 +26,7 @@ from memsim.sim.core.errors import UserError
 
 __all__ = [
     "answer_metrics",
+    "systems_in",
     "accuracy_curves",
     "latency_curves",
     "storage_timeline",
@@ -77,7 +78,8 @@ def _time_window_mean(t: np.ndarray, x: np.ndarray, days: float) -> np.ndarray:
     return (c[hi] - c[lo]) / (hi - lo)
 
 
-def _systems(df: pl.DataFrame) -> list[str]:
+def systems_in(df: pl.DataFrame) -> list[str]:
+    """The systems of a frame's rows, in order of first appearance."""
     return list(dict.fromkeys(df["system"].to_list())) if df.height else []
 
 
@@ -118,7 +120,7 @@ def accuracy_curves(
         raise UserError(f"window_days must be positive, got {window_days}")
     has_t = "t_days" in df.columns
     parts = []
-    for system in _systems(df):
+    for system in systems_in(df):
         rows = (
             df.filter(pl.col("system") == system)
             .with_columns(pl.col(metric).cast(pl.Float64).alias("_v"))
@@ -195,7 +197,7 @@ def latency_curves(df: pl.DataFrame, *, window: int = 50, columns: Sequence[str]
         raise UserError(f"window must be a positive number of questions, got {window}")
     present = [c for c in columns if c in df.columns]
     parts = []
-    for system in _systems(df):
+    for system in systems_in(df):
         rows = df.filter(pl.col("system") == system).sort(_order_cols(df))
         for col in present:
             sub = rows.filter(pl.col(col).is_not_null() & pl.col(col).cast(pl.Float64).is_not_nan())

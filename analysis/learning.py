@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from memsim.analysis.stats import percentile_interval
+
 __all__ = [
     "MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning",
     "format_diff", "format_p",
@@ -72,14 +74,6 @@ class Pair:
     """Paired questions."""
     units: int
     """Resampled units."""
-
-
-def _percentile(x: np.ndarray) -> tuple[float, float]:
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return (math.nan, math.nan)
-    lo, hi = np.quantile(x, [0.025, 0.975])
-    return (float(lo), float(hi))
 
 
 def _sign_flip(values: np.ndarray, rng: np.random.Generator, n_perm: int = 10000) -> float:
@@ -179,9 +173,9 @@ def compare(
         first=float(first),
         second=float(second),
         did=float(second - first),
-        first_ci=_percentile(b1),
-        second_ci=_percentile(b2),
-        did_ci=_percentile(b2 - b1),
+        first_ci=percentile_interval(b1),
+        second_ci=percentile_interval(b2),
+        did_ci=percentile_interval(b2 - b1),
         second_p=_sign_flip(per_unit_second, rng),
         did_p=did_p,
         n=joined.height,
@@ -464,7 +458,7 @@ def gain_curve_band(
         idx = rng.integers(0, k, size=(n_boot, k))
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = s[idx].sum(axis=1) / n[idx].sum(axis=1)
-        lo, hi = _percentile(boot) if k > 1 else (math.nan, math.nan)
+        lo, hi = percentile_interval(boot) if k > 1 else (math.nan, math.nan)
         out.append({
             "t_days": (float(window) + 0.5) * window_days,
             "gain": float(s.sum() / n.sum()),

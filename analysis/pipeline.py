@@ -18,7 +18,7 @@ from typing import Any
 from memsim import __version__
 from memsim.analysis.summary import Summary, summarise, write_summary
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.scenarios.registry import build_scenario
+from memsim.scenarios.registry import build_scenario, static_protocol
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.streams import Streams, streams
@@ -65,8 +65,8 @@ def answer_options(args: Any) -> AnswerOptions | None:
 
     # The check set is the same for every run (LoCoMo items where its file is found, persona items),
     # so one cached check serves every run with the same judge, model and prompts.
-    data = getattr(args, "data", None)
-    locomo = data if getattr(args, "benchmark", None) == "locomo" and data is not None else None
+    data, benchmark = getattr(args, "data", None), getattr(args, "benchmark", None)
+    locomo = data if benchmark is not None and static_protocol(benchmark).checks_judges else None
     if locomo is None:
         from memsim.scenarios.locomo_stream import default_locomo_path
 

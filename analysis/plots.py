@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from memsim.analysis.curves import systems_in
 from memsim.analysis.load import label_arms
 
 __all__ = [
@@ -141,10 +142,6 @@ def _svg(fig: Any) -> str:
     # "tight" grows the picture to hold every artist, the outside legend included.
     fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight", pad_inches=0.12)
     return buf.getvalue()
-
-
-def _systems(frame: pl.DataFrame) -> list[str]:
-    return list(dict.fromkeys(frame["system"].to_list())) if frame.height else []
 
 
 class _Series:
@@ -263,7 +260,7 @@ def accuracy_figure(
         ("cumulative", "cumulative (prequential)"),
         ("fading", f"fading factor {fading:g}" if fading else "fading factor"),
     ]
-    systems = _systems(curves)
+    systems = systems_in(curves)
     styles = styles or system_styles(systems)
     series = _Series()
     with _figure(3, sharey=True) as (fig, axes):
@@ -286,14 +283,14 @@ def latency_figure(lat: pl.DataFrame, *, x: str = "q_index", styles: Mapping[str
     style stays the system's and never doubles as "which statistic".
     """
     columns = list(dict.fromkeys(lat["column"].to_list())) if lat.height else []
-    systems = _systems(lat)
+    systems = systems_in(lat)
     styles = styles or system_styles(systems)
     panels = [(col, stat) for col in columns for stat in ("median_ms", "p95_ms")]
     series = _Series()
     with _figure(len(panels)) as (fig, axes):
         for ax, (col, stat) in zip(axes, panels):
             part = lat.filter(pl.col("column") == col)
-            for system in _systems(part):
+            for system in systems_in(part):
                 s = part.filter(pl.col("system") == system)
                 ax.plot(s[x].to_numpy(), s[stat].to_numpy(), lw=1.4, gid=series.gid(), **styles[system])
             name = col.removesuffix("_ms").replace("_", " ")
@@ -326,7 +323,7 @@ def _timeline_figure(frame: pl.DataFrame, panels: Sequence[tuple[str, str, float
     shown = [p for p in panels if p[0] in keep]
     if not shown:
         return None
-    systems = _systems(frame)
+    systems = systems_in(frame)
     styles = styles or system_styles(systems)
     series = _Series()
     with _figure(len(shown)) as (fig, axes):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,17 +28,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import read_toml
 from memsim.sim.core.validate import validate_args
 
 if TYPE_CHECKING:  # faiss and the index module load only when a benchmark runs (memsim bench --help stays light)
     from memsim.memory.index import IndexSpec
 
 __all__ = ["realistic_vectors", "bench_index", "bench_scale", "format_scale", "add_arguments", "main"]
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 def realistic_vectors(
@@ -168,12 +163,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the scale benchmark and print its table (each row as it is measured)."""
-    try:
-        data = tomllib.loads(args.config.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read scale config {args.config}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"scale config {args.config} is not valid TOML: {exc}") from None
+    data = read_toml(args.config, "scale config")
     config = dict(data.get("scale") or {})
     if args.max_n is not None:
         config["sizes"] = [n for n in config.get("sizes", []) if n <= args.max_n]

@@ -40,6 +40,7 @@ __all__ = [
     "SeedSummary",
     "FriedmanResult",
     "bootstrap_ci",
+    "percentile_interval",
     "halves",
     "diff_in_diff",
     "summarise_seeds",
@@ -161,7 +162,8 @@ def _weights(n_units: int, n_boot: int, rng: np.random.Generator) -> Iterator[np
         done += rows
 
 
-def _percentile(samples: np.ndarray, alpha: float) -> tuple[float, float]:
+def percentile_interval(samples: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """The central ``1 - alpha`` percentile interval of the finite samples; NaNs when there are none."""
     samples = samples[np.isfinite(samples)]
     if samples.size == 0:
         return (math.nan, math.nan)
@@ -216,7 +218,7 @@ def bootstrap_ci(
         else:
             idx = rng.integers(0, x.size, size=(n_boot, x.size))
             boots = np.array([stat(x[row]) for row in idx], dtype=float)
-        return _percentile(boots, alpha)
+        return percentile_interval(boots, alpha)
     labels = labels[keep]
     _, codes = np.unique(labels.astype(str), return_inverse=True)
     n_clusters = int(codes.max()) + 1
@@ -231,7 +233,7 @@ def bootstrap_ci(
         members = [x[codes == c] for c in range(n_clusters)]
         idx = rng.integers(0, n_clusters, size=(n_boot, n_clusters))
         boots = np.array([stat(np.concatenate([members[c] for c in row])) for row in idx], dtype=float)
-    return _percentile(boots, alpha)
+    return percentile_interval(boots, alpha)
 
 
 def _halves_boot(
@@ -274,7 +276,7 @@ def _halves_boot(
                 p1.append((w @ s1) / (w @ n1))
                 p2.append((w @ s2) / (w @ n2))
         b1, b2 = np.concatenate(p1), np.concatenate(p2)
-    return _percentile(b1, alpha), _percentile(b2, alpha), _percentile(b2 - b1, alpha)
+    return percentile_interval(b1, alpha), percentile_interval(b2, alpha), percentile_interval(b2 - b1, alpha)
 
 
 # ---------------------------------------------------------------------------

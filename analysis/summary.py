@@ -311,13 +311,13 @@ def summarise(
 ) -> Summary:
     """Tables and metrics of a run from its rows (``probes``, ``timeline``) and ``run.json``.
 
-    The bootstrap draws from the run's ``stats`` stream (``memsim.sim.runner.random_streams``),
+    The bootstrap draws from the run's ``stats`` stream (``memsim.sim.core.streams.streams``),
     so the figures are a function of the folder alone.
     """
     from memsim.analysis.learning import gain_curve, learning_table
-    from memsim.sim.runner import random_streams
+    from memsim.sim.core.streams import streams
 
-    rng = random_streams(spec.seed)["stats"]
+    rng = streams(spec.seed)["stats"]
     metric = spec.metric
     metrics: dict[str, Any] = {
         "kind": spec.kind,
@@ -424,7 +424,7 @@ def _report_figures(
     """
     from memsim.analysis.curves import answer_metrics
     from memsim.analysis.learning import gain_curve_band, learning_table
-    from memsim.sim.runner import random_streams
+    from memsim.sim.core.streams import streams
 
     judged = [
         c for c in answer_metrics(scored)
@@ -432,10 +432,10 @@ def _report_figures(
     ]
     answer_learning = {
         col: learning_table(scored, metric=col, twins=twins, placebos=placebos, control=control,
-                            rng=random_streams(spec.seed)["stats"], n_boot=spec.n_boot)
+                            rng=streams(spec.seed)["stats"], n_boot=spec.n_boot)
         for col in judged
     }
-    rng = random_streams(spec.seed)["stats"]
+    rng = streams(spec.seed)["stats"]
 
     def band(system: str, twin: str) -> list[dict[str, Any]]:
         return gain_curve_band(scored, metric=spec.metric, system=system, twin=twin, window_days=GAIN_WINDOW_DAYS,

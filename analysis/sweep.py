@@ -52,11 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from memsim.sim.core.files import read_toml, write_atomic, write_text_atomic
+from memsim.sim.spec import ScenarioEntry, SystemEntry
 
 __all__ = [
     "SweepSettings",
@@ -130,25 +127,16 @@ class SweepSettings(BaseModel):
         return v
 
 
-class SystemGrid(BaseModel):
-    """One ``[[systems]]`` entry: a registered system, its arguments, a grid over them, its ablations."""
+class SystemGrid(SystemEntry):
+    """One ``[[systems]]`` entry: a registered system, its arguments and label, a grid over them, its ablations."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    label: str = ""
     grid: dict[str, tuple[Any, ...]] = Field(default_factory=dict, description="argument -> values (one system per combination)")
     ablations: bool = Field(False, description="also every registered '<name>-no-*' ablation of this system")
 
 
-class ScenarioGrid(BaseModel):
+class ScenarioGrid(ScenarioEntry):
     """One ``[scenario]`` (or ``[[scenario]]``) entry: name, base arguments and a grid."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
 
 
@@ -212,15 +200,7 @@ def _grid(data: Any, *, key: str, source: str) -> dict[str, tuple[Any, ...]]:
 def load_sweep(path: str | Path) -> SweepSpec:
     """Read and validate a sweep spec (TOML); errors name the file and the key."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"sweep spec not found: {p}")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read sweep spec {p}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"sweep spec {p} is not valid TOML: {exc}") from None
-    return sweep_from_mapping(data, source=str(p))
+    return sweep_from_mapping(read_toml(p, "sweep spec"), source=str(p))
 
 
 def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpec:
@@ -341,7 +321,7 @@ class Cell:
 
 
 def _system_variants(entry: SystemGrid) -> list[Any]:
-    from memsim.memory.registry import SystemSpec, memory_names
+    from memsim.memory.registry import SystemSpec, memory_names, memory_role
 
     out = []
     keys = list(entry.grid)
@@ -352,7 +332,10 @@ def _system_variants(entry: SystemGrid) -> list[Any]:
             label = entry.label + "[" + ",".join(f"{k}={v}" for k, v in zip(keys, values)) + "]"
         out.append(SystemSpec(entry.name, args, label))
     if entry.ablations:
-        out.extend(SystemSpec(n, dict(entry.args)) for n in memory_names() if n.startswith(entry.name + "-no-"))
+        # The registry says what is an ablation; the name says which system, and which
+        # ablations switch one mechanism off (``-decay-only`` is an ablation of another kind).
+        mine = [n for n in memory_names() if memory_role(n) == "ablation" and n.startswith(entry.name + "-no-")]
+        out.extend(SystemSpec(n, dict(entry.args)) for n in mine)
     return out
 
 
@@ -484,9 +467,7 @@ def _embedder_factory(embedder: Mapping[str, Any]) -> Callable[[], Any] | None:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def headline(metrics: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -711,10 +692,7 @@ def index_frame(records: Sequence[CellRecord]) -> Any:
 
 
 def _write_index(out_dir: Path, records: Sequence[CellRecord]) -> None:
-    frame = index_frame(records)
-    tmp = out_dir / f".{INDEX_FILE}.{os.getpid()}.tmp"
-    frame.write_parquet(tmp)
-    os.replace(tmp, out_dir / INDEX_FILE)
+    write_atomic(out_dir / INDEX_FILE, index_frame(records).write_parquet)
 
 
 def read_index(out_dir: str | Path) -> Any:
@@ -851,21 +829,6 @@ def _played(cell: Cell) -> int:
     return n
 
 
-def _texts(episodes: Sequence[Any]) -> list[str]:
-    """The distinct texts a run embeds up front (turns as rendered, questions)."""
-    from memsim.memory.base import render_turn
-    from memsim.sim.events import Question, Session
-
-    texts: dict[str, None] = {}
-    for ep in episodes:
-        for e in ep.events:
-            if isinstance(e, Session):
-                texts.update((render_turn(t), None) for t in e.turns)
-            elif isinstance(e, Question):
-                texts[e.text] = None
-    return list(texts)
-
-
 def _work(cell: Cell) -> tuple[dict[str, Any], list[Any], Any]:
     from memsim.scenarios.registry import build_scenario
     from memsim.sim.core.streams import streams
@@ -898,7 +861,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     from memsim.memory.embed import Embedder, HashEmbedder
     from memsim.memory.registry import Resources
     from memsim.sim.core.streams import streams
-    from memsim.sim.runner import iter_run
+    from memsim.sim.runner import iter_run, upfront_texts
     from memsim.sim.spec import RunSpec
 
     if not cells:
@@ -915,7 +878,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
         if time.perf_counter() - t0 > calibrate_s:
             break
     sim_rate = (time.perf_counter() - t0) / frac / works[0]["units"] if frac > 0 and works[0]["units"] else math.nan
-    texts = _texts(episodes)
+    texts = upfront_texts(episodes)
     sample = texts[:128]
     embedder = HashEmbedder(first.embedder.get("dim", 256)) if first.embedder.get("kind") == "hash" else Embedder(use_cache=False)
     embedder.encode(sample[:2])  # loads the model outside the timing
@@ -933,7 +896,7 @@ def estimate(spec: SweepSpec, cells: Sequence[Cell], *, calibrate_s: float = 10.
     embedded: set[str] = set()
     for c, (w, eps, _) in zip(cells, sized):
         group = json.dumps([c.spec["scenario"], c.seed], sort_keys=True)
-        n_texts = len(_texts(eps)) if group not in embedded else 0
+        n_texts = len(upfront_texts(eps)) if group not in embedded else 0
         embedded.add(group)
         k = int(c.spec.get("k", 10))
         calls = w["questions"] * w["played"] * (1 + judges_llm) if reader else 0

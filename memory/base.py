@@ -22,8 +22,10 @@ __all__ = [
     "MemoryStats",
     "MemorySystem",
     "text_bytes",
+    "meta_bytes",
     "render_turn",
     "PerUserTally",
+    "FixedMemory",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -155,6 +157,11 @@ def text_bytes(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
+def meta_bytes(m: Memory) -> int:
+    """Bytes counted as metadata per memory: its id, a timestamp and its provenance ids."""
+    return len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
+
+
 @runtime_checkable
 class MemorySystem(Protocol):
     """The seven methods the engine and the static protocols call.
@@ -223,3 +230,27 @@ def render_turn(turn: Turn) -> str:
     """
     date = turn.metadata.get("date_text") or turn.created_at.strftime("%Y-%m-%d %H:%M")
     return f"{date} | {turn.speaker}: {turn.text}"
+
+
+class FixedMemory:
+    """Mixin for systems that neither learn from feedback nor keep house.
+
+    Inheriting it is optional (the protocol is structural); it only saves a
+    fixed system from writing out the two calls that do nothing.
+    """
+
+    __slots__ = ()
+
+    def feedback(
+        self,
+        question_id: str,
+        retrieved: Sequence[str],
+        correct: bool,
+        *,
+        user_id: str,
+        now: datetime,
+    ) -> None:
+        """Ignored: a fixed system does not learn."""
+
+    def maintain(self, *, now: datetime) -> None:
+        """Nothing to maintain."""

@@ -36,7 +36,6 @@ __all__ = [
     "CheckSkipped",
     "CheckSubject",
     "iter_checks",
-    "check_ids",
     "conversation",
     "QUERIES",
     "FORGET_TURNS",
@@ -492,9 +491,4 @@ _CHECKS: tuple[tuple[str, Callable[[CheckSubject], None]], ...] = (
 def iter_checks() -> Iterator[tuple[str, Callable[[CheckSubject], None]]]:
     """Every conformance check as ``(check_id, fn)``."""
     yield from _CHECKS
-
-
-def check_ids() -> list[str]:
-    """Ids of every check, in order."""
-    return [cid for cid, _ in _CHECKS]
 

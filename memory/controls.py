@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.base import FixedMemory, MemoryStats, Retrieved, Turn
 from memsim.memory.inject import unit_hash
 from memsim.memory.naive import NaiveMemory
 
@@ -61,7 +61,7 @@ class StaticControl(NaiveMemory):
         return f"StaticControl(items={self.stats().items})"
 
 
-class LearnerControl:
+class LearnerControl(FixedMemory):
     """A naive store that learns from feedback: the learning-through-use instrument.
 
     Every memory carries a credit, zero at first. Feedback on an answer moves
@@ -144,9 +144,6 @@ class LearnerControl:
         if qv is not None:
             self._lessons.setdefault(user_id, []).append((qv, tuple(retrieved), step))
 
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to do."""
-
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Forget the memories of ``turn_ids`` and their credit."""
         self._inner.forget(turn_ids, user_id=user_id, now=now)
@@ -163,7 +160,7 @@ class LearnerControl:
         return base.with_metadata(extra)
 
 
-class DecayControl:
+class DecayControl(FixedMemory):
     """A naive store that loses a growing share of each user's old memories as it is used.
 
     Each memory gets a fixed draw ``u`` in [0, 1) (a keyed hash of its id, the
@@ -230,11 +227,6 @@ class DecayControl:
     def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """What ``retrieve`` returns: it reads the decay clock without moving it, so a probe is a retrieval."""
         return self.retrieve(query, user_id=user_id, now=now, k=k)
-
-    def feedback(
-        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
-    ) -> None:
-        """Ignored: this control only forgets."""
 
     def maintain(self, *, now: datetime) -> None:
         """Delete every memory that is forgotten on its user's clock."""

@@ -17,7 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
-from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, meta_bytes, render_turn, text_bytes
 from memsim.memory.store import VectorStore
 
 __all__ = ["DenseIndex", "parse_memory_id"]
@@ -30,11 +30,6 @@ def parse_memory_id(memory_id: str) -> int | None:
     if memory_id[:1] != "m" or not memory_id[1:].isdigit():
         return None
     return int(memory_id[1:])
-
-
-def _meta_bytes(m: Memory) -> int:
-    """Bytes counted per memory besides text and vector: its id, a timestamp, its provenance ids."""
-    return len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
 
 
 class DenseIndex:
@@ -84,7 +79,7 @@ class DenseIndex:
             for t in rec.source_turn_ids:
                 by_turn.setdefault(t, set()).add(i)
             self._text_bytes += text_bytes(rec.text)
-            self._meta_bytes += _meta_bytes(rec)
+            self._meta_bytes += meta_bytes(rec)
             self._held += 1
             latest = self._latest.get(user_id)
             if latest is None or rec.created_at > latest:
@@ -127,7 +122,7 @@ class DenseIndex:
                 continue
             by_part.setdefault(self._part[user_id].pop(i), []).append(i)
             self._text_bytes -= text_bytes(rec.text)
-            self._meta_bytes -= _meta_bytes(rec)
+            self._meta_bytes -= meta_bytes(rec)
             self._held -= 1
             for t in rec.source_turn_ids:
                 holders = by_turn.get(t)

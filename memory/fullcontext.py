@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import FixedMemory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
 from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(words * 1.3) if words else 0
 
 
-class FullContextMemory:
+class FullContextMemory(FixedMemory):
     """Full-context control: the newest turns (<= ``now``) that fit ``budget_tokens``.
 
     The query and ``k`` are ignored: the token budget alone decides how many
@@ -135,14 +135,6 @@ class FullContextMemory:
     def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """What ``retrieve`` returns: retrieval changes nothing here, so a probe is a retrieval."""
         return self.retrieve(query, user_id=user_id, now=now, k=k)
-
-    def feedback(
-        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
-    ) -> None:
-        """No learning: the control stays fixed."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to maintain."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Drop the given turns."""

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn
+from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, render_turn
 from memsim.memory.dense import DenseIndex
 from memsim.sim.core.errors import UserError
 
@@ -415,7 +415,7 @@ class _Gate:
         self.scores: list[float] | deque[float] = [] if window is None else deque(maxlen=window)
 
 
-class SurpriseMemory:
+class SurpriseMemory(FixedMemory):
     """Surprise-gated store: a turn is kept when ``1 - max cos(new, stored) >= threshold``.
 
     Each (user, speaker) pair has its own gate: novelty is measured against
@@ -677,14 +677,6 @@ class SurpriseMemory:
     def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """What ``retrieve`` returns: the gate acts at write time only, so a probe is a retrieval."""
         return self.retrieve(query, user_id=user_id, now=now, k=k)
-
-    def feedback(
-        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
-    ) -> None:
-        """No learning: the gate acts at write time only."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to maintain."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove the memories of ``turn_ids`` and the gate's record of them.

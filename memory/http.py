@@ -75,6 +75,11 @@ PROTOCOL = "memsim-memory/1"
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @classmethod
+    def attributes_of(cls, obj: Any) -> dict[str, Any]:
+        """This model's fields read off ``obj``, a record whose attributes have the same names."""
+        return {name: getattr(obj, name) for name in cls.model_fields}
+
 
 class TurnIn(_Model):
     """One turn on the wire (``memsim.memory.base.Turn``)."""
@@ -90,27 +95,11 @@ class TurnIn(_Model):
     @classmethod
     def of(cls, turn: Turn) -> TurnIn:
         """The wire form of a turn (metadata copied, never shared)."""
-        return cls(
-            turn_id=turn.turn_id,
-            user_id=turn.user_id,
-            speaker=turn.speaker,
-            text=turn.text,
-            created_at=turn.created_at,
-            session_id=turn.session_id,
-            metadata=copy.deepcopy(dict(turn.metadata)),
-        )
+        return cls(**{**cls.attributes_of(turn), "metadata": copy.deepcopy(dict(turn.metadata))})
 
     def to_turn(self) -> Turn:
         """Back to a ``Turn``."""
-        return Turn(
-            turn_id=self.turn_id,
-            user_id=self.user_id,
-            speaker=self.speaker,
-            text=self.text,
-            created_at=self.created_at,
-            session_id=self.session_id,
-            metadata=self.metadata,
-        )
+        return Turn(**dict(self))
 
 
 class IngestRequest(_Model):
@@ -142,23 +131,11 @@ class RetrievedOut(_Model):
     @classmethod
     def of(cls, r: Retrieved) -> RetrievedOut:
         """The wire form of a result."""
-        return cls(
-            memory_id=r.memory_id,
-            text=r.text,
-            score=float(r.score),
-            created_at=r.created_at,
-            source_turn_ids=list(r.source_turn_ids),
-        )
+        return cls(**{**cls.attributes_of(r), "score": float(r.score), "source_turn_ids": list(r.source_turn_ids)})
 
     def to_retrieved(self) -> Retrieved:
         """Back to a ``Retrieved``."""
-        return Retrieved(
-            memory_id=self.memory_id,
-            text=self.text,
-            score=self.score,
-            created_at=self.created_at,
-            source_turn_ids=tuple(self.source_turn_ids),
-        )
+        return Retrieved(**{**dict(self), "source_turn_ids": tuple(self.source_turn_ids)})
 
 
 class QueryResponse(_Model):

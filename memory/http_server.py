@@ -189,14 +189,7 @@ def create_app(
     def stats(instance_id: str) -> StatsOut:
         """What is held and what was spent so far."""
         got = call(instance_id, lambda s: s.stats())
-        return StatsOut(
-            items=got.items,
-            vector_bytes=got.vector_bytes,
-            text_bytes=got.text_bytes,
-            metadata_bytes=got.metadata_bytes,
-            llm_calls=got.llm_calls,
-            tokens=got.tokens,
-        )
+        return StatsOut(**StatsOut.attributes_of(got))
 
     return app
 

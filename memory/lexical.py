@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, meta_bytes, render_turn, text_bytes
 from memsim.memory.dense import DenseIndex
 from memsim.sim.core.errors import UserError
 
@@ -101,11 +101,6 @@ def _top(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]
     return [(int(ids[i]), float(scores[i])) for i in order]
 
 
-def _meta_bytes(m: Memory) -> int:
-    """Bytes counted as metadata per memory: its id, a timestamp and its provenance ids."""
-    return len(m.memory_id) + 8 + sum(len(t) for t in m.source_turn_ids)
-
-
 class _TextRecords:
     """Per-user memories by int id, with provenance lookup (shared by bm25 and hybrid)."""
 
@@ -126,7 +121,7 @@ class _TextRecords:
             m = mems[i] = Memory(f"m{i}", text, turn.created_at, (turn.turn_id,))
             self.text_bytes += text_bytes(text)
             self.count += 1
-            self.meta_bytes += _meta_bytes(m)
+            self.meta_bytes += meta_bytes(m)
             ids.append(i)
             texts.append(text)
         return ids, texts
@@ -142,7 +137,7 @@ class _TextRecords:
             if m is not None:
                 self.text_bytes -= text_bytes(m.text)
                 self.count -= 1
-                self.meta_bytes -= _meta_bytes(m)
+                self.meta_bytes -= meta_bytes(m)
 
     def items(self) -> int:
         """Memories held (a running total)."""
@@ -157,7 +152,7 @@ class _TextRecords:
         return Retrieved(m.memory_id, m.text, score, m.created_at, m.source_turn_ids)
 
 
-class BM25Memory:
+class BM25Memory(FixedMemory):
     """Lexical baseline: every turn stored verbatim, ranked by BM25 per user.
 
     Only documents sharing at least one (non-stopword) term with the query
@@ -200,14 +195,6 @@ class BM25Memory:
         """
         return self.retrieve(query, user_id=user_id, now=now, k=k)
 
-    def feedback(
-        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
-    ) -> None:
-        """No learning."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to maintain."""
-
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove the documents of the given turns."""
         gone = self._records.derived(user_id, turn_ids)
@@ -240,7 +227,7 @@ def rrf_fuse(rankings: Sequence[Sequence[int]], *, rrf_k: int = 60) -> list[tupl
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-class HybridMemory:
+class HybridMemory(FixedMemory):
     """BM25 and dense cosine retrieval over the same turns, fused by reciprocal rank.
 
     Each side proposes its top ``candidates`` (created at or before ``now``);
@@ -296,14 +283,6 @@ class HybridMemory:
     def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """What ``retrieve`` returns: no learning, so a probe is a retrieval (see ``BM25Memory.probe``)."""
         return self.retrieve(query, user_id=user_id, now=now, k=k)
-
-    def feedback(
-        self, question_id: str, retrieved: Sequence[str], correct: bool, *, user_id: str, now: datetime
-    ) -> None:
-        """No learning."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to maintain."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove the given turns from both indexes."""

@@ -53,7 +53,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import FixedMemory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources
@@ -165,7 +165,7 @@ class _LLMMeter:
         completions.create = create
 
 
-class Mem0Memory:
+class Mem0Memory(FixedMemory):
     """Mem0 open-source ``Memory``: add, search and delete per user (see the module docstring)."""
 
     def __init__(
@@ -320,20 +320,6 @@ class Mem0Memory:
         return self._search(query, user_id, now, k)
 
     # -------------------------------------------------------------- the rest
-
-    def feedback(
-        self,
-        question_id: str,
-        retrieved: Sequence[str],
-        correct: bool,
-        *,
-        user_id: str,
-        now: datetime,
-    ) -> None:
-        """Mem0 has no feedback channel: nothing happens."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Mem0 has no housekeeping call: nothing happens."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """``Memory.delete`` every memory whose provenance includes one of ``turn_ids``."""

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memsim.memory.base import Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
 from memsim.memory.embed import TextEmbedder
 from memsim.memory.resources import Resources
 from memsim.memory.store import VectorStore
@@ -50,7 +50,7 @@ def _metadata_bytes(memory: Memory) -> int:
     )
 
 
-class NaiveMemory:
+class NaiveMemory(FixedMemory):
     """Every turn as one memory; top-k by cosine within the user.
 
     A memory's text is ``render_turn(turn)``, its id the turn id, its
@@ -157,20 +157,6 @@ class NaiveMemory:
     def probe(self, query: str, *, user_id: str, now: datetime, k: int) -> list[Retrieved]:
         """What ``retrieve`` returns: retrieval changes nothing here, so a probe is a retrieval."""
         return self.retrieve(query, user_id=user_id, now=now, k=k)
-
-    def feedback(
-        self,
-        question_id: str,
-        retrieved: Sequence[str],
-        correct: bool,
-        *,
-        user_id: str,
-        now: datetime,
-    ) -> None:
-        """Ignored: the static control does not learn."""
-
-    def maintain(self, *, now: datetime) -> None:
-        """Nothing to do."""
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Remove every memory of ``user_id`` whose provenance includes one of ``turn_ids``."""

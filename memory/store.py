@@ -22,6 +22,7 @@ import numpy as np
 
 from memsim.memory.index import FLAT, IndexSpec, make_index, train_index, tune_index
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import write_text_atomic
 
 __all__ = ["VectorStore", "MANIFEST_NAME", "FAISS_THREADS_ENV"]
 
@@ -277,9 +278,7 @@ class VectorStore:
             entries.append({"user_id": user_id, "file": name, "count": self.count(user_id)})
         manifest = {"format": _FORMAT, "version": _VERSION, "dim": self.dim, "users": entries}
         # The manifest goes last and atomically: a reader never sees it name a missing file.
-        tmp = root / (MANIFEST_NAME + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, root / MANIFEST_NAME)
+        write_text_atomic(root / MANIFEST_NAME, json.dumps(manifest, indent=1, ensure_ascii=False))
         keep = {e["file"] for e in entries}
         for path in root.iterdir():
             if _INDEX_FILE.match(path.name) and path.name not in keep:

@@ -38,7 +38,26 @@ if TYPE_CHECKING:
 __all__ = ["PositionRecencyMemory", "RecencyMemory", "RerankMemory", "PerSpeakerMemory", "load_cross_encoder"]
 
 
-class _Wrapper:
+class _Forward:
+    """The calls a wrapper leaves to its inner system (``self.inner``): housekeeping, stats, report."""
+
+    inner: MemorySystem
+
+    def maintain(self, *, now: datetime) -> None:
+        """Maintain the inner system."""
+        self.inner.maintain(now=now)
+
+    def stats(self) -> MemoryStats:
+        """The inner system's stats."""
+        return self.inner.stats()
+
+    def report(self) -> dict[str, Any]:
+        """The inner system's ``report()``, if it has one, else ``{}``."""
+        fn = getattr(self.inner, "report", None)
+        return dict(fn()) if callable(fn) else {}
+
+
+class _Wrapper(_Forward):
     """Forwards the protocol to the inner system; subclasses re-score its candidates (``_rescore``)."""
 
     def __init__(
@@ -78,22 +97,9 @@ class _Wrapper:
         """Pass the signal to the inner system (ids are the inner system's)."""
         self.inner.feedback(question_id, retrieved, correct, user_id=user_id, now=now)
 
-    def maintain(self, *, now: datetime) -> None:
-        """Maintain the inner system."""
-        self.inner.maintain(now=now)
-
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Forget in the inner system."""
         self.inner.forget(turn_ids, user_id=user_id, now=now)
-
-    def stats(self) -> MemoryStats:
-        """The inner system's stats."""
-        return self.inner.stats()
-
-    def report(self) -> dict[str, Any]:
-        """The inner system's ``report()``, if it has one, else ``{}``."""
-        fn = getattr(self.inner, "report", None)
-        return dict(fn()) if callable(fn) else {}
 
 
 def _rank(items: list[tuple[float, Retrieved]], k: int) -> list[Retrieved]:
@@ -277,7 +283,7 @@ class RerankMemory(_Wrapper):
 _SUB = "::"
 
 
-class PerSpeakerMemory:
+class PerSpeakerMemory(_Forward):
     """Each speaker's turns in a store of their own, as the published LoCoMo runs keep them.
 
     The inner system (``inner`` + ``inner_args``) holds one store per
@@ -363,20 +369,7 @@ class PerSpeakerMemory:
                     question_id, by_speaker[speaker], correct, user_id=self.store_of(user_id, speaker), now=now
                 )
 
-    def maintain(self, *, now: datetime) -> None:
-        """Maintain the inner system."""
-        self.inner.maintain(now=now)
-
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Forget in every store of the user."""
         for speaker in self._speakers.get(user_id, ()):
             self.inner.forget(turn_ids, user_id=self.store_of(user_id, speaker), now=now)
-
-    def stats(self) -> MemoryStats:
-        """The inner system's stats."""
-        return self.inner.stats()
-
-    def report(self) -> dict[str, Any]:
-        """The inner system's ``report()``, if it has one, else ``{}``."""
-        fn = getattr(self.inner, "report", None)
-        return dict(fn()) if callable(fn) else {}

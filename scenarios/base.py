@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from memsim.sim.core.validate import validate_args
 from memsim.sim.events import Deletion, Episode, Event, Question, Session, episodes_by_user
 
-__all__ = ["Scenario", "ScenarioStream", "StaticRun", "StaticOptions"]
+__all__ = ["Scenario", "ScenarioStream", "StaticRun", "StaticOptions", "FileScenario"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +131,25 @@ class StaticOptions(BaseModel):
     def plan(self, run: StaticRun) -> StaticRun:
         """The run these options make of ``run``."""
         return replace(run, scenario_args={**self.model_dump(mode="json"), **run.scenario_args})
+
+
+class FileScenario:
+    """Mixin of the scenarios that read one data file: built from a config table, ``data`` resolved in the spec.
+
+    A subclass names its pydantic config model (``config_model``, with a
+    ``path()`` method) and takes ``(config, *, source)``.
+    """
+
+    config_model: ClassVar[type[BaseModel]]
+    config: Any
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> Any:
+        """Build from a config table; bad keys or values, or a missing file, raise ``UserError``."""
+        return cls(validate_args(cls.config_model, args, what="scenario", source=source), source=source)  # type: ignore[call-arg]
+
+    def spec_args(self) -> dict[str, Any]:
+        """Resolved arguments, JSON-ready (``data`` as the path actually read)."""
+        out = self.config.model_dump(mode="json")
+        out["data"] = str(self.config.path())
+        return out

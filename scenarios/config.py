@@ -9,7 +9,6 @@ types and impossible values are errors that name the key and the file.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,14 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memsim.scenarios.registry import build_scenario
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import read_toml
 from memsim.sim.load import LoadSettings
 from memsim.sim.spec import RunSettings
 from memsim.sim.core.validate import validate_args
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["RunConfig", "RunTable", "load_config", "config_from_mapping", "CONFIG_DIR"]
 
@@ -54,15 +49,7 @@ class RunConfig(BaseModel):
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a TOML config; errors name the file and key."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config file not found: {p}")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read config {p}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"config {p} is not valid TOML: {exc}") from None
-    return config_from_mapping(data, source=str(p))
+    return config_from_mapping(read_toml(p, "config", missing="config file"), source=str(p))
 
 
 def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConfig:

@@ -45,7 +45,7 @@ Same generator state, same stream.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -53,8 +53,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.validate import validate_args
+from memsim.scenarios.base import FileScenario, ScenarioStream
 from memsim.sim.core.errors import UserError
 from memsim.sim.events import Event, Question, Session, sort_events
 from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
@@ -64,13 +63,9 @@ __all__ = [
     "LocomoStreamConfig",
     "LocomoStreamScenario",
     "PARAPHRASES",
-    "QUESTION_TIMES",
     "default_locomo_path",
     "paraphrase",
 ]
-
-QUESTION_TIMES: tuple[str, ...] = ("after_evidence", "uniform", "end")
-"""Valid values of ``question_time``."""
 
 PARAPHRASES: tuple[str, ...] = (
     "Remind me: {q}",
@@ -145,10 +140,11 @@ class LocomoStreamConfig(BaseModel):
         return resolve_given(self.data, "locomo") if self.data else default_locomo_path()
 
 
-class LocomoStreamScenario:
+class LocomoStreamScenario(FileScenario):
     """The ``locomo_stream`` scenario: see the module docstring."""
 
     name = "locomo_stream"
+    config_model = LocomoStreamConfig
 
     def __init__(self, config: LocomoStreamConfig | None = None, *, source: str = "") -> None:
         self.config = config or LocomoStreamConfig()
@@ -159,18 +155,6 @@ class LocomoStreamScenario:
                 f"LoCoMo data file not found: {path}{where}; set scenario.data or MEMSIM_LOCOMO to locomo10.json, "
                 f"or {fetch_hint('locomo')}"
             )
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LocomoStreamScenario:
-        """Build from a config table; bad keys or values, or a missing file, raise ``UserError``."""
-        config = validate_args(LocomoStreamConfig, args, what="scenario", source=source)
-        return cls(config, source=source)  # type: ignore[arg-type]
-
-    def spec_args(self) -> dict[str, Any]:
-        """Resolved arguments, JSON-ready (``data`` as the path actually read)."""
-        out = self.config.model_dump(mode="json")
-        out["data"] = str(self.config.path())
-        return out
 
     # -- generation -------------------------------------------------------
 
@@ -240,18 +224,14 @@ class LocomoStreamScenario:
                 events.append(first)
                 asked += 1
                 if reask:
+                    # The same question again: only its id, time, wording and link back differ.
                     events.append(
-                        Question(
+                        replace(
+                            first,
                             question_id=f"{sq.question_id}:r1",
-                            user_id=uid,
                             time=when + timedelta(seconds=float(re_delay)),
                             text=paraphrase(sq.text, re_template) if re_para else sq.text,
-                            gold=gold,
-                            kind=sq.kind,
-                            evidence=sq.evidence,
-                            topic=sq.question_id,
                             reask_of=sq.question_id,
-                            extra=sq.extra,
                         )
                     )
                     reasks += 1

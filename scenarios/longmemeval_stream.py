@@ -51,7 +51,6 @@ stream whatever the seed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -61,8 +60,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memsim.memory.base import Turn
-from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.validate import validate_args
+from memsim.scenarios.base import FileScenario, ScenarioStream
 from memsim.sim.core.errors import UserError
 from memsim.sim.events import Event, Question, Session, sort_events
 from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
@@ -122,10 +120,11 @@ class LongMemEvalStreamConfig(LongMemEvalFileArgs):
     user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus)")
 
 
-class LongMemEvalStreamScenario:
+class LongMemEvalStreamScenario(FileScenario):
     """The ``longmemeval_stream`` scenario: see the module docstring."""
 
     name = "longmemeval_stream"
+    config_model = LongMemEvalStreamConfig
 
     def __init__(self, config: LongMemEvalStreamConfig | None = None, *, source: str = "") -> None:
         self.config = config or LongMemEvalStreamConfig()
@@ -139,18 +138,6 @@ class LongMemEvalStreamScenario:
             raise UserError(
                 f"LongMemEval data file not found: {path} (scenario.data{where}); {fetch_hint('longmemeval')}"
             )
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LongMemEvalStreamScenario:
-        """Build from a config table; bad keys or values, or a missing file, raise ``UserError``."""
-        config = validate_args(LongMemEvalStreamConfig, args, what="scenario", source=source)
-        return cls(config, source=source)  # type: ignore[arg-type]
-
-    def spec_args(self) -> dict[str, Any]:
-        """Resolved arguments, JSON-ready (``data`` as the path actually read)."""
-        out = self.config.model_dump(mode="json")
-        out["data"] = str(self.config.path())
-        return out
 
     # -- generation -------------------------------------------------------
 

@@ -79,6 +79,7 @@ class StaticProtocol:
         ks: cut-offs scored; depth: memories fetched per question (a run fetches ``max(depth, k, max(ks))``).
         scorers: registered scorers; metric: the headline column (``{k}`` stands for the run's cut-off).
         judges: judges of answers when ``--judge`` is not given.
+        checks_judges: its ``--data`` file is a LoCoMo file, from which the judges' check set draws items.
     """
 
     name: str
@@ -93,6 +94,7 @@ class StaticProtocol:
     scorers: tuple[str, ...] = ("evidence",)
     metric: str = "recall_all@{k}"
     judges: tuple[str, ...] = ("contains",)
+    checks_judges: bool = False
 
     def options_model(self) -> type[StaticOptions]:
         """The options model (imported on first use)."""
@@ -151,7 +153,7 @@ register_protocol(StaticProtocol(
     scenario="memsim.scenarios.static:LocomoBenchmark", options="memsim.scenarios.static:LocomoOptions",
     description="static LoCoMo: each conversation ingested into fresh systems, then its questions",
     data="locomo10.json, a path or a `memsim data` name (default: $MEMSIM_LOCOMO, the fetched copy, ../shared/data/locomo/)",
-    judges=("contains", "f1_locomo"),
+    judges=("contains", "f1_locomo"), checks_judges=True,
 ))
 # The official LongMemEval scorers; the longmemeval_stream scenario scores with them too.
 register_scorer("lme_turn", "memsim.static_benchmarks.longmemeval:TurnScorer", description="LongMemEval's official turn-level recall_any/recall_all/nDCG_any (keys <session>_<turn>)")

@@ -12,7 +12,6 @@ they make of a run (both protocols are registered in ``memsim.scenarios.registry
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -20,11 +19,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsim.scenarios.base import ScenarioStream, StaticOptions, StaticRun
+from memsim.scenarios.base import FileScenario, ScenarioStream, StaticOptions, StaticRun
 from memsim.scenarios.locomo_stream import default_locomo_path
 from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
 from memsim.sim.core.errors import UserError
-from memsim.sim.core.validate import validate_args
 from memsim.static_benchmarks.data import fetch_hint, resolve_given
 from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, RETRIEVAL_KS
 
@@ -48,13 +46,14 @@ class LocomoConfig(BaseModel):
         return resolve_given(self.data, "locomo") if self.data else default_locomo_path()
 
 
-class LocomoBenchmark:
+class LocomoBenchmark(FileScenario):
     """Static LoCoMo: one episode per conversation, every question after its last session.
 
     ``spec_args`` records the file's sha256, so a run folder names the exact data it read.
     """
 
     name = "locomo"
+    config_model = LocomoConfig
 
     def __init__(self, config: LocomoConfig, *, source: str = "") -> None:
         self.config = config
@@ -67,11 +66,6 @@ class LocomoBenchmark:
         from memsim.static_benchmarks.locomo import load_locomo
 
         self.dataset = load_locomo(path)
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LocomoBenchmark:
-        """Build from arguments; bad keys or values, or a missing file, raise ``UserError``."""
-        return cls(validate_args(LocomoConfig, args, what="scenario", source=source), source=source)  # type: ignore[arg-type]
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments: the path actually read."""
@@ -139,7 +133,7 @@ class LongMemEvalConfig(LongMemEvalFileArgs):
 _SURVEYS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-class LongMemEvalBenchmark:
+class LongMemEvalBenchmark(FileScenario):
     """Static LongMemEval: one episode per instance, its haystack then its question.
 
     Instances stream from the file one at a time (``memsim.static_benchmarks.longmemeval``),
@@ -148,6 +142,7 @@ class LongMemEvalBenchmark:
     """
 
     name = "longmemeval"
+    config_model = LongMemEvalConfig
 
     def __init__(self, config: LongMemEvalConfig, *, source: str = "") -> None:
         self.config = config
@@ -170,11 +165,6 @@ class LongMemEvalBenchmark:
             seed=config.sample_seed,
             limit=config.limit,
         )
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LongMemEvalBenchmark:
-        """Build from arguments; bad keys or values, or a missing file, raise ``UserError``."""
-        return cls(validate_args(LongMemEvalConfig, args, what="scenario", source=source), source=source)  # type: ignore[arg-type]
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments: the path actually read."""

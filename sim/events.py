@@ -26,7 +26,6 @@ __all__ = [
     "Tick",
     "Event",
     "Episode",
-    "event_time",
     "sort_events",
     "episodes_by_user",
 ]
@@ -119,11 +118,6 @@ class Tick:
 Event = Union[Session, Question, Deletion, Tick]
 
 _ORDER = {Session: 0, Deletion: 1, Question: 2, Tick: 3}
-
-
-def event_time(event: Event) -> datetime:
-    """The time of any event."""
-    return event.time
 
 
 def sort_events(events: Iterable[Event]) -> list[Event]:

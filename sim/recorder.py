@@ -17,7 +17,6 @@ uninterrupted run's. A folder made for another spec is refused.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import write_atomic, write_text_atomic
 from memsim.sim.spec import RunSpec, spec_diff
 
 __all__ = ["Recorder", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES"]
@@ -201,10 +201,10 @@ class Recorder:
             return
         parts = self.out_dir / "parts"
         if probes:
-            _atomic(parts / f"{key}.probes.parquet", pf.write_parquet)
+            write_atomic(parts / f"{key}.probes.parquet", pf.write_parquet)
         if timeline:
-            _atomic(parts / f"{key}.timeline.parquet", tf.write_parquet)
-        _atomic(parts / f"{key}.json", lambda p: p.write_text(json.dumps(meta, default=str, sort_keys=True)))
+            write_atomic(parts / f"{key}.timeline.parquet", tf.write_parquet)
+        write_text_atomic(parts / f"{key}.json", json.dumps(meta, default=str, sort_keys=True))
 
     def parts(self) -> list[dict[str, Any]]:
         """The committed parts' JSON, in key order."""
@@ -246,12 +246,9 @@ class Recorder:
             TIMELINE_SCHEMA,
         )
         info = _run_info(run_info, metas, complete)
-        _atomic(self.out_dir / "probes.parquet", probes.write_parquet)
-        _atomic(self.out_dir / "timeline.parquet", timeline.write_parquet)
-        _atomic(
-            self.out_dir / "run.json",
-            lambda p: p.write_text(json.dumps(info, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8"),
-        )
+        write_atomic(self.out_dir / "probes.parquet", probes.write_parquet)
+        write_atomic(self.out_dir / "timeline.parquet", timeline.write_parquet)
+        write_text_atomic(self.out_dir / "run.json", json.dumps(info, indent=2, default=str, sort_keys=True) + "\n")
         if complete:
             shutil.rmtree(parts_dir, ignore_errors=True)
         return probes, timeline, info
@@ -261,12 +258,6 @@ def _run_info(run_info: Mapping[str, Any], metas: list[dict[str, Any]], complete
     failures = [f for m in metas for f in m["failures"]]
     parts = [{k: v for k, v in m.items() if k != "failures"} for m in metas]
     return {**dict(run_info), "complete": complete, "failures": failures, "parts": parts}
-
-
-def _atomic(path: Path, write: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
 
 
 _NESTED = pl.List(pl.List(pl.Utf8))

@@ -32,14 +32,14 @@ from memsim.memory.base import render_turn
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import streams as random_streams
+from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
 
-__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "random_streams", "episode_totals"]
+__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +154,7 @@ def iter_run(
     recorder = Recorder(out_dir)
     recorder.open(spec)
     if resources is None:
-        resources = Resources(rng=random_streams(spec.seed)["systems"])
+        resources = Resources(rng=streams(spec.seed)["systems"])
     if scorers is None:
         scorers = [build_scorer(name) for name in spec.scorers]
     p = _Play(spec, recorder, resources, list(scorers), answer)
@@ -187,6 +187,18 @@ def run(spec: RunSpec, episodes: Iterable[Episode], **kwargs: Any) -> RunResult:
     return result
 
 
+def upfront_texts(episodes: Iterable[Episode]) -> list[str]:
+    """The distinct texts a run embeds up front (turns as rendered, questions), in first-seen order."""
+    texts: dict[str, None] = {}
+    for ep in episodes:
+        for e in ep.events:
+            if isinstance(e, Session):
+                texts.update((render_turn(t), None) for t in e.turns)
+            elif isinstance(e, Question):
+                texts[e.text] = None
+    return list(texts)
+
+
 def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any]) -> None:
     """Embed every text the episodes will need, in large batches, into the cache before the clock starts.
 
@@ -198,18 +210,12 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dic
     embedder = resources.made_embedder
     if embedder is None:
         return
-    texts: dict[str, None] = {}
-    for ep in episodes:
-        for e in ep.events:
-            if isinstance(e, Session):
-                texts.update((render_turn(t), None) for t in e.turns)
-            elif isinstance(e, Question):
-                texts[e.text] = None
+    texts = upfront_texts(episodes)
     if not texts:
         return
     before = embedder.stats
     t0 = time.perf_counter()
-    embedder.encode(list(texts))
+    embedder.encode(texts)
     after = embedder.stats
     tally = info.setdefault("embedding", {"texts": 0, "embedded": 0, "cached": 0, "seconds": 0.0})
     tally["texts"] += len(texts)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import write_text_atomic
 
 __all__ = [
     "Dataset",
@@ -147,9 +148,7 @@ def recorded_hashes(root: Path | None = None) -> dict[str, str]:
 def _record_hash(name: str, digest: str, root: Path) -> None:
     hashes = recorded_hashes(root)
     hashes[name] = digest
-    tmp = root / f"{_HASHES}.tmp"
-    tmp.write_text(json.dumps(hashes, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(root / _HASHES)
+    write_text_atomic(root / _HASHES, json.dumps(hashes, indent=2, sort_keys=True) + "\n")
 
 
 def expected_hash(name: str, root: Path | None = None) -> str | None:

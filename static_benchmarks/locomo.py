@@ -74,7 +74,6 @@ QUESTION_DELAY = timedelta(days=1)
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _DATE_KEY = re.compile(r"session_(\d+)_date_time")
-_DIA_ID = re.compile(r"D(\d+):(\d+)")
 # A stray colon after the D ("D:11:26") is the one malformed shape that still names a turn.
 _LOOSE_ID = re.compile(r"D:?(\d+):(\d+)")
 _SPLIT = re.compile(r"[;,\s]+")

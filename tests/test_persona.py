@@ -151,7 +151,7 @@ def _shipped_configs() -> list[Path]:
 
 @pytest.mark.parametrize("path", _shipped_configs(), ids=lambda p: p.name)
 def test_shipped_configs_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsim.scenarios.config import tomllib
+    from memsim.sim.core.files import tomllib
 
     if path.name.startswith("sweep_"):  # sweep specs (analysis.sweep), not run configs
         from memsim.analysis.sweep import load_sweep

@@ -136,3 +136,9 @@ def test_registration_is_strict(tiny: StaticProtocol, capsys: pytest.CaptureFixt
 def test_a_registration_made_by_a_test_does_not_leak() -> None:
     # The fixture above undoes its registrations whatever the order the tests run in.
     assert "tiny" not in protocol_names() and "tiny" not in scenario_names() and "gold_in_top" not in scorer_names()
+
+
+def test_only_locomo_declares_its_data_as_the_judge_check_file() -> None:
+    # answer_options reads this field, where it once compared the benchmark's name with "locomo".
+    declared = {name for name in protocol_names() if static_protocol(name).checks_judges}
+    assert declared == {"locomo"}

@@ -33,10 +33,10 @@ def recount(system: object) -> tuple[int, int]:
         extra = sum(module._state_bytes(u) for u in system._users.values())  # type: ignore[attr-defined]
         return base.items, base.metadata_bytes + extra
     if name == "BM25Memory":
-        from memsim.memory.lexical import _meta_bytes
+        from memsim.memory.base import meta_bytes
 
         mems = [m for v in system._records.mem.values() for m in v.values()]  # type: ignore[attr-defined]
-        return len(mems), sum(_meta_bytes(m) for m in mems)
+        return len(mems), sum(meta_bytes(m) for m in mems)
     if name == "FullContextMemory":
         held = [it for v in system._items.values() for it in v]  # type: ignore[attr-defined]
         return len(held), sum(len(it[0]) + len(it[4]) + 16 for it in held)

@@ -330,3 +330,17 @@ def test_dask_executor_on_an_existing_scheduler(tmp_path: Path, uninterrupted: P
     assert all(local[k] == v for k, v in _metrics(tmp_path / "out").items()) and len(_metrics(tmp_path / "out")) == 6
     with pytest.raises(UserError, match="--scheduler needs --executor dask"):
         run_sweep(spec, tmp_path / "x", executor="local", scheduler=cluster.scheduler_address)
+
+
+def test_ablations_are_the_registered_ablations_named_after_the_system() -> None:
+    from memsim.memory.registry import memory_names, memory_role
+
+    spec = sweep_from_mapping({
+        "systems": [{"name": "neuroplastic", "ablations": True}],
+        "sweep": {"seeds": 1, "embedder": "hash"},
+        "scenario": {"name": "persona", "users": 2, "months": 1},
+    })
+    picked = {c.systems[1] for c in expand(spec)} - {"neuroplastic"}
+    by_name = {n for n in memory_names() if n.startswith("neuroplastic-no-")}
+    assert picked == by_name and len(picked) == 4
+    assert all(memory_role(n) == "ablation" for n in picked)

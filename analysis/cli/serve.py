@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from memsim.analysis.cli.options import add_cache_dir_argument
+
 __all__ = ["serve_arguments", "serve_main"]
 
 
@@ -15,8 +17,7 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="registered system to serve (memsim list; default naive)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="embedding cache folder (default $MEMSIM_CACHE_DIR or ~/.cache/memsim)")
+    add_cache_dir_argument(parser)
     parser.add_argument("--openapi", type=Path, default=None, metavar="PATH",
                         help="write the protocol's OpenAPI document to PATH and exit")
 

@@ -16,7 +16,7 @@ __all__ = ["static_arguments", "static_main", "static_spec"]
 
 
 def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
-    from memsim.analysis.cli.options import add_answer_arguments
+    from memsim.analysis.cli.options import add_answer_arguments, add_cache_dir_argument, add_no_progress_argument
 
     p.add_argument("--data", type=Path, default=None, help=protocol.data)
     p.add_argument("--system", action="append", default=None, metavar="NAME[:k=v,...]",
@@ -26,9 +26,8 @@ def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples per interval (default 2000)")
     p.add_argument("--out", type=Path, default=None,
                    help=f"run folder (default runs/static-{protocol.name}-<time>); an unfinished run there is resumed")
-    p.add_argument("--cache-dir", type=Path, default=None,
-                   help="embedding cache folder (default $MEMSIM_CACHE_DIR or ~/.cache/memsim)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_cache_dir_argument(p)
+    add_no_progress_argument(p)
     add_answer_arguments(p)
 
 
@@ -76,7 +75,7 @@ def _systems(args: argparse.Namespace) -> tuple[Any, ...]:
 
 def _resources(args: argparse.Namespace) -> Any:
     from memsim.memory.registry import Resources
-    from memsim.sim.runner import random_streams
+    from memsim.sim.core.streams import streams
 
     def on_cache_dir() -> Any:
         from memsim.memory.embed import Embedder
@@ -84,7 +83,7 @@ def _resources(args: argparse.Namespace) -> Any:
         return Embedder(cache_dir=args.cache_dir)
 
     factory = on_cache_dir if args.cache_dir is not None else None
-    return Resources(rng=random_streams(args.seed)["systems"], embedder_factory=factory)
+    return Resources(rng=streams(args.seed)["systems"], embedder_factory=factory)
 
 
 def static_spec(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -53,7 +53,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "format_memory", "format_question_date",
     ),
     "memsim.sim.answer.setup": (
-        "DEFAULT_JUDGES", "AnswerSetup", "answer_setup",
+        "AnswerSetup", "answer_setup",
         "build_llm", "format_cost", "format_dry_run", "judge_client", "official_templates", "same_model",
     ),
 }

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memsim.sim.answer.prompts import PromptTemplate
+from memsim.sim.answer.prompts import JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
 from memsim.sim.core.errors import UserError
 
 __all__ = ["OfficialPrompts", "load_official_prompts", "LONGMEMEVAL_SCRIPT"]
@@ -38,15 +38,6 @@ LONGMEMEVAL_SCRIPT = "src/evaluation/evaluate_qa.py"
 """Where LongMemEval's QA evaluation script lives in a checkout of its repository."""
 
 _LME_FUNCTION = "get_anscheck_prompt"
-# Question type -> key of memsim's LongMemEval rubrics (``prompts.JUDGE_LONGMEMEVAL``).
-_LME_KEYS = {
-    "single-session-user": "default",
-    "single-session-assistant": "default",
-    "multi-session": "default",
-    "temporal-reasoning": "temporal-reasoning",
-    "knowledge-update": "knowledge-update",
-    "single-session-preference": "single-session-preference",
-}
 # The prompt function's argument names -> memsim's fields.
 _LME_ARGS = {"question": "question", "answer": "gold", "response": "answer"}
 _MEM0_FIELDS = {"question": "question", "gold_answer": "gold", "generated_answer": "answer"}
@@ -196,7 +187,7 @@ def _longmemeval_templates(func: ast.FunctionDef, path: Path) -> dict[str, Promp
                     found["abstention"] = text
                     continue
                 for task in tasks or ():
-                    key = _LME_KEYS.get(task)
+                    key = JUDGE_LONGMEMEVAL_TYPES.get(task)
                     if key is not None:
                         found.setdefault(key, text)
 

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnswerSetup",
-    "DEFAULT_JUDGES",
     "DryRunFinished",
     "format_dry_run",
     "judge_client",
@@ -55,13 +54,6 @@ __all__ = [
     "build_llm",
     "format_cost",
 ]
-
-DEFAULT_JUDGES: dict[str, tuple[str, ...]] = {
-    "synthetic": ("contains",),
-    "locomo": ("contains", "f1_locomo"),
-    "longmemeval": ("contains", "f1_mem0"),
-}
-"""Judges used when ``--judge`` is not given, per benchmark."""
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 """Model asked for at OpenAI's endpoint when ``--llm-model`` is not given."""
@@ -238,7 +230,7 @@ def answer_setup(options: AnswerOptions | None, *, default_judges: Sequence[str]
 
     Args:
         options: the run's answer options.
-        default_judges: judges used when the options name none (see ``DEFAULT_JUDGES``).
+        default_judges: judges used when the options name none (a static protocol declares its own).
 
     Raises:
         UserError: bad options (unknown judge, missing key, unreadable price file, ...).
