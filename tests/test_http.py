@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -243,7 +244,7 @@ months = 1
 sessions_per_week = 2.0
 turns_per_session = 4
 questions_per_week = 3.0
-deletion_rate = 0.5
+deletion_rate = 2.0
 
 [run]
 seed = 0
@@ -274,4 +275,6 @@ def test_a_run_through_the_wire_gives_the_same_metrics(tmp_path: Path, capsys: p
     rows = pl.read_parquet(out / "probes.parquet").sort("question_id")
     cols = ["question_id", "retrieved_ids", "retrieved_scores", "retrieved_text", "deleted_leaks", "recall_all@5"]
     assert rows.filter(pl.col("system") == wire)[cols].equals(rows.filter(pl.col("system") == "naive")[cols])
-    assert "deletions 2" in capsys.readouterr().out  # forget went through the wire too
+    # forget went through the wire too: the world asked for deletions, and both stores answered alike after them
+    deletions = re.search(r"deletions (\d+)", capsys.readouterr().out)
+    assert deletions is not None and int(deletions.group(1)) > 0
