@@ -273,12 +273,13 @@ def test_minilm_workers_share_the_embedding_cache(tmp_path: Path) -> None:
                 for r in first.records]
 
     naive, both = stats(tmp_path / "a")
-    assert naive["model"].startswith("all-MiniLM-L6-v2") and naive["misses"] > 100
+    # the first cell embeds the world's texts (92 distinct ones on seed 0), the second finds them all cached
+    assert naive["model"].startswith("all-MiniLM-L6-v2") and naive["misses"] > 50
     assert both["misses"] == 0 and both["hits"] >= naive["misses"]  # same seed: every text already embedded
     # Another sweep of the same cells on two worker processes reads everything from the cache file.
     again = run_sweep(spec, tmp_path / "b", workers=2)
     assert again.counts["done"] == 2
-    assert all(s["misses"] == 0 and s["hits"] > 100 for s in stats(tmp_path / "b"))
+    assert all(s["misses"] == 0 and s["hits"] >= naive["misses"] for s in stats(tmp_path / "b"))
     assert _metrics(tmp_path / "a") == _metrics(tmp_path / "b")
 
 
