@@ -22,6 +22,7 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "memsim.analysis.cli.run:demo", "the persona demo against every registered system (offline)"),
     ("run", "memsim.analysis.cli.run:run", "replay a scenario config against memory systems"),
+    ("scenario", "memsim.analysis.cli.scenario:scenario", "a scenario's difficulty profile (stats) or its world file (render)"),
     ("static", "memsim.analysis.cli.static:static", "run a static benchmark (LoCoMo, LongMemEval) on the same engine"),
     ("rerun", "memsim.analysis.cli.run:rerun", "play a run folder again from its spec.json"),
     ("list", "memsim.analysis.cli.run:listing", "registered systems, scenarios, readers, judges and scorers"),

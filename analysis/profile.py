@@ -1,0 +1,261 @@
+"""The difficulty profile of a scenario stream: how hard its questions are for a plain vector store.
+
+``profile(stream)`` reads a generated stream (any scenario, real or
+synthetic) and measures what makes retrieval easy or hard:
+
+- size: users, sessions, turns, and the distinct-text ratio (distinct turn
+  texts / turns; 1.0 when no text repeats);
+- store size at question time: the asking user's turns ingested before the
+  question, minus those a deletion removed (median, p10, p90);
+- evidence turns per question (distribution, share with two or more) and the
+  share of questions on changed facts (a non-empty ``superseded``);
+- question-evidence similarity: the cosine of the question and each of its
+  evidence turns' text (MiniLM through ``memsim.memory.embed``, so the
+  vectors come from and go to the shared embedding cache), and the share of
+  the question's content words that occur in its evidence turns;
+- naive retrieval: memsim's ``naive`` system replays the stream (sessions
+  ingested, deletions forgotten) and is probed at each question with the whole
+  store as ``k``; the rank of the first evidence turn and of the last one
+  (where all evidence is covered), and ``recall_all@k`` by kind and by half
+  (each user's scored questions split at that user's median, as the learning
+  tables split them).
+
+A question is scored when it has evidence and is not excluded; only scored
+questions enter the evidence, similarity and retrieval figures.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memsim.memory.base import render_turn
+from memsim.scenarios.base import ScenarioStream
+from memsim.sim.events import Deletion, Question, Session
+from memsim.sim.scorers import evidence_scores, first_evidence_rank
+
+__all__ = ["profile", "format_profile", "config_stream", "content_words", "STOPWORDS"]
+
+STOPWORDS = frozenset(
+    """a about after again all also am an and any are as at be been before being but by can could did do does
+    doing for from had has have having he her here hers him his how i if in into is it its just me more most my
+    no nor not now of off on once only or other our ours out over own same she should so some such than that
+    the their theirs them then there these they this those through to too under until up very was we were what
+    when where which while who whom why will with would you your yours yourself yeah oh ok okay really don didn
+    doesn isn wasn aren won""".split()
+)
+"""Function words left out of the content-word overlap (English; a short fixed list, so the figure is stable)."""
+
+_WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of ``text`` that are not ``STOPWORDS`` (a clitic such as ``'s`` or ``'m`` dropped)."""
+    words = (re.split("['’]", w)[0] for w in _WORD.findall(text.lower()))
+    return {w for w in words if w not in STOPWORDS}
+
+
+def _scored(q: Question) -> bool:
+    return bool(q.evidence) and q.excluded is None
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | int | None]:
+    """n, mean, p10, median, p90 of ``values`` (None when empty)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return {"n": 0, "mean": None, "p10": None, "median": None, "p90": None}
+    p10, med, p90 = np.percentile(x, [10, 50, 90])
+    return {"n": int(x.size), "mean": round(float(x.mean()), 4), "p10": round(float(p10), 4),
+            "median": round(float(med), 4), "p90": round(float(p90), 4)}
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    x = [v for v in values if not math.isnan(v)]
+    return round(float(np.mean(x)), 4) if x else None
+
+
+def _naive_default() -> Any:
+    from memsim.memory.naive import NaiveMemory
+    from memsim.memory.resources import Resources
+
+    return NaiveMemory(resources=Resources())
+
+
+def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """The difficulty profile of ``stream`` (see the module docstring), JSON-ready.
+
+    Args:
+        stream: a generated longitudinal stream (``stream.events``).
+        k: the cut-off of ``recall_all@k``.
+        system: makes the store that is replayed and probed (default: memsim's
+            ``naive`` on the packaged MiniLM and the shared cache); it must
+            have ``ingest``, ``forget``, ``probe`` and an ``embedder``.
+
+    Raises:
+        ValueError: ``k`` < 1, or the stream is streamed episodes (a static benchmark) rather than events.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if stream.streamed is not None:
+        raise ValueError("profile reads a longitudinal stream (events), not a static benchmark's episodes")
+    naive = (system or _naive_default)()
+    sessions = [e for e in stream.events if isinstance(e, Session)]
+    questions = [e for e in stream.events if isinstance(e, Question)]
+    texts = [t.text for s in sessions for t in s.turns]
+    turn_by_id = {t.turn_id: t for s in sessions for t in s.turns}
+    scored = [q for q in questions if _scored(q)]
+
+    # Every text the profile embeds, embedded once in large batches (as a run does before its clock starts).
+    rendered = [render_turn(t) for t in turn_by_id.values()]
+    naive.embedder.encode(list(dict.fromkeys([*rendered, *texts, *(q.text for q in scored)])))
+
+    store: dict[str, int] = Counter()
+    deleted: set[str] = set()
+    held_at: dict[str, int] = {}
+    ranks: dict[str, tuple[int | None, int | None, float]] = {}
+    for e in stream.events:  # time-ordered: what the naive store holds when each question is asked
+        if isinstance(e, Session):
+            naive.ingest(e.turns, user_id=e.user_id, now=e.time)
+            store[e.user_id] += len(e.turns)
+        elif isinstance(e, Deletion):
+            gone = [t for t in e.turn_ids if t not in deleted and t in turn_by_id]
+            deleted.update(gone)
+            store[e.user_id] -= len(gone)
+            naive.forget(e.turn_ids, user_id=e.user_id, now=e.time)
+        elif isinstance(e, Question):
+            held_at[e.question_id] = store[e.user_id]
+            if _scored(e):
+                hits = naive.probe(e.text, user_id=e.user_id, now=e.time, k=max(1, store[e.user_id]))
+                prov = [h.source_turn_ids for h in hits]
+                first = first_evidence_rank(prov, e.evidence)
+                found = [i for i, p in enumerate(prov, start=1) if set(p) & set(e.evidence)]
+                covered = set().union(*prov) >= set(e.evidence) if prov else False
+                ranks[e.question_id] = (first, found[-1] if covered and found else None,
+                                        evidence_scores(prov, e.evidence, ks=(k,))[f"recall_all@{k}"])
+
+    vec = naive.embedder
+    cosines: list[float] = []
+    overlaps: list[float] = []
+    for q in scored:
+        ev = [turn_by_id[t] for t in q.evidence if t in turn_by_id]
+        if not ev:
+            continue
+        qv = vec.encode_one(q.text)
+        cosines.extend(float(np.dot(qv, v)) for v in vec.encode([t.text for t in ev]))
+        words = content_words(q.text)
+        if words:
+            said = set().union(*(content_words(t.text) for t in ev))
+            overlaps.append(len(words & said) / len(words))
+
+    n_ev = Counter(len(q.evidence) for q in scored)
+    half = _halves(scored)
+    recall = {q.question_id: ranks[q.question_id][2] for q in scored if q.question_id in ranks}
+    kinds = sorted({q.kind for q in scored})
+    firsts = [r[0] for r in ranks.values()]
+    lasts = [r[1] for r in ranks.values()]
+    totals = stream.totals()
+    return {
+        "users": totals["users"],
+        "sessions": totals["sessions"],
+        "turns": totals["turns"],
+        "questions": totals["questions"],
+        "scored_questions": len(scored),
+        "deletions": totals["deletions"],
+        "span_days": totals["span_days"],
+        "distinct_texts": len(set(texts)),
+        "distinct_text_ratio": round(len(set(texts)) / len(texts), 4) if texts else None,
+        "store_at_question": _spread([held_at[q.question_id] for q in questions]),
+        "evidence_per_question": {str(n): c for n, c in sorted(n_ev.items())},
+        "share_evidence_2plus": round(sum(c for n, c in n_ev.items() if n >= 2) / len(scored), 4) if scored else None,
+        "share_changed_fact": round(sum(bool(q.superseded) for q in scored) / len(scored), 4) if scored else None,
+        "question_evidence_cosine": _spread(cosines),
+        "content_word_overlap": _spread(overlaps),
+        "k": k,
+        "naive_first_evidence_rank": {**_spread([r for r in firsts if r is not None]),
+                                      "not_found": sum(r is None for r in firsts)},
+        "naive_all_evidence_rank": {**_spread([r for r in lasts if r is not None]),
+                                    "not_found": sum(r is None for r in lasts)},
+        f"naive_recall_all@{k}": {
+            "all": _mean(recall.values()),
+            "first_half": _mean(v for q, v in recall.items() if half[q] == 0),
+            "second_half": _mean(v for q, v in recall.items() if half[q] == 1),
+            "by_kind": {kind: {"n": sum(q.kind == kind for q in scored),
+                               "all": _mean(recall[q.question_id] for q in scored if q.kind == kind),
+                               "first_half": _mean(recall[q.question_id] for q in scored if q.kind == kind and half[q.question_id] == 0),
+                               "second_half": _mean(recall[q.question_id] for q in scored if q.kind == kind and half[q.question_id] == 1)}
+                        for kind in kinds},
+        },
+    }
+
+
+def _halves(scored: Sequence[Question]) -> dict[str, int]:
+    """``question_id -> 0 | 1``: each user's scored questions split at that user's median index."""
+    by_user: dict[str, list[str]] = {}
+    for q in scored:
+        by_user.setdefault(q.user_id, []).append(q.question_id)
+    out: dict[str, int] = {}
+    for ids in by_user.values():
+        med = float(np.median(np.arange(len(ids))))
+        out.update({qid: int(i >= med) for i, qid in enumerate(ids)})
+    return out
+
+
+def format_profile(p: Mapping[str, Any]) -> str:
+    """The profile as aligned text lines, for the terminal."""
+
+    def spread(s: Mapping[str, Any]) -> str:
+        if not s["n"]:
+            return "-"
+        return f"median {s['median']:g} (p10 {s['p10']:g}, p90 {s['p90']:g}), n {s['n']:,}"
+
+    k = p["k"]
+    r = p[f"naive_recall_all@{k}"]
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
+    lines = [
+        f"users {p['users']:,}  sessions {p['sessions']:,}  turns {p['turns']:,}  questions {p['questions']:,} "
+        f"(scored {p['scored_questions']:,})  deletions {p['deletions']:,}  span {p['span_days']:g} days",
+        f"distinct texts          {p['distinct_texts']:,} ({pct(p['distinct_text_ratio'])} of turns)",
+        f"store at question time  {spread(p['store_at_question'])}",
+        f"evidence per question   {', '.join(f'{n}: {c:,}' for n, c in p['evidence_per_question'].items())}; "
+        f"share with 2+ {pct(p['share_evidence_2plus'])}",
+        f"changed facts           {pct(p['share_changed_fact'])} of scored questions",
+        f"question-evidence cos   {spread(p['question_evidence_cosine'])}",
+        f"content-word overlap    {spread(p['content_word_overlap'])}",
+        f"naive first-evid. rank  {spread(p['naive_first_evidence_rank'])}; not found {p['naive_first_evidence_rank']['not_found']:,}",
+        f"naive all-evid. rank    {spread(p['naive_all_evidence_rank'])}; not found {p['naive_all_evidence_rank']['not_found']:,}",
+        f"naive recall_all@{k:<5}  all {pct(r['all'])}  first half {pct(r['first_half'])}  second half {pct(r['second_half'])}",
+    ]
+    width = max((len(kind) for kind in r["by_kind"]), default=4)
+    for kind, v in r["by_kind"].items():
+        lines.append(f"  {kind:<{width}}  n {v['n']:>5,}  all {pct(v['all'])}  first half {pct(v['first_half'])}  "
+                     f"second half {pct(v['second_half'])}")
+    return "\n".join(lines)
+
+
+def config_stream(config: str | Path, *, seed: int | None = None) -> tuple[Any, Any, int]:
+    """``(scenario, stream, seed)`` of a config file: its scenario built and generated as ``memsim run`` would.
+
+    ``seed`` None: the config's ``[run] seed``. The stream is drawn from the
+    seed's ``scenario`` stream, so it is the stream a run of the config plays.
+
+    Raises:
+        UserError: a missing or bad config, a bad scenario argument.
+    """
+    from memsim.scenarios.config import load_config
+    from memsim.scenarios.registry import build_scenario
+    from memsim.sim.core.streams import streams
+
+    cfg = load_config(config)
+    seed = cfg.run.seed if seed is None else int(seed)
+    args = {k: v for k, v in cfg.scenario.items() if k != "name"}
+    scenario = build_scenario(str(cfg.scenario["name"]), args, source=cfg.source)
+    return scenario, scenario.generate(streams(seed)["scenario"]), seed
