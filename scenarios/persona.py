@@ -170,6 +170,7 @@ class PersonaScenario:
         span = cfg.months * _MONTH_DAYS * _DAY
         events: list[Event] = []
         histories: dict[str, Any] = {}
+        facts: dict[str, list[str]] = {}
         for u in range(cfg.users):
             user_rng = np.random.default_rng(rng.integers(2**63))
             user = _User(user_id=f"u{u + 1:02d}")
@@ -178,8 +179,12 @@ class PersonaScenario:
                 slot: [(e.value, e.turn_id, e.stated.isoformat() if e.stated else None) for e in entries]
                 for slot, entries in user.history.items()
             }
+            # The value each fact-bearing turn states (a rewrite of the turn must keep it).
+            told = [*(e for entries in user.history.values() for e in entries), *user.recommendations]
+            facts.update((e.turn_id, [e.value]) for e in told if e.turn_id)
         end = cfg.start + timedelta(seconds=span)
-        return ScenarioStream(start=cfg.start, end=end, events=tuple(sort_events(events)), meta={"histories": histories})
+        return ScenarioStream(start=cfg.start, end=end, events=tuple(sort_events(events)),
+                              meta={"histories": histories, "facts": facts})
 
     def _at(self, seconds: float) -> datetime:
         return self.config.start + timedelta(seconds=float(seconds))

@@ -148,6 +148,7 @@ def static_protocol(name: str) -> StaticProtocol:
 register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
 register_scenario("locomo_stream", "memsim.scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
 register_scenario("longmemeval_stream", "memsim.scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")
+register_scenario("world", "memsim.scenarios.world_file:WorldScenario", description="a hashed world file (memsim scenario render) replayed offline")
 register_protocol(StaticProtocol(
     name="locomo", title="LoCoMo",
     scenario="memsim.scenarios.static:LocomoBenchmark", options="memsim.scenarios.static:LocomoOptions",

@@ -81,10 +81,15 @@ def _render(args: argparse.Namespace) -> int:
     render_info: dict[str, object] = {}
     if args.llm is not None:
         from memsim.sim.answer.cache import CachedLLM
-        from memsim.sim.answer.llm import make_llm
+        from memsim.sim.answer.llm import OpenAICompatibleLLM, make_llm
 
-        opts = {"base_url": args.llm_base_url, **({"model": args.llm_model} if args.llm_model else {})}
-        client = CachedLLM(make_llm(args.llm, **opts), cache_dir=args.cache_dir)
+        model = args.llm_model
+        if not model:
+            served = OpenAICompatibleLLM.served_models(args.llm_base_url)
+            if not served:
+                raise UserError(f"--llm-base-url {args.llm_base_url}: the endpoint lists no model; name one with --llm-model")
+            model = served[0]
+        client = CachedLLM(make_llm(args.llm, model=model, base_url=args.llm_base_url), cache_dir=args.cache_dir)
         try:
             stream, counts = render_stream(stream, client, judges=tuple(args.judge or ()), retries=args.retries)
         finally:
