@@ -34,6 +34,24 @@ Who the user is (``group``):
   (``"<user>/<turn key>"``) because provenance must name exactly one user's
   turn; a session listed twice by one instance is ingested once.
 
+- ``users``: many users made of the published instances, each with
+  several questions. The instances that pass the filters are dealt out in
+  file order, round robin, to ``users`` users (default: as many as give each
+  ``instances_per_user``; the remainder is left out and counted as
+  ``ungrouped``). A user's instances share one calendar: instance ``j`` of a
+  user is shifted by whole days so that its question falls
+  ``j * spacing_days`` after the user's first question, so each haystack
+  keeps its own order and time of day, haystacks of one user interleave, and
+  each question is asked at its (shifted) date; turns carry the shifted date
+  in the file's format. Ids are per user, as in ``instance`` mode; a session
+  that two of a user's instances list is ingested once (at the first
+  instance's date) when its turns are the same, and as two sessions when
+  they differ (the second copy's id ends in ``~<j>``).
+  With ``reask_rate`` a question is asked again ``U(reask_min_days,
+  reask_max_days)`` days later, verbatim or (``paraphrase_rate``) in one of
+  ``memsim.scenarios.locomo_stream.PARAPHRASES``; only this draws from the
+  generator.
+
 Left out and counted (``meta["excluded"]``): abstention questions (``_abs``)
 unless ``include_abstention`` (they are then asked with no evidence and
 score NaN), questions without any gold user turn (single-session-assistant,
@@ -45,8 +63,8 @@ minute after that session, so no question precedes its evidence; such moves
 are counted. Only user turns are ingested by default (the official retrieval
 corpus); ``user_only = false`` ingests assistant turns too.
 
-The stream takes no random draws: the same file and arguments give the same
-stream whatever the seed.
+Without re-asks the stream takes no random draws: the same file and
+arguments give the same stream whatever the seed.
 """
 
 from __future__ import annotations
@@ -57,16 +75,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memsim.memory.base import Turn
 from memsim.scenarios.base import FileScenario, ScenarioStream
+from memsim.scenarios.locomo_stream import PARAPHRASES, paraphrase
 from memsim.sim.core.errors import UserError
 from memsim.sim.events import Event, Question, Session, sort_events
 from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
 from memsim.static_benchmarks.longmemeval import (
     QUESTION_TYPES,
     Instance,
+    LmeSession,
     LoadWarnings,
     gold_turn_keys,
     iter_instances,
@@ -83,6 +103,8 @@ SHARED_USER = "longmemeval"
 """The user id of every event in ``shared`` mode."""
 
 _MOVE = timedelta(minutes=1)
+_DAY = timedelta(days=1)
+_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"  # how LongMemEval writes dates: 2023/05/30 (Tue) 23:40
 
 
 def default_longmemeval_path() -> Path | None:
@@ -114,10 +136,32 @@ class LongMemEvalFileArgs(BaseModel):
 class LongMemEvalStreamConfig(LongMemEvalFileArgs):
     """Arguments of the ``longmemeval_stream`` scenario (validated; unknown keys are errors)."""
 
-    group: Literal["shared", "instance"] = Field("shared", description="one user for all instances, or one per instance")
+    group: Literal["shared", "instance", "users"] = Field(
+        "shared", description="one user for all instances, one per instance, or users of several instances each")
     limit_instances: int | None = Field(None, ge=1, description="keep the first N instances that pass the filters")
     include_abstention: bool = Field(False, description="also ask abstention (_abs) questions (unscored)")
     user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus)")
+    users: int | None = Field(None, ge=1, description="group users: how many users (default: as many as the instances fill)")
+    instances_per_user: int = Field(8, ge=1, description="group users: instances (questions) dealt to each user")
+    spacing_days: float = Field(7.0, gt=0, description="group users: days between a user's successive questions")
+    reask_rate: float = Field(0.0, ge=0, le=1, description="group users: chance a question is asked again later")
+    paraphrase_rate: float = Field(0.5, ge=0, le=1, description="group users: chance a re-ask is reworded")
+    reask_min_days: float = Field(1.0, ge=0, description="group users: earliest re-ask after the first asking")
+    reask_max_days: float = Field(14.0, gt=0, description="group users: latest re-ask after the first asking")
+
+    @model_validator(mode="after")
+    def _check(self) -> LongMemEvalStreamConfig:
+        if self.reask_min_days >= self.reask_max_days:
+            raise ValueError(f"reask_min_days ({self.reask_min_days}) must be below reask_max_days ({self.reask_max_days})")
+        grouping = [k for k in _GROUPING if getattr(self, k) != type(self).model_fields[k].default]
+        if self.group != "users" and {"users", "reask_rate"} & set(grouping):
+            raise ValueError(f"{', '.join(grouping)} need group = \"users\" (group is {self.group!r})")
+        return self
+
+
+_GROUPING = ("users", "instances_per_user", "spacing_days", "reask_rate", "paraphrase_rate", "reask_min_days",
+             "reask_max_days")
+"""The options of ``group = "users"`` (left out of the spec while at their defaults)."""
 
 
 class LongMemEvalStreamScenario(FileScenario):
@@ -125,6 +169,15 @@ class LongMemEvalStreamScenario(FileScenario):
 
     name = "longmemeval_stream"
     config_model = LongMemEvalStreamConfig
+
+    def spec_args(self) -> dict[str, Any]:
+        """Resolved arguments, JSON-ready; the grouping options only where they differ from their defaults.
+
+        So the spec of a run made before the grouping existed does not change.
+        """
+        fields = LongMemEvalStreamConfig.model_fields
+        return {k: v for k, v in super().spec_args().items()
+                if k not in _GROUPING or getattr(self.config, k) != fields[k].default}
 
     def __init__(self, config: LongMemEvalStreamConfig | None = None, *, source: str = "") -> None:
         self.config = config or LongMemEvalStreamConfig()
@@ -155,6 +208,7 @@ class LongMemEvalStreamScenario(FileScenario):
         kept: dict[str, tuple[datetime, tuple[str, ...]]] = {}
         kept_turns: dict[str, Session] = {}
         instances = 0
+        grouped: list[tuple[Instance, frozenset[str]]] = []
         for inst in iter_instances(path, warnings=warnings):
             if cfg.types and inst.question_type not in cfg.types:
                 excluded["type"] += 1
@@ -170,7 +224,9 @@ class LongMemEvalStreamScenario(FileScenario):
             if cfg.limit_instances is not None and instances >= cfg.limit_instances:
                 break
             instances += 1
-            if cfg.group == "instance":
+            if cfg.group == "users":
+                grouped.append((inst, gold))
+            elif cfg.group == "instance":
                 events.extend(self._instance_events(inst, gold, counts))
             else:
                 q = self._shared_events(inst, gold, kept, kept_turns, counts, excluded)
@@ -178,6 +234,10 @@ class LongMemEvalStreamScenario(FileScenario):
                     events.append(q)
         if cfg.group == "shared":
             events.extend(kept_turns.values())
+        extra_meta: dict[str, Any] = {}
+        if cfg.group == "users":
+            user_events, extra_meta = self._grouped_events(grouped, rng, counts, excluded, path)
+            events.extend(user_events)
         if not any(isinstance(e, Question) for e in events):
             raise UserError(f"scenario longmemeval_stream: no usable question in {path} with these filters")
         ordered = tuple(sort_events(events))
@@ -187,18 +247,89 @@ class LongMemEvalStreamScenario(FileScenario):
             "instances": instances,
             "excluded": excluded,
             **counts,
+            **extra_meta,
             "load_warnings": warnings.to_json(),
         }
         return ScenarioStream(
             start=ordered[0].time, end=ordered[-1].time + timedelta(minutes=1), events=ordered, meta=meta
         )
 
+    def _grouped_events(self, grouped: list[tuple[Instance, frozenset[str]]], rng: np.random.Generator,
+                        counts: dict[str, int], excluded: dict[str, int], path: Path) -> tuple[list[Event], dict[str, Any]]:
+        """The events of ``group = "users"``, and what the grouping did (for ``meta``)."""
+        cfg = self.config
+        n_users = len(grouped) // cfg.instances_per_user
+        if cfg.users is not None:
+            if cfg.users > n_users:
+                raise UserError(
+                    f"scenario.users = {cfg.users}: {path} gives {len(grouped)} usable instances, enough for "
+                    f"{n_users} users of instances_per_user = {cfg.instances_per_user}"
+                )
+            n_users = cfg.users
+        if n_users == 0:
+            raise UserError(f"scenario.instances_per_user = {cfg.instances_per_user}: {path} gives only "
+                            f"{len(grouped)} usable instances, not enough for one user")
+        dealt = grouped[: n_users * cfg.instances_per_user]
+        excluded["ungrouped"] = len(grouped) - len(dealt)
+        counts["reasks"] = 0
+        events: list[Event] = []
+        for u in range(n_users):
+            mine = dealt[u::n_users]
+            user = opaque_id("u", "|".join(inst.question_id for inst, _ in mine))
+            anchor = mine[0][0].question_date
+            kept: dict[str, tuple[str, tuple[str, ...]]] = {}  # opaque session id -> (session id used, turn texts)
+            for j, (inst, gold) in enumerate(mine):
+                # Whole days, so that each haystack keeps its time of day and its order.
+                shift = _DAY * round((anchor + j * timedelta(days=cfg.spacing_days) - inst.question_date) / _DAY)
+                own: dict[str, str] = {}  # this instance's opaque session id -> the session id of its copy
+                at: dict[str, datetime] = {}
+                for session, turns in zip(inst.sessions, self._turns(inst), strict=True):
+                    sid = opaque_session_id(session.session_id)
+                    texts = tuple(t.text for t in turns)
+                    if sid in kept and kept[sid][1] == texts:
+                        counts["shared_sessions_reused"] += 1
+                        own[sid] = kept[sid][0]
+                        continue
+                    if sid in kept:
+                        counts["session_content_conflicts"] += 1
+                    name = f"{user}/{sid}" if sid not in kept else f"{user}/{sid}~{j}"
+                    kept.setdefault(sid, (name, texts))
+                    own[sid] = name
+                    events.append(self._shifted(session, turns, user, name, shift, at))
+                keys = [k for k in sorted(gold) if session_of(k) in own]
+                evidence = tuple(f"{own[session_of(k)]}_{k.rpartition('_')[2]}" for k in keys)
+                first = self._question(inst, user, evidence, [at[t] for t in evidence if t in at], counts, shift=shift)
+                events.append(first)
+                if rng.random() < cfg.reask_rate:
+                    delay = timedelta(days=float(rng.uniform(cfg.reask_min_days, cfg.reask_max_days)))
+                    reword = rng.random() < cfg.paraphrase_rate
+                    template = PARAPHRASES[int(rng.integers(len(PARAPHRASES)))]
+                    events.append(replace(
+                        first, question_id=f"{first.question_id}:r1", time=first.time + delay,
+                        text=paraphrase(first.text, template) if reword else first.text, reask_of=first.question_id,
+                    ))
+                    counts["reasks"] += 1
+        return events, {"users": n_users, "instances_per_user": cfg.instances_per_user}
+
+    def _shifted(self, session: LmeSession, turns: list[Turn], user: str, name: str, shift: timedelta,
+                 at: dict[str, datetime]) -> Session:
+        """One user's copy ``name`` of a haystack session, ``shift`` later, its turns dated in the file's format."""
+        when = session.date + shift
+        meta = {"date_text": when.strftime(_DATE_FORMAT)}
+        renamed = tuple(
+            replace(t, turn_id=f"{name}_{t.turn_id.rpartition('_')[2]}", user_id=user, session_id=name,
+                    created_at=when, metadata=meta)
+            for t in turns
+        )
+        at.update((t.turn_id, when) for t in renamed)
+        return Session(session_id=name, user_id=user, time=when, turns=renamed)
+
     def _turns(self, inst: Instance) -> list[list[Turn]]:
         return memory_turns(inst, granularity="turn", user_only=self.config.user_only, rename=opaque_session_id)
 
     def _question(self, inst: Instance, user: str, evidence: tuple[str, ...], evidence_at: list[datetime],
-                  counts: dict[str, int]) -> Question:
-        when = inst.question_date
+                  counts: dict[str, int], *, shift: timedelta = timedelta(0)) -> Question:
+        when = inst.question_date + shift
         if evidence_at and max(evidence_at) >= when:
             when = max(evidence_at) + _MOVE
             counts["moved_after_evidence"] += 1
@@ -211,7 +342,8 @@ class LongMemEvalStreamScenario(FileScenario):
             kind=inst.question_type,
             evidence=evidence,
             topic=inst.question_id,
-            extra={"question_id": inst.question_id, "question_date": inst.question_date_text},
+            extra={"question_id": inst.question_id,
+                   "question_date": when.strftime(_DATE_FORMAT) if shift else inst.question_date_text},
         )
 
     def _instance_events(self, inst: Instance, gold: frozenset[str], counts: dict[str, int]) -> list[Event]:
