@@ -190,7 +190,10 @@ def test_render_flags_need_llm(tiny: Path, tmp_path: Path, capsys) -> None:
 
 @pytest.mark.slow
 @pytest.mark.llm
-def test_render_through_a_real_llama_cpp_server(tiny: Path, server, tmp_path: Path) -> None:
+def test_render_through_a_real_llama_cpp_server(server, tmp_path: Path) -> None:
+    # One user for a week: a few dozen rewrites, each a call to the small model on one thread.
+    tiny = tmp_path / "one.toml"
+    tiny.write_text(TINY.replace("users = 2", "users = 1").replace("months = 0.5", "months = 0.25"), encoding="utf-8")
     out = tmp_path / "world.jsonl"
     assert main(["scenario", "render", str(tiny), "--llm", "openai", "--llm-base-url", server.url,
                  "--llm-model", "smollm2", "--retries", "1", "--out", str(out)]) == 0
