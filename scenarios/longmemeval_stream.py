@@ -142,7 +142,7 @@ class LongMemEvalStreamConfig(LongMemEvalFileArgs):
     include_abstention: bool = Field(False, description="also ask abstention (_abs) questions (unscored)")
     user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus)")
     users: int | None = Field(None, ge=1, description="group users: how many users (default: as many as the instances fill)")
-    instances_per_user: int = Field(8, ge=1, description="group users: instances (questions) dealt to each user")
+    instances_per_user: int = Field(7, ge=1, description="group users: instances (questions) dealt to each user")
     spacing_days: float = Field(7.0, gt=0, description="group users: days between a user's successive questions")
     reask_rate: float = Field(0.0, ge=0, le=1, description="group users: chance a question is asked again later")
     paraphrase_rate: float = Field(0.5, ge=0, le=1, description="group users: chance a re-ask is reworded")
