@@ -40,7 +40,7 @@ from memsim.sim.core.errors import UserError
 from memsim.sim.core.files import write_atomic
 from memsim.sim.events import Deletion, Event, Question, Session, Tick
 
-__all__ = ["WORLD_FORMAT", "WORLD_VERSION", "write_world", "read_world", "WorldConfig", "WorldScenario"]
+__all__ = ["WORLD_FORMAT", "WORLD_VERSION", "write_world", "read_world", "read_header", "WorldConfig", "WorldScenario"]
 
 WORLD_FORMAT = "memsim-world"
 """The header's ``format``."""
@@ -153,6 +153,37 @@ def _build(cls: type, row: Mapping[str, Any], where: str, what: str) -> Any:
     return cls(**kwargs)
 
 
+def _header(p: Path, raw: bytes, *, only: bool) -> dict[str, Any]:
+    """The checked header line of world file ``p`` (``only``: the file has no other line)."""
+    if not raw:
+        raise UserError(f"{p} line 1: empty world file (expected a header line)")
+    header = _parse(raw, f"{p} line 1", last=only)
+    if header.get("format") != WORLD_FORMAT:
+        raise UserError(f"{p} line 1: not a memsim world file (format {header.get('format')!r}, expected {WORLD_FORMAT!r})")
+    if header.get("version") != WORLD_VERSION:
+        raise UserError(f"{p} line 1: world file version {header.get('version')!r}; this memsim reads version {WORLD_VERSION}")
+    missing = [k for k in _HEADER_KEYS if k not in header]
+    if missing:
+        raise UserError(f"{p} line 1: header is missing field(s) {', '.join(map(repr, missing))}")
+    return header
+
+
+def read_header(path: str | Path) -> dict[str, Any]:
+    """The header of a world file, read and checked without reading its events.
+
+    Raises:
+        UserError: a missing file or a bad header line (naming the file and line 1).
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            raw = f.readline()
+            only = not f.read(1)
+    except FileNotFoundError:
+        raise UserError(f"world file not found: {p}") from None
+    return _header(p, raw, only=only)
+
+
 def read_world(path: str | Path) -> tuple[dict[str, Any], ScenarioStream]:
     """The header and the stream of a world file, checked line by line and against its hash.
 
@@ -167,16 +198,7 @@ def read_world(path: str | Path) -> tuple[dict[str, Any], ScenarioStream]:
     except FileNotFoundError:
         raise UserError(f"world file not found: {p}") from None
     lines = data.splitlines(keepends=True)
-    if not lines:
-        raise UserError(f"{p} line 1: empty world file (expected a header line)")
-    header = _parse(lines[0], f"{p} line 1", last=len(lines) == 1)
-    if header.get("format") != WORLD_FORMAT:
-        raise UserError(f"{p} line 1: not a memsim world file (format {header.get('format')!r}, expected {WORLD_FORMAT!r})")
-    if header.get("version") != WORLD_VERSION:
-        raise UserError(f"{p} line 1: world file version {header.get('version')!r}; this memsim reads version {WORLD_VERSION}")
-    missing = [k for k in _HEADER_KEYS if k not in header]
-    if missing:
-        raise UserError(f"{p} line 1: header is missing field(s) {', '.join(map(repr, missing))}")
+    header = _header(p, lines[0] if lines else b"", only=len(lines) <= 1)
     events: list[Event] = []
     for n, raw in enumerate(lines[1:], start=2):
         where = f"{p} line {n}"
@@ -221,12 +243,20 @@ class WorldScenario(FileScenario):
         where = f" (scenario.data in {source})" if source else " (scenario.data)"
         if not config.path().is_file():
             raise UserError(f"world file not found: {config.path()}{where}")
-        self._header, self._stream = read_world(config.path())
+        # Only the header now (construction stays cheap); the events and the hash are checked in generate.
+        self._header = read_header(config.path())
 
     def meta(self) -> dict[str, Any]:
-        """The file's body hash and where it came from (a rerun checks the hash)."""
+        """The body hash the header declares and where the world came from (a rerun checks the hash)."""
         return {"sha256": self._header["sha256"], "source": self._header["source"], "counts": self._header["counts"]}
 
     def generate(self, rng: np.random.Generator) -> ScenarioStream:
-        """The file's stream (``rng`` is not drawn from: the world is fixed)."""
-        return self._stream
+        """The file's stream, checked against its hash (``rng`` is not drawn from: the world is fixed).
+
+        Raises:
+            UserError: the file changed since it was opened, or a damaged line (see ``read_world``).
+        """
+        header, stream = read_world(self.config.path())
+        if header["sha256"] != self._header["sha256"]:
+            raise UserError(f"{self.config.path()} line 1: the world file was replaced while in use")
+        return stream

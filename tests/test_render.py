@@ -60,6 +60,16 @@ def test_verify_fact_is_case_insensitive_and_takes_aliases() -> None:
     assert not verify_fact("we moved somewhere", ["Krakow"])
 
 
+def test_persona_facts_are_in_their_generated_turns(tiny: Path) -> None:
+    _, stream, _ = config_stream(tiny)
+    turns = {t.turn_id: t for e in stream.events if isinstance(e, Session) for t in e.turns}
+    facts = stream.meta["facts"]
+    assert facts and set(facts) <= set(turns)
+    assert all(verify_fact(turns[tid].text, values) for tid, values in facts.items())
+    # Every question's evidence is a fact-bearing turn: what a render must keep is what the questions ask.
+    assert {t for e in stream.events if isinstance(e, Question) for t in e.evidence} <= set(facts)
+
+
 def test_render_keeps_truth_and_counts(tiny: Path) -> None:
     _, stream, _ = config_stream(tiny)
     facts = stream.meta["facts"]
