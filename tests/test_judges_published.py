@@ -10,6 +10,7 @@ import pytest
 from memsim.sim.answer import ScriptedLLM, make_judge
 from memsim.sim.answer.judges import bleu1, nltk_tokens
 from memsim.sim.answer.official import load_official_prompts
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -118,7 +118,9 @@ def static_main(args: argparse.Namespace) -> int:
 
     protocol = static_protocol(args.benchmark)
     spec, planned = static_spec(args)
-    print(f"{protocol.title} {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})")
+    chosen = spec.scenario.args.get("protocol")
+    print(f"{protocol.title} {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})"
+          + (f", protocol {chosen}" if chosen else ""))
     for line in spec.scenario_meta.get("load_lines", []):
         print(f"  {line}")
     out = args.out or default_out_dir(f"static-{protocol.name}")
