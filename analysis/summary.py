@@ -314,8 +314,11 @@ def _system_reports(spec: RunSpec, info: Mapping[str, Any]) -> dict[str, Any]:
             entry = out.setdefault(system, {"per_episode": {}})
             entry["per_episode"][part.get("episode", part["key"])] = report
     for entry in out.values():
-        seen = sum(r.get("turns_seen", 0) for r in entry["per_episode"].values())
-        stored = sum(r.get("turns_stored", 0) for r in entry["per_episode"].values())
+        # A gated system reports its own counts; one that sits on a gate (neuroplastic) reports the gate's.
+        def count(key: str) -> int:
+            return sum(r.get(key, r.get(f"gate_{key}", 0)) for r in entry["per_episode"].values())
+
+        seen, stored = count("turns_seen"), count("turns_stored")
         if seen:
             entry.update(turns_seen=seen, turns_stored=stored, kept=stored / seen, compression=1.0 - stored / seen)
     return out
@@ -355,6 +358,10 @@ def summarise(
     answer_excluded = tuple(spec.scenario.args.get("answer_excluded") or ())
     if protocol:
         metrics["protocol"] = {"name": protocol, "answer_excluded": list(answer_excluded)}
+    if spec.answer is not None:
+        from memsim.sim.answer.readers import PROMPT_PARAPHRASE
+
+        metrics["reader_prompts"] = list(spec.answer.prompts or ()) or PROMPT_PARAPHRASE
     timings: dict[str, Any] = {"systems": {}}
     scored = probes.filter(pl.col("error").is_null()) if probes.height else probes
     if probes.height and metric not in probes.columns:
@@ -581,9 +588,28 @@ def format_tables(
     excluded = entry["overall"]["excluded"]
     if excluded:
         lines.append("excluded from scores: " + ", ".join(f"{r} {n}" for r, n in excluded.items()))
+    if metrics.get("protocol"):
+        lines.append(f"protocol {metrics['protocol']['name']}")
     marks = [(c, j) for c, j in (metrics.get("judges") or {}).items() if j.get("mark")]
     for col, info in marks:
         lines.append(f"{col.removeprefix('answer_')}: {info['mark']}")
+    return "\n".join(lines)
+
+
+def format_compression(metrics: Mapping[str, Any], metric: str) -> str:
+    """The gated systems' kept and compression beside the headline ``metric``, one row each (empty: no gate)."""
+    reports = metrics.get("system_reports") or {}
+    rows = [(name, reports[name]) for name in metrics["systems"] if "kept" in reports.get(name, {})]
+    if not rows:
+        return ""
+    w = max(6, *(len(name) for name, _ in rows))
+    head = f"{'system':<{w}} {'kept':>6} {'compression':>11}  {metric}"
+    lines = [head, "-" * len(head)]
+    for name, report in rows:
+        score = metrics["systems"][name]["overall"]["scores"].get(metric, {})
+        interval = f" [{score['lo']:.3f}, {score['hi']:.3f}]" if score.get("lo") is not None else ""
+        lines.append(f"{name:<{w}} {report['kept']:>6.3f} {report['compression']:>11.3f}  "
+                     f"{_cell(score.get('mean'), 0).strip()}{interval}")
     return "\n".join(lines)
 
 
@@ -609,6 +635,9 @@ def format_answer_accuracy(
         left = ", ".join(protocol["answer_excluded"])
         lines.append(f"protocol {protocol['name']}" + (f": {left} questions left out of accuracy, "
                                                          "judged in the abstention column" if left else ""))
+    prompts = metrics.get("reader_prompts")
+    if prompts:
+        lines.append("reader prompt: " + (prompts if isinstance(prompts, str) else "from " + ", ".join(prompts)))
     table = entry.get("answers")
     if table:
         w = max(10, *(len(c.removeprefix("answer_")) for c in table["judges"]))

@@ -81,6 +81,7 @@ def test_the_answer_table_names_the_protocol(locomo_path: Path) -> None:
     outcome = execute(spec, out_dir=None, resources=_resources(), answer=_not_mentioned_setup())
     text = format_answer_accuracy(outcome.summary.metrics, outcome.result.probes, "naive", column="answer_contains")
     assert text.splitlines()[0].startswith("protocol mem0: adversarial questions left out of accuracy")
+    assert text.splitlines()[1] == "reader prompt: memsim paraphrase"
 
 
 def test_a_static_run_asks_its_systems_for_k_only(locomo_path: Path) -> None:
@@ -176,3 +177,28 @@ def test_official_retrieval_figures_match_an_independent_implementation() -> Non
 def test_the_seed_format_stays_a_named_option() -> None:
     spec, _ = _spec("longmemeval", {"protocol": "seed"}, data=MINI, k=10)
     assert spec.scenario.args["memory_format"] == "seed"
+
+
+def test_static_runs_print_each_gated_systems_kept_and_compression_beside_its_recall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memsim.analysis import cli
+    from memsim.analysis.cli import static as static_cli
+
+    monkeypatch.setattr(static_cli, "_resources", lambda args: _resources())
+    quirks = Path(__file__).parent / "fixtures" / "locomo_quirks.json"
+    argv = ["static", "locomo", "--data", str(quirks), "--system", "naive", "--system", "surprise",
+            "--system", "neuroplastic:gate=surprise", "-k", "3", "--out", str(tmp_path / "run"), "--no-progress"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    head = next(line for line in out.splitlines() if line.startswith("system") and "compression" in line)
+    assert head.split() == ["system", "kept", "compression", "recall_all@3"]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    gated = [n for n in metrics["systems"] if "kept" in metrics["system_reports"].get(n, {})]
+    assert sorted(gated) == ["neuroplastic[gate=surprise]", "surprise"]
+    for name in gated:
+        report = metrics["system_reports"][name]
+        row = next(line for line in out.splitlines() if line.startswith(name + " "))
+        recall = metrics["systems"][name]["overall"]["scores"]["recall_all@3"]["mean"]
+        assert row.split()[1:4] == [f"{report['kept']:.3f}", f"{report['compression']:.3f}", f"{recall:.3f}"]
+    assert not any(line.startswith("naive ") for line in out.splitlines())
