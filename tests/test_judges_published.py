@@ -22,6 +22,7 @@ def _locomo(reply: str, templates=None):
 def test_a_wrong_verdict_after_the_word_correct_is_never_read_as_correct() -> None:
     judge, value = _locomo("The generated answer is not correct. WRONG")
     assert math.isnan(value) and judge.unparsed == 1
+    assert "json_mode" not in judge.llm.calls[0]  # memsim's prompt asks for one word, not JSON
 
 
 @pytest.mark.parametrize(("reply", "expected"), [("CORRECT", 1.0), ("wrong.", 0.0), (" Correct ", 1.0)])
@@ -38,6 +39,7 @@ def test_memsim_prompt_takes_one_word(reply: str, expected: float) -> None:
 def test_mem0_prompt_reads_the_json_label(reply: str, expected: float) -> None:
     official = load_official_prompts(FIXTURES / "judge_prompts" / "mem0_prompts.py")
     judge, value = _locomo(reply, templates=official.templates)
+    assert judge.llm.calls[0]["json_mode"] is True  # asked in JSON mode, as Mem0 asks
     if math.isnan(expected):
         assert math.isnan(value) and judge.unparsed == 1
     else:

@@ -431,10 +431,11 @@ class _LLMJudge:
     def _own_templates() -> dict[str, PromptTemplate]:
         raise NotImplementedError
 
-    def _ask(self, template: PromptTemplate, **values: str) -> str:
+    def _ask(self, template: PromptTemplate, *, json_mode: bool = False, **values: str) -> str:
         messages = template.render(**values)
         out = self.llm.chat(
-            messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed
+            messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed,
+            **({"json_mode": True} if json_mode else {}),
         )
         return out.text
 
@@ -500,9 +501,9 @@ class LocomoLLMJudge(_LLMJudge):
         if not _text(gold).strip():
             return math.nan
         template = self.templates["default"]
-        reply = self._ask(template, question=question, gold=_text(gold), answer=_text(answer))
-        # A template that shows a JSON object asks for JSON (Mem0's); memsim's asks for one word.
+        # A template that shows a JSON object asks for JSON (Mem0's, sent in JSON mode); memsim's asks for one word.
         asks_json = '"label"' in template.user or '"label"' in template.system
+        reply = self._ask(template, json_mode=asks_json, question=question, gold=_text(gold), answer=_text(answer))
         verdict = json_label_verdict(reply) if asks_json else one_word_verdict(reply)
         return self._unparsed() if verdict is None else verdict
 
