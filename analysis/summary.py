@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -76,10 +76,20 @@ def _mean(values: np.ndarray) -> float | None:
     return float(v.mean()) if v.size else None
 
 
+def _left_out(rows: pl.DataFrame, answer_excluded: Collection[str]) -> np.ndarray:
+    """Rows excluded for a reason the protocol leaves out of answer accuracy."""
+    return np.array([e in answer_excluded for e in rows["excluded"].to_list()], dtype=bool)
+
+
 def _table(
-    rows: pl.DataFrame, cols: Sequence[str], *, rng: np.random.Generator, n_boot: int
+    rows: pl.DataFrame, cols: Sequence[str], *, rng: np.random.Generator, n_boot: int,
+    answer_excluded: Collection[str] = (),
 ) -> dict[str, Any]:
-    """Means with episode-resampled intervals; excluded questions counted, not scored."""
+    """Means with episode-resampled intervals; excluded questions counted, not scored.
+
+    Answer columns count every question except those whose reason of exclusion the
+    protocol leaves out of answer accuracy (``answer_excluded``, e.g. LoCoMo's adversarial).
+    """
     from memsim.analysis.stats import bootstrap_ci
 
     scored = rows.filter(pl.col("excluded").is_null())
@@ -98,9 +108,11 @@ def _table(
         "excluded": {reason: n for reason, n in excluded},
         "scores": scores,
     }
-    # Judges score every question (adversarial ones included); NaN = unscored.
+    # Judges score every question the protocol counts (LoCoMo's adversarial ones only under
+    # its own protocol); NaN = unscored.
+    counted = rows.filter(~_left_out(rows, answer_excluded))
     for col in (c for c in cols if c.startswith("answer_")):
-        x = rows[col].cast(pl.Float64).fill_null(math.nan).to_numpy()
+        x = counted[col].cast(pl.Float64).fill_null(math.nan).to_numpy()
         out["scores"][col] = {"mean": _mean(x), "lo": None, "hi": None, "n": int((~np.isnan(x)).sum())}
     for col in ("prompt_tokens", "completion_tokens"):
         if col in rows.columns:
@@ -154,8 +166,15 @@ def judge_marks(spec: RunSpec, answer_cols: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def answer_table(rows: pl.DataFrame, cols: Sequence[str], *, llm_judges: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+def answer_table(
+    rows: pl.DataFrame, cols: Sequence[str], *, llm_judges: set[str] | frozenset[str] = frozenset(),
+    answer_excluded: Collection[str] = (),
+) -> dict[str, Any]:
     """Every judge side by side on one system's rows: accuracy, unjudged with reasons, agreement, spread.
+
+    Questions excluded for a reason in ``answer_excluded`` (the protocol's: Mem0's
+    LoCoMo protocol leaves the adversarial category out) do not count in
+    ``accuracy`` or ``judged``; they are reported in the ``abstention`` entry only.
 
     Every question counts: rows whose answer failed are unjudged
     (``answer error``); a NaN score is unjudged with its reason (an LLM
@@ -168,26 +187,29 @@ def answer_table(rows: pl.DataFrame, cols: Sequence[str], *, llm_judges: set[str
 
     errors = rows["error"].is_not_null().to_numpy() if "error" in rows.columns else np.zeros(rows.height, bool)
     abstention = np.zeros(rows.height, dtype=bool)
+    left_out = np.zeros(rows.height, dtype=bool)
     if "excluded" in rows.columns:
         abstention = rows["excluded"].is_in(["abstention", "adversarial"]).fill_null(False).to_numpy()
+        left_out = _left_out(rows, answer_excluded)
     judges: dict[str, Any] = {}
     verdicts: dict[str, np.ndarray] = {}
     for col in cols:
         x = rows[col].cast(pl.Float64).fill_null(math.nan).to_numpy() if col in rows.columns else np.full(rows.height, math.nan)
         x = np.where(errors, math.nan, x)
         judged = ~np.isnan(x)
+        counted = judged & ~left_out
         reasons: dict[str, int] = {}
-        if errors.any():
-            reasons["answer error"] = int(errors.sum())
-        blank = int((~judged & ~errors).sum())
+        if (errors & ~left_out).any():
+            reasons["answer error"] = int((errors & ~left_out).sum())
+        blank = int((~judged & ~errors & ~left_out).sum())
         if blank:
             reasons["no verdict in the judge's reply" if col in llm_judges else "no gold answer"] = blank
         judges[col] = {
-            "questions": int(rows.height),
-            "judged": int(judged.sum()),
-            "unjudged": int((~judged).sum()),
+            "questions": int((~left_out).sum()),
+            "judged": int(counted.sum()),
+            "unjudged": int((~judged & ~left_out).sum()),
             "unjudged_reasons": reasons,
-            "accuracy": float(x[judged].mean()) if judged.any() else None,
+            "accuracy": float(x[counted].mean()) if counted.any() else None,
             "abstention": {
                 "questions": int(abstention.sum()),
                 "judged": int((judged & abstention).sum()),
@@ -292,8 +314,11 @@ def _system_reports(spec: RunSpec, info: Mapping[str, Any]) -> dict[str, Any]:
             entry = out.setdefault(system, {"per_episode": {}})
             entry["per_episode"][part.get("episode", part["key"])] = report
     for entry in out.values():
-        seen = sum(r.get("turns_seen", 0) for r in entry["per_episode"].values())
-        stored = sum(r.get("turns_stored", 0) for r in entry["per_episode"].values())
+        # A gated system reports its own counts; one that sits on a gate (neuroplastic) reports the gate's.
+        def count(key: str) -> int:
+            return sum(r.get(key, r.get(f"gate_{key}", 0)) for r in entry["per_episode"].values())
+
+        seen, stored = count("turns_seen"), count("turns_stored")
         if seen:
             entry.update(turns_seen=seen, turns_stored=stored, kept=stored / seen, compression=1.0 - stored / seen)
     return out
@@ -328,6 +353,15 @@ def summarise(
         "totals": info.get("totals", {}),
         "span_days": info.get("span_days"),
     }
+    # A static protocol records its name and what it leaves out of answer accuracy in its scenario's arguments.
+    protocol = spec.scenario.args.get("protocol")
+    answer_excluded = tuple(spec.scenario.args.get("answer_excluded") or ())
+    if protocol:
+        metrics["protocol"] = {"name": protocol, "answer_excluded": list(answer_excluded)}
+    if spec.answer is not None:
+        from memsim.sim.answer.readers import PROMPT_PARAPHRASE
+
+        metrics["reader_prompts"] = list(spec.answer.prompts or ()) or PROMPT_PARAPHRASE
     timings: dict[str, Any] = {"systems": {}}
     scored = probes.filter(pl.col("error").is_null()) if probes.height else probes
     if probes.height and metric not in probes.columns:
@@ -355,13 +389,14 @@ def summarise(
     for name in systems:
         rows = scored.filter(pl.col("system") == name)
         entry: dict[str, Any] = dict(learning.get(name, {})) if learning is not None else {}
-        overall = _table(rows, cols, rng=rng, n_boot=spec.n_boot)
+        overall = _table(rows, cols, rng=rng, n_boot=spec.n_boot, answer_excluded=answer_excluded)
         entry.update(
             questions=rows.height,
             mean=overall["scores"].get(metric, {}).get("mean"),
             overall=overall,
             per_kind={
-                kind: _table(rows.filter(pl.col("kind") == kind), cols, rng=rng, n_boot=spec.n_boot)
+                kind: _table(rows.filter(pl.col("kind") == kind), cols, rng=rng, n_boot=spec.n_boot,
+                             answer_excluded=answer_excluded)
                 for kind in _kind_order(list(dict.fromkeys(rows["kind"].to_list())))
             },
             stale_above_current=overall["scores"].get("stale_above_current", {}).get("mean"),
@@ -377,7 +412,8 @@ def summarise(
         answer_cols = [c for c in cols if c.startswith("answer_")]
         if answer_cols:
             entry["answers"] = answer_table(
-                probes.filter(pl.col("system") == name), answer_cols, llm_judges=_llm_columns(spec)
+                probes.filter(pl.col("system") == name), answer_cols, llm_judges=_llm_columns(spec),
+                answer_excluded=answer_excluded,
             )
         per_system[name] = entry
         tl = timeline.filter(pl.col("system") == name) if timeline.height else timeline
@@ -552,9 +588,28 @@ def format_tables(
     excluded = entry["overall"]["excluded"]
     if excluded:
         lines.append("excluded from scores: " + ", ".join(f"{r} {n}" for r, n in excluded.items()))
+    if metrics.get("protocol"):
+        lines.append(f"protocol {metrics['protocol']['name']}")
     marks = [(c, j) for c, j in (metrics.get("judges") or {}).items() if j.get("mark")]
     for col, info in marks:
         lines.append(f"{col.removeprefix('answer_')}: {info['mark']}")
+    return "\n".join(lines)
+
+
+def format_compression(metrics: Mapping[str, Any], metric: str) -> str:
+    """The gated systems' kept and compression beside the headline ``metric``, one row each (empty: no gate)."""
+    reports = metrics.get("system_reports") or {}
+    rows = [(name, reports[name]) for name in metrics["systems"] if "kept" in reports.get(name, {})]
+    if not rows:
+        return ""
+    w = max(6, *(len(name) for name, _ in rows))
+    head = f"{'system':<{w}} {'kept':>6} {'compression':>11}  {metric}"
+    lines = [head, "-" * len(head)]
+    for name, report in rows:
+        score = metrics["systems"][name]["overall"]["scores"].get(metric, {})
+        interval = f" [{score['lo']:.3f}, {score['hi']:.3f}]" if score.get("lo") is not None else ""
+        lines.append(f"{name:<{w}} {report['kept']:>6.3f} {report['compression']:>11.3f}  "
+                     f"{_cell(score.get('mean'), 0).strip()}{interval}")
     return "\n".join(lines)
 
 
@@ -575,6 +630,14 @@ def format_answer_accuracy(
     entry = metrics["systems"][system]
     marks = metrics.get("judges") or {}
     lines: list[str] = []
+    protocol = metrics.get("protocol")
+    if protocol:
+        left = ", ".join(protocol["answer_excluded"])
+        lines.append(f"protocol {protocol['name']}" + (f": {left} questions left out of accuracy, "
+                                                         "judged in the abstention column" if left else ""))
+    prompts = metrics.get("reader_prompts")
+    if prompts:
+        lines.append("reader prompt: " + (prompts if isinstance(prompts, str) else "from " + ", ".join(prompts)))
     table = entry.get("answers")
     if table:
         w = max(10, *(len(c.removeprefix("answer_")) for c in table["judges"]))

@@ -226,8 +226,12 @@ def render_turn(turn: Turn) -> str:
     The date is the dataset's own date string when the turn carries one in
     ``metadata["date_text"]`` (LoCoMo's ``"1:56 pm on 8 May, 2023"``), else
     ``created_at`` as ``YYYY-MM-DD HH:MM``. Systems that store turns verbatim
-    use this, so that every reader sees when a memory was said.
+    use this, so that every reader sees when a memory was said. A turn whose
+    ``metadata["verbatim"]`` is true is its text alone (LongMemEval's official
+    retrieval corpus indexes the content as written).
     """
+    if turn.metadata.get("verbatim"):
+        return turn.text
     date = turn.metadata.get("date_text") or turn.created_at.strftime("%Y-%m-%d %H:%M")
     return f"{date} | {turn.speaker}: {turn.text}"
 

@@ -29,7 +29,18 @@ through four mechanisms, each switchable for the published ablations:
   by ``inhibition_step``; nothing is deleted. Memories never strengthened
   decay by an extra ``unretrieved_decay`` once per consolidation (a user's
   consolidation runs at a ``maintain`` that finds memories stored since the
-  last one).
+  last one). With ``abstractions`` (on, as the published code runs them),
+  each new memory whose speaker has at least ``abstraction_min_size - 1``
+  other memories not yet in a cluster with cosine of at least
+  ``abstraction_threshold`` among its ``abstraction_neighbors`` nearest forms
+  a cluster with them: an abstraction memory is added whose vector is the
+  members' normalised centroid, whose weight is ``abstraction_weight``,
+  whose text is a fixed template over the members' texts, and whose
+  provenance is the union of theirs (so forgetting a member's turn removes it).
+- ``inhibition_fixed`` (the published "inhibition only" mode): instead of
+  the stepped revision, every older memory of the speaker above
+  ``revision_threshold`` to a later one is set to this inhibition (once
+  set, it stays), whatever their sessions.
 
 Ranking: the ``candidate_factor x k`` nearest memories by cosine are scored
 ``cosine x weight x (1 - inhibition)``, link neighbours are added, and the
@@ -69,7 +80,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memsim.memory.base import MemoryStats, PerUserTally, Retrieved, Turn, render_turn
+from memsim.memory.base import Memory, MemoryStats, PerUserTally, Retrieved, Turn, render_turn
 from memsim.memory.dense import DenseIndex, parse_memory_id
 from memsim.memory.gated import SurpriseMemory
 from memsim.sim.core.errors import UserError
@@ -77,7 +88,7 @@ from memsim.sim.core.errors import UserError
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources
 
-__all__ = ["PublishedNeuroplasticMemory", "PAST_STATE_CUES", "past_state_cue", "GATES"]
+__all__ = ["PublishedNeuroplasticMemory", "PAST_STATE_CUES", "past_state_cue", "GATES", "ABSTRACTION_TEMPLATE"]
 
 PAST_STATE_CUES: tuple[str, ...] = (
     "used to", "originally", "before", "previously", "at first",
@@ -86,6 +97,9 @@ PAST_STATE_CUES: tuple[str, ...] = (
 """The published past-state cues; a query asks about a past state when one occurs as whole words."""
 
 _PAST_RE = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in PAST_STATE_CUES) + r")\b", re.IGNORECASE)
+
+ABSTRACTION_TEMPLATE = "Pattern across {n} related memories: {texts}"
+"""memsim's wording of an abstraction's text (the published code also fills a fixed template with the members)."""
 
 GATES: tuple[str, ...] = ("multisignal", "surprise", "none")
 """Write gates neuroplastic can sit on (``none``: every turn is stored)."""
@@ -102,7 +116,7 @@ class _User:
 
     __slots__ = (
         "weight", "stamp", "used", "inhibition", "revised", "session", "speaker",
-        "co", "links", "fresh", "questions", "decays", "extra_decays",
+        "co", "links", "fresh", "questions", "decays", "extra_decays", "clustered",
     )
 
     def __init__(self) -> None:
@@ -122,6 +136,8 @@ class _User:
         self.questions = 0
         self.decays = 0
         self.extra_decays = 0
+        # Memories already in an abstraction's cluster (members only, not the abstractions).
+        self.clustered: set[int] = set()
 
     def drop(self, ids: Collection[int]) -> None:
         gone = set(ids)
@@ -130,6 +146,7 @@ class _User:
                 table.pop(i, None)  # type: ignore[attr-defined]
             self.used.discard(i)
             self.revised.discard(i)
+            self.clustered.discard(i)
             for graph in (self.co, self.links):
                 for j in graph.pop(i, {}):
                     peers = graph.get(j)
@@ -157,9 +174,14 @@ class PublishedNeuroplasticMemory:
     ``inhibition_step=0.7``, ``inhibition_cap=0.95``, ``past_cue_relief=0.7``,
     ``revision_neighbors=9``; ``merge_threshold=0.92``,
     ``merge_neighbors=4``, ``unretrieved_decay=0.95``;
-    ``candidate_factor=3``. Abstractions (off in the published defaults)
-    are not offered here; ``neuroplastic-daily-decay`` has them.
+    ``abstractions=True``, ``abstraction_threshold=0.88``,
+    ``abstraction_min_size=3``, ``abstraction_weight=1.5``,
+    ``abstraction_neighbors=10``; ``inhibition_fixed=None`` (the stepped
+    revision); ``candidate_factor=3``.
     """
+
+    ABSTRACTION_PARTITION = "\0abstraction"
+    """The index partition of abstractions: apart from every speaker's, so gates and passes compare turns only."""
 
     def __init__(
         self,
@@ -188,20 +210,27 @@ class PublishedNeuroplasticMemory:
         merge_threshold: float = 0.92,
         merge_neighbors: int = 4,
         unretrieved_decay: float = 0.95,
+        abstractions: bool = True,
+        abstraction_threshold: float = 0.88,
+        abstraction_min_size: int = 3,
+        abstraction_weight: float = 1.5,
+        abstraction_neighbors: int = 10,
+        inhibition_fixed: float | None = None,
         candidate_factor: int = 3,
     ) -> None:
         """Make an empty memory; the gate is built from the registry (``gate``, ``gate_args``)."""
         name = "neuroplastic"
         for key, value in (
             ("ltp", ltp), ("strengthen", strengthen), ("associations", associations),
-            ("inhibition", inhibition), ("consolidation", consolidation),
+            ("inhibition", inhibition), ("consolidation", consolidation), ("abstractions", abstractions),
         ):
             if not isinstance(value, bool):
                 raise UserError(f"{name}: {key} must be true or false, got {value!r}")
         for key, value in (
             ("decay_every", decay_every), ("link_after", link_after), ("expand_top", expand_top),
             ("revision_neighbors", revision_neighbors), ("merge_neighbors", merge_neighbors),
-            ("candidate_factor", candidate_factor),
+            ("candidate_factor", candidate_factor), ("abstraction_min_size", abstraction_min_size),
+            ("abstraction_neighbors", abstraction_neighbors),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserError(f"{name}: {key} must be a positive integer, got {value!r}")
@@ -210,7 +239,9 @@ class PublishedNeuroplasticMemory:
             "link_bonus": link_bonus, "revision_threshold": revision_threshold,
             "inhibition_step": inhibition_step, "inhibition_cap": inhibition_cap,
             "past_cue_relief": past_cue_relief, "merge_threshold": merge_threshold,
-            "unretrieved_decay": unretrieved_decay,
+            "unretrieved_decay": unretrieved_decay, "abstraction_threshold": abstraction_threshold,
+            "abstraction_weight": abstraction_weight,
+            **({"inhibition_fixed": inhibition_fixed} if inhibition_fixed is not None else {}),
         }
         for key, value in reals.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -218,8 +249,8 @@ class PublishedNeuroplasticMemory:
         for key in ("decay", "unretrieved_decay", "weight_floor"):
             if not 0.0 < reals[key] <= 1.0:
                 raise UserError(f"{name}: {key} must be in (0, 1], got {reals[key]!r}")
-        for key in ("inhibition_step", "inhibition_cap", "past_cue_relief"):
-            if not 0.0 <= reals[key] <= 1.0:
+        for key in ("inhibition_step", "inhibition_cap", "past_cue_relief", "inhibition_fixed"):
+            if key in reals and not 0.0 <= reals[key] <= 1.0:
                 raise UserError(f"{name}: {key} must be in [0, 1], got {reals[key]!r}")
         if ltp_boost < 0.0 or weight_cap < 1.0 or link_bonus < 0.0:
             raise UserError(
@@ -241,6 +272,10 @@ class PublishedNeuroplasticMemory:
         self.revision_neighbors = int(revision_neighbors)
         self.merge_threshold, self.merge_neighbors = float(merge_threshold), int(merge_neighbors)
         self.unretrieved_decay, self.candidate_factor = float(unretrieved_decay), int(candidate_factor)
+        self.abstractions, self.abstraction_threshold = abstractions, float(abstraction_threshold)
+        self.abstraction_min_size, self.abstraction_weight = int(abstraction_min_size), float(abstraction_weight)
+        self.abstraction_neighbors = int(abstraction_neighbors)
+        self.inhibition_fixed = None if inhibition_fixed is None else float(inhibition_fixed)
         self._embedder = resources.embedder
         self._gate: SurpriseMemory | None = None
         if gate != "none":
@@ -256,7 +291,7 @@ class PublishedNeuroplasticMemory:
         self._meta = PerUserTally()
         self._counts = {
             "questions": 0, "decay_rounds": 0, "strengthened": 0, "links": 0, "expansions": 0,
-            "inhibitions": 0, "merges": 0, "consolidations": 0,
+            "inhibitions": 0, "merges": 0, "consolidations": 0, "abstractions": 0,
         }
 
     # -- weights -------------------------------------------------------------
@@ -437,12 +472,15 @@ class PublishedNeuroplasticMemory:
             # One nearest-neighbour search per new memory serves both passes (no memory is added between them).
             near: dict[int, list[tuple[int, float]]] = {}
             if self.inhibition or self.consolidation:
-                k = max(self.revision_neighbors if self.inhibition else 0, self.merge_neighbors)
+                k = max(self.revision_neighbors if self.inhibition else 0, self.merge_neighbors,
+                        self.abstraction_neighbors if self.consolidation and self.abstractions else 0)
                 near = {j: self._neighbours(user_id, u, j, k) for j in fresh}
             if self.inhibition:
                 self._revise(user_id, u, fresh, near)
             if self.consolidation:
                 self._merge(user_id, u, fresh, near)
+                if self.abstractions:
+                    self._abstract(user_id, u, fresh, near)
                 u.extra_decays += 1
                 self._counts["consolidations"] += 1
 
@@ -453,20 +491,48 @@ class PublishedNeuroplasticMemory:
         return [(j, cos) for j, cos in hits if j != i][:k]
 
     def _revise(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
-        """Each new memory inhibits the older memories of its speaker it revises (once each)."""
+        """Each new memory inhibits the older memories of its speaker it revises (once each).
+
+        With ``inhibition_fixed`` (inhibition only): every older one above the threshold, any session, gets that value.
+        """
+        fixed = self.inhibition_fixed
         for j in fresh:
             newer = self._index.get(user_id, j)
             for i, cos in near[j][: self.revision_neighbors]:
                 if cos <= self.revision_threshold:
                     break
-                if i in u.revised or u.session[i] == u.session[j]:
+                if i in u.revised or (fixed is None and u.session[i] == u.session[j]):
                     continue
                 older = self._index.get(user_id, i)
                 if (older.created_at, i) >= (newer.created_at, j):
                     continue
-                u.inhibition[i] = min(self.inhibition_cap, u.inhibition[i] + self.inhibition_step)
+                step = min(self.inhibition_cap, u.inhibition[i] + self.inhibition_step)
+                u.inhibition[i] = step if fixed is None else fixed
                 u.revised.add(i)
                 self._counts["inhibitions"] += 1
+
+    def _abstract(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
+        """Clusters of a new memory and its close unclustered neighbours become abstraction memories."""
+        for j in fresh:
+            if j in u.clustered:
+                continue
+            members = [j] + [i for i, cos in near[j][: self.abstraction_neighbors]
+                             if cos >= self.abstraction_threshold and i not in u.clustered]
+            if len(members) < self.abstraction_min_size:
+                continue
+            u.clustered.update(members)
+            recs = sorted((self._index.get(user_id, i) for i in members), key=lambda m: (m.created_at, m.memory_id))
+            sources = tuple(dict.fromkeys(t for m in recs for t in m.source_turn_ids))
+            vec = np.mean([self._index.vector(user_id, i) for i in members], axis=0)
+            vec /= max(float(np.linalg.norm(vec)), 1e-12)
+            text = ABSTRACTION_TEMPLATE.format(n=len(recs), texts="; ".join(m.text for m in recs))
+            (a,) = self._index.add(user_id, [Memory("", text, recs[-1].created_at, sources)], vec[None, :],
+                                   partition=self.ABSTRACTION_PARTITION)
+            self._set_weight(u, a, self.abstraction_weight)
+            u.inhibition[a] = 0.0
+            u.session[a] = u.session[members[-1]]
+            u.speaker[a] = self.ABSTRACTION_PARTITION
+            self._counts["abstractions"] += 1
 
     def _merge(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
         """Each new memory against its near-duplicates: the weaker of a pair is inhibited, none deleted."""
@@ -511,8 +577,8 @@ class PublishedNeuroplasticMemory:
 
         Returns:
             ``questions``, ``decay_rounds``, ``strengthened``, ``links``,
-            ``expansions``, ``inhibitions``, ``merges``, ``consolidations``
-            (cumulative); ``inhibited_now`` and ``mean_weight`` over the
+            ``expansions``, ``inhibitions``, ``merges``, ``consolidations``,
+            ``abstractions`` (cumulative); ``inhibited_now`` and ``mean_weight`` over the
             memories held; the gate's ``report()`` keys prefixed ``gate_``.
         """
         weights = [self._weight(u, i) for u in self._users.values() for i in u.weight]

@@ -300,6 +300,21 @@ def _register_builtin() -> None:
             role="ablation",
         )
     register_memory(
+        "neuroplastic-no-abstractions",
+        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
+        description="neuroplastic whose consolidation adds no abstraction memories",
+        defaults={"abstractions": False},
+        role="ablation",
+    )
+    register_memory(
+        "neuroplastic-inhibition-only",
+        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
+        description="the published inhibition-only mode: on the gate, only revision, a fixed 0.8 for every older "
+        "memory above 0.85 to a later one",
+        defaults={"ltp": False, "associations": False, "consolidation": False, "inhibition_fixed": 0.8},
+        role="ablation",
+    )
+    register_memory(
         "neuroplastic-decay-only",
         "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
         description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",

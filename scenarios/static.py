@@ -40,6 +40,9 @@ class LocomoConfig(BaseModel):
     data: str = Field("", description="locomo10.json path (empty: $MEMSIM_LOCOMO or ../shared/data/locomo/)")
     captions: bool = Field(False, description="append ' [image: <caption>]' to turns that shared an image")
     limit_conversations: int | None = Field(None, ge=1, description="only the first N conversations")
+    protocol: str = Field("mem0", description="the answer protocol of the run (recorded so that every table names it)")
+    answer_excluded: tuple[str, ...] = Field(
+        ("adversarial",), description="reasons of exclusion whose questions answer accuracy leaves out (reported apart)")
 
     def path(self) -> Path:
         """The data file to read."""
@@ -86,9 +89,40 @@ class LocomoBenchmark(FileScenario):
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=eps)
 
 
+LOCOMO_PROTOCOLS: dict[str, tuple[str, ...]] = {"mem0": ("adversarial",), "locomo": ()}
+"""LoCoMo answer protocol -> the reasons of exclusion its answer accuracy leaves out.
+
+``mem0`` (Mem0's protocol, which the seed follows): category 5 (adversarial) is
+left out of answer accuracy and reported in a table of its own; ``locomo``
+(the benchmark's own evaluation): category 5 counts, scored by its abstention rule.
+"""
+
+
+def true_k(run: StaticRun) -> StaticRun:
+    """The run asks its systems for ``k`` and scores only the cut-offs within it.
+
+    A protocol that does not declare a deeper depth never fetches more than the
+    reader sees: a system whose candidate pool grows with the request (recency
+    over 2k candidates) would otherwise rank a different top k.
+    """
+    return replace(run, ks=tuple(c for c in run.ks if c <= run.k) or (run.k,), depth=run.k)
+
+
+def split_by_speaker(run: StaticRun, what: str) -> StaticRun:
+    """Each system in one store per speaker (``what``: speaker or role), the top k of each: the one cut-off is ``2k``."""
+    from memsim.memory.registry import SystemSpec
+
+    inner = tuple(SystemSpec("per-speaker", {"inner": s.name, "inner_args": dict(s.args), "k_per_speaker": run.k},
+                             label=f"{s.display}/per-{what}") for s in run.systems)
+    return replace(run, systems=inner, k=2 * run.k, ks=(2 * run.k,), depth=2 * run.k)
+
+
 class LocomoOptions(StaticOptions):
     """The options of ``memsim static locomo``."""
 
+    protocol: Literal["mem0", "locomo"] = Field(
+        "mem0", description="answer protocol: mem0 (published: category 5 left out of answer accuracy, reported "
+        "apart) or locomo (every category counts)")
     labels: Literal["locomo", "mem0"] = Field(
         "locomo", description="category names: locomo (the data's codes) or mem0 (Mem0's table names)")
     captions: bool = Field(False, description="append ' [image: <caption>]' to turns with an image")
@@ -97,19 +131,14 @@ class LocomoOptions(StaticOptions):
                               "(up to 2k memories to the reader), evidence recall on the union")
 
     def plan(self, run: StaticRun) -> StaticRun:
-        """Every cut-off scored on one list; with ``per_speaker`` the one cut-off is ``2k`` (two speakers), on the union."""
+        """A true k retrieval, cut-offs up to k; with ``per_speaker`` the one cut-off is ``2k`` (two speakers), on the union."""
         from memsim.static_benchmarks.locomo import CATEGORY_LABELS
 
         names = {CATEGORY_LABELS["locomo"][c]: f"{c} {n}" for c, n in CATEGORY_LABELS[self.labels].items()}
-        args = {"captions": self.captions, "limit_conversations": self.limit_conversations, **run.scenario_args}
-        run = replace(run, scenario_args=args, kind_names=names)
-        if not self.per_speaker:
-            return run
-        from memsim.memory.registry import SystemSpec
-
-        inner = tuple(SystemSpec("per-speaker", {"inner": s.name, "inner_args": dict(s.args), "k_per_speaker": run.k},
-                                 label=f"{s.display}/per-speaker") for s in run.systems)
-        return replace(run, systems=inner, k=2 * run.k, ks=(2 * run.k,), depth=2 * run.k)
+        args = {"captions": self.captions, "limit_conversations": self.limit_conversations, "protocol": self.protocol,
+                "answer_excluded": list(LOCOMO_PROTOCOLS[self.protocol]), **run.scenario_args}
+        run = true_k(replace(run, scenario_args=args, kind_names=names))
+        return split_by_speaker(run, "speaker") if self.per_speaker else run
 
 
 class LongMemEvalConfig(LongMemEvalFileArgs):
@@ -126,6 +155,10 @@ class LongMemEvalConfig(LongMemEvalFileArgs):
     empty_gold: Literal["skip", "official"] = Field(
         "skip", description="no gold user turn: skip = unscored; official = 0 / 1 / 0 as the official script"
     )
+    memory_format: Literal["official", "seed"] = Field(
+        "seed", description="memory text: official = what the official retrieval script indexes (the content alone); "
+        "seed = the seed's '<date> | <role>: <content>'")
+    protocol: str = Field("", description="the protocol of the run (recorded so that every table names it)")
 
 
 # One survey per file version and selection per process: a spec is made and then
@@ -225,6 +258,7 @@ class LongMemEvalBenchmark(FileScenario):
             user_only=cfg.user_only,
             include_abstention=cfg.include_abstention,
             empty_gold=cfg.empty_gold,
+            memory_format=cfg.memory_format,
         )
         return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=episodes)
 
@@ -245,15 +279,23 @@ class LongMemEvalOptions(StaticOptions):
     empty_gold: Literal["skip", "official"] | None = Field(
         None, description="instances with no gold user turn (single-session-assistant): skip = unscored "
         "(default); official = scored 0 / 1 / 0 as the official script, whose averages include them")
+    protocol: Literal["official", "seed"] = Field(
+        "official", description="official (published: memories are the text the official retrieval script indexes) "
+        "or seed (the seed's dated '<date> | <role>: <content>' memories)")
+    per_role: bool = Field(False, description="with a reader, as the seed answers: one store per role (user, "
+                           "assistant), top k of each (up to 2k memories to the reader)")
     depth: int = Field(max(RETRIEVAL_KS), description="memories fetched per question; the session figures of a turn ranking "
                        "need the prefix that covers k sessions, and a cut-off the fetched list cannot decide is "
                        "unscored: --depth 1000 ranks an S haystack whole, as the official script does")
 
     def plan(self, run: StaticRun) -> StaticRun:
-        """The retrieval protocol (user turns, no abstention) or, with a reader, the QA protocol."""
+        """The retrieval protocol (user turns, no abstention) or, with a reader, the QA protocol (a true k retrieval)."""
         if self.depth <= 0:
             raise UserError(f"--depth must be a positive integer, got {self.depth}")
         qa = run.answer is not None
+        if self.per_role and not qa:
+            raise UserError("--per-role retrieves from the user's and the assistant's turns apart; the retrieval "
+                            "protocol indexes user turns only: give a reader (--reader short|cot) or leave --per-role out")
         if qa and self.empty_gold is not None:
             raise UserError("--empty-gold applies to evidence scoring; with a reader the answers are judged "
                             "and every question (abstention ones too) is asked: leave --empty-gold out")
@@ -263,10 +305,15 @@ class LongMemEvalOptions(StaticOptions):
             "granularity": self.granularity, "user_only": not qa, "include_abstention": qa,
             "types": [t.strip() for t in (self.types or "").split(",") if t.strip()],
             "sample": self.sample, "sample_seed": run.seed, "limit": self.limit,
-            "empty_gold": self.empty_gold or "skip", **run.scenario_args,
+            "empty_gold": self.empty_gold or "skip", "protocol": self.protocol,
+            "memory_format": "seed" if self.protocol == "seed" else "official", **run.scenario_args,
         }
         session = self.granularity == "session"
         # At session granularity the items are sessions: there is no turn ranking to score.
-        return replace(run, scenario_args=args, depth=self.depth, scorers=("lme_session",) if session else run.scorers,
-                       metric=f"answer_{run.judges[0]}" if qa else ("session" if session else "turn") + "_recall_all@{k}",
-                       kind_names={t: t for t in QUESTION_TYPES})
+        run = replace(run, scenario_args=args, depth=self.depth, scorers=("lme_session",) if session else run.scorers,
+                      metric=f"answer_{run.judges[0]}" if qa else ("session" if session else "turn") + "_recall_all@{k}",
+                      kind_names={t: t for t in QUESTION_TYPES})
+        if not qa:
+            return run  # the official retrieval figures rank a declared depth (--depth)
+        run = true_k(run)
+        return split_by_speaker(run, "role") if self.per_role else run

@@ -544,6 +544,10 @@ def select_indices(
 # Keys, gold and memory turns
 
 
+MEMORY_FORMATS: tuple[str, ...] = ("official", "seed")
+"""What a memory's text is: the official retrieval corpus's, or the seed's dated form."""
+
+
 def turn_key(session_id: str, index: int) -> str:
     """The official turn key: ``<session_id>_<index + 1>``."""
     return f"{session_id}_{index + 1}"
@@ -574,6 +578,7 @@ def memory_turns(
     user_only: bool = True,
     rename: Callable[[str], str] | None = None,
     user_id: str | None = None,
+    memory_format: str = "seed",
 ) -> list[list[Turn]]:
     """The instance's haystack as memory turns, one list per session, oldest first.
 
@@ -587,17 +592,26 @@ def memory_turns(
         rename: maps a session id to the id systems see (``opaque_session_id``);
             None keeps the file's ids.
         user_id: the turns' user (default the question id).
+        memory_format: ``"official"``: a memory's text is what the official
+            retrieval script indexes (a user turn's content; a session's user
+            turns joined by spaces); ``"seed"``: the seed's dated form,
+            ``"<date> | <role>: <content>"``.
 
-    Every turn carries ``metadata["date_text"]`` (the file's date string), so
-    ``render_turn`` gives ``"<date> | <role>: <content>"``.
+    Every turn carries ``metadata["date_text"]`` (the file's date string);
+    in the official format also ``metadata["verbatim"]``, so that
+    ``render_turn`` gives the text alone.
     """
     if granularity not in GRANULARITIES:
         raise UserError(f"granularity {granularity!r} unknown; valid: {', '.join(GRANULARITIES)}")
+    if memory_format not in MEMORY_FORMATS:
+        raise UserError(f"memory_format {memory_format!r} unknown; valid: {', '.join(MEMORY_FORMATS)}")
     out: list[list[Turn]] = []
     uid = inst.question_id if user_id is None else user_id
     for s in inst.sessions:
         sid = s.session_id if rename is None else rename(s.session_id)
-        meta = {"date_text": s.date_text}
+        meta: dict[str, Any] = {"date_text": s.date_text}
+        if memory_format == "official":
+            meta["verbatim"] = True
         if granularity == "session":
             text = " ".join(t.content for t in s.turns if t.role == "user")
             out.append([Turn(sid, uid, "user", text, s.date, sid, meta)])
@@ -789,7 +803,8 @@ def select(
 
 
 def instance_episode(
-    inst: Instance, *, granularity: str = "turn", user_only: bool = True, empty_gold: str = "skip"
+    inst: Instance, *, granularity: str = "turn", user_only: bool = True, empty_gold: str = "skip",
+    memory_format: str = "seed",
 ) -> Episode:
     """One instance as an episode: its haystack sessions at their dates, then its question.
 
@@ -823,7 +838,8 @@ def instance_episode(
     n_items = n_gold_items = 0
     for s, turns in zip(
         inst.sessions,
-        memory_turns(inst, granularity=granularity, user_only=user_only, rename=renamed.__getitem__, user_id=user),
+        memory_turns(inst, granularity=granularity, user_only=user_only, rename=renamed.__getitem__, user_id=user,
+                     memory_format=memory_format),
     ):
         if not turns:
             continue
@@ -872,6 +888,7 @@ def iter_episodes(
     include_abstention: bool = False,
     empty_gold: str = "skip",
     warnings: LoadWarnings | None = None,
+    memory_format: str = "seed",
 ) -> Iterator[Episode]:
     """The selected instances as episodes, read one at a time (flat memory on the M file).
 
@@ -880,7 +897,8 @@ def iter_episodes(
     for inst in selection.instances(path, warnings=warnings):
         if inst.is_abstention and not include_abstention:
             continue
-        yield instance_episode(inst, granularity=granularity, user_only=user_only, empty_gold=empty_gold)
+        yield instance_episode(inst, granularity=granularity, user_only=user_only, empty_gold=empty_gold,
+                               memory_format=memory_format)
 
 
 # ---------------------------------------------------------------------------

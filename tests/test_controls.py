@@ -188,12 +188,12 @@ def test_every_registered_system_has_a_role_and_the_demo_plays_the_baselines_and
     assert set(roles.values()) <= set(ROLES)
     assert {n for n, r in roles.items() if r == "instrument"} == {n for n in roles if n.startswith("control-")}
     assert {n for n, r in roles.items() if r == "ablation"} == {
-        n for n in roles if "-no-" in n or n.endswith("-decay-only")
+        n for n in roles if "-no-" in n or n.endswith(("-decay-only", "-inhibition-only"))
     }
     # The same selection the demo made by name patterns before roles were recorded.
     by_pattern = [
         n for n in memory_names(standalone_only=True)
-        if not n.startswith("control-") and "-no-" not in n and not n.endswith("-decay-only") and n not in DEMO_ASK_FIRST
+        if not n.startswith("control-") and "-no-" not in n and not n.endswith(("-decay-only", "-inhibition-only")) and n not in DEMO_ASK_FIRST
     ]
     by_pattern.sort(key=lambda n: (n != "naive", n))
     assert [s.name for s in demo_systems()] == by_pattern

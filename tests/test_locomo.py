@@ -288,7 +288,10 @@ def test_cli_run_writes_recomputable_run_folder(
     assert "1 single-hop" in stdout and "4 open-domain" in stdout and "overall" in stdout
     spec = json.loads((out / "spec.json").read_text())
     assert spec["kind"] == "static" and spec["systems"][0]["name"] == "naive"
-    assert spec["k"] == 3 and spec["retrieve_k"] == 50 and spec["ks"] == [1, 3, 5, 10, 30, 50]
+    # A true k retrieval (#27): the systems are asked for k, and only the cut-offs within k are scored.
+    assert spec["k"] == 3 and spec["retrieve_k"] == 3 and spec["ks"] == [1, 3]
+    assert spec["scenario"]["args"]["protocol"] == "mem0" and spec["scenario"]["args"]["answer_excluded"] == ["adversarial"]
+    assert "protocol mem0" in stdout
     assert spec["scenario_meta"]["sha256"] == load_locomo(QUIRKS).sha256
     assert json.loads((out / "run.json").read_text())["embedder"] == "hash-bow-64"
     frame = pl.read_parquet(out / "probes.parquet")
@@ -298,11 +301,18 @@ def test_cli_run_writes_recomputable_run_folder(
     overall = metrics["systems"]["naive"]["overall"]
     assert overall["excluded"] == {"adversarial": 2, "no_usable_evidence": 2}
     assert spec["scenario_meta"]["load_summary"]["evidence_ids_unusable"] == 1
-    # Naive stores every turn: with 7 and 2 turns, top-50 holds every gold turn.
-    assert overall["scores"]["recall_all@50"]["mean"] == 1.0
     row = frame.filter(pl.col("question_id") == "conv-a:q1").row(0, named=True)
     assert row["evidence_ids"] == ["conv-a:D2:1", "conv-a:D2:3"]
-    assert row["kind"] == "temporal" and len(row["retrieved_ids"]) == 7
+    assert row["kind"] == "temporal" and len(row["retrieved_ids"]) == 3
+    # Naive stores every turn: with 7 and 2 turns, a top-50 retrieval holds every gold turn and all 7 turns.
+    out50 = tmp_path / "run50"
+    assert cli.main(["static", "locomo", "--data", str(QUIRKS), "-k", "50", "--out", str(out50), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert json.loads((out50 / "spec.json").read_text())["retrieve_k"] == 50
+    overall50 = json.loads((out50 / "metrics.json").read_text())["systems"]["naive"]["overall"]
+    assert overall50["scores"]["recall_all@50"]["mean"] == 1.0
+    row50 = pl.read_parquet(out50 / "probes.parquet").filter(pl.col("question_id") == "conv-a:q1").row(0, named=True)
+    assert len(row50["retrieved_ids"]) == 7
     assert all(src[0].startswith("conv-a:") for src in row["retrieved_sources"])
     # The same command again resumes a finished run: nothing is played, the figures stand.
     before = (out / "metrics.json").read_bytes()

@@ -31,6 +31,7 @@ ANSWER_FLAGS: dict[str, dict[str, Any]] = {
     "max_answer_tokens": {"type": int},
     "judge": {"action": "append", "metavar": "NAME"},
     "judge_prompts": {"action": "append", "metavar": "PATH"},
+    "prompts": {"action": "append", "metavar": "PATH"},
     "prices": {"metavar": "FILE"},
 }
 """argparse settings beyond a plain string flag (booleans are ``store_true``); ``judge_checks`` is filled by the run."""

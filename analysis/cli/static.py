@@ -111,14 +111,16 @@ def static_main(args: argparse.Namespace) -> int:
     """Run the chosen benchmark and print its tables."""
     from memsim.analysis.cli.run import embedding_line, progress_bar
     from memsim.analysis.pipeline import default_out_dir, execute
-    from memsim.analysis.summary import format_answer_accuracy, format_tables
+    from memsim.analysis.summary import format_answer_accuracy, format_compression, format_tables
     from memsim.scenarios.registry import static_protocol
     from memsim.sim.answer.setup import format_cost
     from memsim.sim.core.errors import UserError
 
     protocol = static_protocol(args.benchmark)
     spec, planned = static_spec(args)
-    print(f"{protocol.title} {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})")
+    chosen = spec.scenario.args.get("protocol")
+    print(f"{protocol.title} {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})"
+          + (f", protocol {chosen}" if chosen else ""))
     for line in spec.scenario_meta.get("load_lines", []):
         print(f"  {line}")
     out = args.out or default_out_dir(f"static-{protocol.name}")
@@ -152,6 +154,9 @@ def static_main(args: argparse.Namespace) -> int:
         if "kept" in report:
             print(f"stored {report['turns_stored']} of {report['turns_seen']} turns: "
                   f"kept {report['kept']:.3f}, compression {report['compression']:.3f}")
+    gated = format_compression(m, spec.metric)
+    if gated:
+        print("\n" + gated)
     if "llm" in outcome.result.info:
         print(format_cost(outcome.result.info["llm"]))
     print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")

@@ -55,7 +55,7 @@ class CachedLLM(ClientWrapper):
         self.hits = 0
         self.misses = 0
 
-    def key(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int) -> bytes:
+    def key(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int, json_mode: bool = False) -> bytes:
         """The cache key of a request (32 bytes)."""
         payload = {
             "endpoint": self.endpoint,
@@ -65,6 +65,8 @@ class CachedLLM(ClientWrapper):
             "temperature": float(temperature),
             "seed": seed,
         }
+        if json_mode:  # only then, so that every key made before JSON mode existed still reads
+            payload["json_mode"] = True
         # Settings outside the request (sampling, server extras, the model file)
         # change replies too, so they are part of the key.
         settings = getattr(self.inner, "request_settings", None)
@@ -74,10 +76,10 @@ class CachedLLM(ClientWrapper):
         return hashlib.sha256(blob.encode("utf-8")).digest()
 
     def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
         """The cached reply, or the inner client's (then stored)."""
-        key = self.key(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        key = self.key(messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_mode=json_mode)
         value = self.store.get(key)
         if value is not None:
             row = json.loads(value)
@@ -85,7 +87,7 @@ class CachedLLM(ClientWrapper):
             return Completion(
                 row["text"], row["prompt_tokens"], row["completion_tokens"], row["latency_s"], cached=True
             )
-        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_mode=json_mode)
         self.misses += 1
         row = {
             "text": out.text,

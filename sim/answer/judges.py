@@ -15,8 +15,11 @@ Deterministic judges:
   text.
 - ``f1_mem0``: Mem0's token F1: lowercase, split on whitespace after turning
   ``. , ! ?`` into spaces, compare token sets, no stemming.
-- ``bleu1``: unigram BLEU: clipped unigram precision times the brevity
-  penalty, on the same tokens as ``f1_mem0``.
+- ``bleu1``: unigram BLEU as Mem0 and the seed compute it: NLTK's
+  ``sentence_bleu`` with weights (1, 0, 0, 0) and smoothing method 1, on the
+  lowercased text tokenised as NLTK's ``word_tokenize`` does (sentences
+  split at ``. ! ?`` before a space, each tokenised by NLTK's word
+  tokenizer; no tokenizer data is downloaded).
 
 Abstention questions (a LongMemEval id ending in ``_abs``, LoCoMo's
 adversarial category 5) have no answer to compare with: every judge scores
@@ -27,13 +30,20 @@ not there. ``f1_locomo`` keeps LoCoMo's own rule for category 5
 LLM judges (their model, temperature and prompt source are recorded by ``describe``):
 
 - ``llm_locomo``: CORRECT/WRONG against the gold answer, lenient on wording
-  and date formats.
+  and date formats. memsim's prompt asks for one word: a reply that is not
+  one of CORRECT, WRONG (or INCORRECT) is unjudged. Mem0's prompt asks for
+  JSON: the reply is read as a JSON object and its ``label`` field must be
+  CORRECT or WRONG, else it is unjudged.
 - ``llm_longmemeval``: a rubric per LongMemEval question type (``category``):
   temporal questions forgive off-by-one counts of days, weeks or months;
   knowledge-update answers may mention older values beside the updated one;
   preference answers are checked against the rubric in the gold field;
   questions whose id ends in ``_abs`` are correct when the answer says the
-  question cannot be answered from the history.
+  question cannot be answered from the history. The verdict is read as
+  LongMemEval's script reads it: correct when ``'yes' in reply.lower()``.
+
+An unjudged reply is scored NaN and counted (``unparsed``); no verdict is
+ever guessed from free text.
 
 Both LLM judges ship with memsim's own wording of these rubrics (a
 paraphrase: its figures are not comparable to published numbers). Official
@@ -49,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import math
 import re
 import string
@@ -88,6 +99,7 @@ __all__ = [
     "locomo_f1",
     "mem0_f1",
     "bleu1",
+    "nltk_tokens",
     "says_not_available",
 ]
 
@@ -235,15 +247,34 @@ def mem0_f1(answer: str, gold: Any) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+# NLTK's word_tokenize splits sentences with punkt first (a data download); a
+# sentence ends at . ! or ? before whitespace in every case the short answers
+# of these benchmarks have, so the split below needs no data.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@lru_cache(maxsize=1)
+def _word_tokenizer() -> Any:
+    from nltk.tokenize import NLTKWordTokenizer
+
+    return NLTKWordTokenizer()
+
+
+def nltk_tokens(text: Any) -> list[str]:
+    """The tokens of ``nltk.word_tokenize(text.lower())``, without punkt's data."""
+    tokenizer = _word_tokenizer()
+    low = _text(text).lower().strip()
+    return [tok for sent in _SENTENCE_END.split(low) if sent for tok in tokenizer.tokenize(sent)]
+
+
 def bleu1(answer: str, gold: Any) -> float:
-    """Unigram BLEU: clipped unigram precision times the brevity penalty."""
-    pred, ref = _mem0_tokens(answer), _mem0_tokens(gold)
+    """Unigram BLEU as published: NLTK's ``sentence_bleu`` (weights 1,0,0,0; smoothing method 1) on NLTK tokens."""
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    pred, ref = nltk_tokens(answer), nltk_tokens(gold)
     if not pred or not ref:
         return 0.0
-    clipped = sum((Counter(pred) & Counter(ref)).values())
-    precision = clipped / len(pred)
-    penalty = 1.0 if len(pred) > len(ref) else math.exp(1 - len(ref) / len(pred))
-    return precision * penalty
+    return float(sentence_bleu([ref], pred, weights=(1, 0, 0, 0), smoothing_function=SmoothingFunction().method1))
 
 
 # --------------------------------------------------------------------------- deterministic judges
@@ -325,7 +356,7 @@ class Mem0F1Judge(_TextJudge):
 
 
 class Bleu1Judge(_TextJudge):
-    """Unigram BLEU (see ``bleu1``)."""
+    """Unigram BLEU on NLTK's word tokens, as Mem0 computes it (see ``bleu1``)."""
 
     name = "bleu1"
 
@@ -335,8 +366,28 @@ class Bleu1Judge(_TextJudge):
 
 # --------------------------------------------------------------------------- LLM judges
 
-_CORRECT_WRONG = re.compile(r"\b(CORRECT|WRONG|INCORRECT)\b", re.IGNORECASE)
-_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+_ONE_WORD = {"CORRECT": 1.0, "WRONG": 0.0, "INCORRECT": 0.0}
+_JSON_LABELS = {"CORRECT": 1.0, "WRONG": 0.0}
+
+
+def one_word_verdict(reply: str) -> float | None:
+    """memsim's CORRECT/WRONG prompt: the reply must be that one word (case, spaces and a full stop aside)."""
+    return _ONE_WORD.get(reply.strip().strip(".!*_`\"'").strip().upper())
+
+
+def json_label_verdict(reply: str) -> float | None:
+    """Mem0's JSON prompt: the reply is a JSON object whose ``label`` is CORRECT or WRONG; None otherwise."""
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        return None
+    label = data.get("label") if isinstance(data, dict) else None
+    return _JSON_LABELS.get(label.strip().upper()) if isinstance(label, str) else None
+
+
+def yes_in_reply(reply: str) -> float:
+    """LongMemEval's rule: the verdict is yes when ``'yes'`` occurs anywhere in the lowercased reply."""
+    return 1.0 if "yes" in reply.lower() else 0.0
 
 
 class _LLMJudge:
@@ -380,10 +431,11 @@ class _LLMJudge:
     def _own_templates() -> dict[str, PromptTemplate]:
         raise NotImplementedError
 
-    def _ask(self, template: PromptTemplate, **values: str) -> str:
+    def _ask(self, template: PromptTemplate, *, json_mode: bool = False, **values: str) -> str:
         messages = template.render(**values)
         out = self.llm.chat(
-            messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed
+            messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed,
+            **({"json_mode": True} if json_mode else {}),
         )
         return out.text
 
@@ -448,11 +500,12 @@ class LocomoLLMJudge(_LLMJudge):
             return 1.0 if abstains(answer) else 0.0
         if not _text(gold).strip():
             return math.nan
-        reply = self._ask(self.templates["default"], question=question, gold=_text(gold), answer=_text(answer))
-        m = _CORRECT_WRONG.search(reply)
-        if m is None:
-            return self._unparsed()
-        return 1.0 if m.group(1).upper() == "CORRECT" else 0.0
+        template = self.templates["default"]
+        # A template that shows a JSON object asks for JSON (Mem0's, sent in JSON mode); memsim's asks for one word.
+        asks_json = '"label"' in template.user or '"label"' in template.system
+        reply = self._ask(template, json_mode=asks_json, question=question, gold=_text(gold), answer=_text(answer))
+        verdict = json_label_verdict(reply) if asks_json else one_word_verdict(reply)
+        return self._unparsed() if verdict is None else verdict
 
 
 class LongMemEvalLLMJudge(_LLMJudge):
@@ -485,13 +538,9 @@ class LongMemEvalLLMJudge(_LLMJudge):
         category: str | int | None = None,
         question_id: str | None = None,
     ) -> float:
-        """1.0 (yes), 0.0 (no) or NaN (no verdict in the reply)."""
+        """1.0 when ``'yes'`` is in the lowercased reply, else 0.0 (LongMemEval's rule)."""
         template = self.template_for(category, question_id)
-        reply = self._ask(template, question=question, gold=_text(gold), answer=_text(answer))
-        m = _YES_NO.search(reply)
-        if m is None:
-            return self._unparsed()
-        return 1.0 if m.group(1).lower() == "yes" else 0.0
+        return yes_in_reply(self._ask(template, question=question, gold=_text(gold), answer=_text(answer)))
 
 
 # --------------------------------------------------------------------------- factory

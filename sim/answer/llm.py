@@ -94,9 +94,9 @@ class LLMClient(Protocol):
         ...
 
     def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
-        """Send ``messages`` and return the reply."""
+        """Send ``messages`` and return the reply (``json_mode``: ask for a JSON object, as a judge protocol may)."""
         ...
 
 
@@ -207,7 +207,7 @@ class LocalLLM:
             return _chat_prompt_tokens(self._llama, messages), True
 
     def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
         """Reply to ``messages`` with the model's chat template."""
         with self._lock:
@@ -218,6 +218,7 @@ class LocalLLM:
                 max_tokens=max_tokens,
                 temperature=temperature,
                 seed=seed,
+                **({"response_format": {"type": "json_object"}} if json_mode else {}),
                 **SERVER_SAMPLING,
             )
             latency = time.perf_counter() - start
@@ -481,7 +482,7 @@ class OpenAICompatibleLLM:
         return sum(self.count_tokens(m["content"]) + 4 for m in messages) + 3, False
 
     def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
         """Send one chat request, retrying transient failures.
 
@@ -507,6 +508,7 @@ class OpenAICompatibleLLM:
                         temperature=temperature,
                         seed=seed,
                         extra_body=self.extra_body or None,
+                        **({"response_format": {"type": "json_object"}} if json_mode else {}),
                     )
                     latency = time.perf_counter() - start
             except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
@@ -630,12 +632,13 @@ class ScriptedLLM:
         return sum(self.count_tokens(m["content"]) for m in messages), True
 
     def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
         """Record the request and return the scripted reply, cut to ``max_tokens`` words."""
         msgs = [dict(m) for m in messages]
         self.calls.append(
-            {"messages": msgs, "max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+            {"messages": msgs, "max_tokens": max_tokens, "temperature": temperature, "seed": seed,
+             **({"json_mode": True} if json_mode else {})}
         )
         text = self._reply(msgs)
         words = text.split()

@@ -210,10 +210,10 @@ class MeteredLLM(ClientWrapper):
         self.role = role
 
     def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
         """The inner client's reply, counted."""
-        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_mode=json_mode)
         self.meter.record(out, model=self.model, kind=self.name, role=self.role, endpoint=self.endpoint)
         return out
 
@@ -236,7 +236,7 @@ class DryRunLLM(ClientWrapper):
         """False once a prompt could only be estimated (no tokenizer for the model)."""
 
     def chat(
-        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
+        self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
         """A placeholder reply with the request's prompt tokens and ``max_tokens`` completion tokens."""
         prompt, exact = self.count_prompt_tokens(messages)

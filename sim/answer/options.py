@@ -43,6 +43,9 @@ class AnswerOptions(BaseModel):
     allow_self_judging: bool = Field(False, description="let an LLM judge use the reader's own model (its figures are marked)")
     judge_prompts: tuple[str, ...] | None = Field(None, description="official judge templates from your own copy: LongMemEval's "
                                                   "evaluate_qa.py or a Mem0 prompt file (default: memsim's paraphrase)")
+    prompts: tuple[str, ...] | None = Field(None, description="reader and judge templates from your own copy: the seed's "
+                                            "prompts.py, Mem0's prompts.py or LongMemEval's evaluate_qa.py, parsed, "
+                                            "never run (default: memsim paraphrase)")
     dry_run: bool = Field(False, description="count the LLM calls, tokens and cost the run would make, print them, call no model")
     prices: str | None = Field(None, description="JSON or TOML price table overriding the default prices")
     judge_checks: dict[str, Any] = Field(default_factory=dict, description="each LLM judge's check result (filled by the run)")

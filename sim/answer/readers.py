@@ -16,10 +16,18 @@ Memories that do not fit the model's context window (minus the tokens
 reserved for the reply) are dropped, lowest ranked first, and the answer
 records that it was truncated. The memories kept are shown oldest first, so
 that the last mention of a fact is also its newest value.
+
+memsim's own templates are a paraphrase (``PROMPT_PARAPHRASE``); a template
+read from the user's copy of a published prompt file (``--prompts``,
+``memsim.sim.answer.official.load_prompt_file``) is used with that file's
+memory layout: ``lines`` (one memory a line) or ``speakers`` (Mem0's LoCoMo
+prompt: each speaker's memories apart, a JSON list of ``"<date>: <text>"``
+per speaker). A date is shown only where the template has a field for it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +50,15 @@ __all__ = [
     "format_memory",
     "format_question_date",
     "extract_answer",
+    "PROMPT_PARAPHRASE",
+    "LAYOUTS",
 ]
+
+PROMPT_PARAPHRASE = "memsim paraphrase"
+"""How tables and specs name memsim's own reader prompts (not the published wording)."""
+
+LAYOUTS: tuple[str, ...] = ("lines", "speakers")
+"""How memories fill a template: one a line (``{memories}``), or each speaker's apart (Mem0's fields)."""
 
 READER_VARIANTS: tuple[str, ...] = tuple(READER_TEMPLATES)
 """Reader variant names."""
@@ -114,6 +130,18 @@ def format_memory(memory: Retrieved) -> str:
     return f"- {memory.created_at:%Y-%m-%d %H:%M} | {text}"
 
 
+def split_memory(memory: Retrieved) -> tuple[str, str, str]:
+    """``(date, speaker, text)`` of a memory ``"<date> | <speaker>: <text>"``; else its ``created_at``, "", its text."""
+    text = " ".join(memory.text.split())
+    if _DATED_PREFIX.match(text):
+        when, _, rest = text.partition(" | ")
+        speaker, sep, said = rest.partition(": ")
+        if sep:
+            return when, speaker, said
+        return when, "", rest
+    return f"{memory.created_at:%Y-%m-%d %H:%M}", "", text
+
+
 def extract_answer(raw: str, variant: str) -> str:
     """The final answer in a reply.
 
@@ -145,6 +173,8 @@ class Reader:
         temperature: float = 0.0,
         seed: int = 0,
         template: PromptTemplate | None = None,
+        layout: str = "lines",
+        prompt_source: str = "",
     ) -> None:
         """Args:
         llm: the client that writes answers.
@@ -153,14 +183,20 @@ class Reader:
             (``DEFAULT_ANSWER_TOKENS``).
         temperature: sampling temperature (0: greedy, reproducible).
         seed: sampling seed sent with every call.
-        template: a template to use instead of the variant's own (it must have the
-            fields ``memories``, ``question`` and ``question_date``).
+        template: a template to use instead of the variant's own (fields ``question``, the
+            memories of ``layout``, and ``question_date`` where it shows the date).
+        layout: ``lines`` or ``speakers`` (see the module docstring).
+        prompt_source: where ``template`` came from (file and sha256); empty: memsim's paraphrase.
 
         Raises:
-            UserError: unknown variant (the message lists the known ones).
+            UserError: unknown variant (the message lists the known ones) or layout.
         """
         if variant not in READER_TEMPLATES:
             raise UserError(f"--reader: unknown variant {variant!r}; choose one of: none, {', '.join(READER_VARIANTS)}")
+        if layout not in LAYOUTS:
+            raise UserError(f"reader layout {layout!r} unknown; valid: {', '.join(LAYOUTS)}")
+        self.layout = layout
+        self.prompt_source = prompt_source if template is not None and prompt_source else PROMPT_PARAPHRASE
         self.llm = llm
         self.variant = variant
         self.template = template or READER_TEMPLATES[variant]
@@ -178,6 +214,8 @@ class Reader:
         return {
             "variant": self.variant,
             "prompt_id": self.prompt_id,
+            "prompt_source": self.prompt_source,
+            "layout": self.layout,
             "max_answer_tokens": self.max_answer_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
@@ -196,7 +234,7 @@ class Reader:
             UserError: the prompt does not fit the context window even without memories.
         """
         date = format_question_date(question_date)
-        empty = self.template.render(memories=NO_MEMORIES, question=question, question_date=date)
+        empty = self.template.render(**self._fill([]), question=question, question_date=date)
         fixed = sum(self.llm.count_tokens(m["content"]) for m in empty)
         fixed += _TOKENS_PER_MESSAGE * len(empty) + _TOKENS_SAFETY
         budget = self.llm.context_window - self.max_answer_tokens - fixed
@@ -215,9 +253,24 @@ class Reader:
                 chosen.append((rank, line))
                 budget -= cost
         order = sorted(chosen, key=lambda c: (memories[c[0]].created_at, c[0]))
-        block = "\n".join(line for _, line in order) if order else NO_MEMORIES
-        messages = self.template.render(memories=block, question=question, question_date=date)
+        filled = self._fill([memories[rank] for rank, _ in order], [line for _, line in order])
+        messages = self.template.render(**filled, question=question, question_date=date)
         return messages, len(chosen)
+
+    def _fill(self, memories: Sequence[Retrieved], lines: Sequence[str] = ()) -> dict[str, str]:
+        """The template's memory fields for ``memories`` (oldest first; ``lines`` their formatted lines)."""
+        if self.layout == "lines":
+            return {"memories": "\n".join(lines) if lines else NO_MEMORIES}
+        by_speaker: dict[str, list[str]] = {}
+        for m in memories:
+            when, speaker, text = split_memory(m)
+            by_speaker.setdefault(speaker, []).append(f"{when}: {text}")
+        speakers = list(by_speaker)[:2] + ["", ""]
+        out: dict[str, str] = {}
+        for n, speaker in enumerate(speakers[:2], start=1):
+            out[f"speaker_{n}_user_id"] = speaker
+            out[f"speaker_{n}_memories"] = json.dumps(by_speaker.get(speaker, []), indent=4)
+        return out
 
     def answer(
         self, question: str, question_date: datetime | str, memories: Sequence[Retrieved]

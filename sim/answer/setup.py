@@ -35,7 +35,7 @@ from memsim.sim.answer.llm import (
 )
 from memsim.sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
 from memsim.sim.answer.options import DEFAULT_LOCAL_CONTEXT, AnswerOptions
-from memsim.sim.answer.official import OfficialPrompts, load_official_prompts
+from memsim.sim.answer.official import OfficialPrompts, load_official_prompts, load_prompt_file
 from memsim.sim.answer.readers import READER_VARIANTS, Reader
 from memsim.sim.core.errors import UserError
 
@@ -267,8 +267,18 @@ def answer_setup(options: AnswerOptions | None, *, default_judges: Sequence[str]
             caches.append(client)
         return MeteredLLM(client, meter, role=role)
 
-    reader = Reader(wrap(base, "reader"), options.reader, options.max_answer_tokens)
+    files = [load_prompt_file(path) for path in options.prompts or ()]
+    mine = next((f.readers[options.reader] for f in files if options.reader in f.readers), None)
+    if any(f.readers for f in files) and mine is None:
+        raise UserError(f"--prompts: no {options.reader} reader template in {', '.join(f.source for f in files)}; "
+                        f"found: {', '.join(sorted({v for f in files for v in f.readers})) or 'none'}")
+    reader = Reader(wrap(base, "reader"), options.reader, options.max_answer_tokens,
+                    template=mine.template if mine else None, layout=mine.layout if mine else "lines",
+                    prompt_source=mine.source if mine else "")
     official = official_templates(options.judge_prompts)
+    for f in files:
+        if f.judges is not None:
+            official.setdefault(f.judges.judge, f.judges)
     llm_judges = [n for n in judge_names if n in LLM_JUDGES]
     self_judging = False
     judge_llm: LLMClient | None = None

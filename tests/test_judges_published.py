@@ -1,0 +1,74 @@
+"""Verdicts and BLEU-1 as the published protocols compute them (issue #27, defects 3 and 4)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from memsim.sim.answer import ScriptedLLM, make_judge
+from memsim.sim.answer.judges import bleu1, nltk_tokens
+from memsim.sim.answer.official import load_official_prompts
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _locomo(reply: str, templates=None):
+    judge = make_judge("llm_locomo", ScriptedLLM(reply), templates=templates)
+    return judge, judge.score(question="When?", gold="7 May 2023", answer="May 2023")
+
+
+def test_a_wrong_verdict_after_the_word_correct_is_never_read_as_correct() -> None:
+    judge, value = _locomo("The generated answer is not correct. WRONG")
+    assert math.isnan(value) and judge.unparsed == 1
+    assert "json_mode" not in judge.llm.calls[0]  # memsim's prompt asks for one word, not JSON
+
+
+@pytest.mark.parametrize(("reply", "expected"), [("CORRECT", 1.0), ("wrong.", 0.0), (" Correct ", 1.0)])
+def test_memsim_prompt_takes_one_word(reply: str, expected: float) -> None:
+    assert _locomo(reply)[1] == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [('{"label": "CORRECT"}', 1.0), ('{"reasoning": "dates differ", "label": "WRONG"}', 0.0),
+     ("The generated answer is not correct. WRONG", math.nan), ('{"label": "maybe"}', math.nan),
+     ("CORRECT", math.nan), ("[1]", math.nan)],
+)
+def test_mem0_prompt_reads_the_json_label(reply: str, expected: float) -> None:
+    official = load_official_prompts(FIXTURES / "judge_prompts" / "mem0_prompts.py")
+    judge, value = _locomo(reply, templates=official.templates)
+    assert judge.llm.calls[0]["json_mode"] is True  # asked in JSON mode, as Mem0 asks
+    if math.isnan(expected):
+        assert math.isnan(value) and judge.unparsed == 1
+    else:
+        assert value == expected and judge.unparsed == 0
+
+
+@pytest.mark.parametrize(("reply", "expected"), [("Yes.", 1.0), ("no", 0.0), ("The answer is correct: yes", 1.0),
+                                                 ("I would say yes and no", 1.0), ("Not really.", 0.0)])
+def test_longmemeval_verdict_is_yes_in_reply(reply: str, expected: float) -> None:
+    judge = make_judge("llm_longmemeval", ScriptedLLM(reply))
+    assert judge.score(question="q", gold="g", answer="a", category="multi-session") == expected
+
+
+# The rows of the issue, with the published figures (NLTK word_tokenize, sentence_bleu, method1).
+@pytest.mark.parametrize(
+    ("answer", "gold", "published"),
+    [("January 2023", "January, 2023", 0.6065), ("22 January 2023", "19 January, 2023", 0.478),
+     ("28 January, 2023", "28 January 2023", 0.750), ("Paris and Rome.", "Paris, Rome", 0.500)],
+)
+def test_bleu1_matches_the_published_rows(answer: str, gold: str, published: float) -> None:
+    assert bleu1(answer, gold) == pytest.approx(published, abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [("January, 2023", ["january", ",", "2023"]), ("Paris and Rome.", ["paris", "and", "rome", "."]),
+     ("She moved. Then she left!", ["she", "moved", ".", "then", "she", "left", "!"]),
+     ("It's Caroline's \"new\" job", ["it", "'s", "caroline", "'s", "``", "new", "''", "job"])],
+)
+def test_tokens_are_nltk_word_tokenize(text: str, tokens: list[str]) -> None:
+    # What nltk.word_tokenize(text.lower()) returns for these texts (punkt splits them at the same places).
+    assert nltk_tokens(text) == tokens
