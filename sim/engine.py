@@ -147,6 +147,9 @@ class Harness:
     """Placebo bookkeeping: (label, user or "") -> [bits seen, of which true]; "" totals the label."""
     feedback_unscored: dict[str, int] = field(default_factory=dict)
     """label -> questions whose feedback was not sent because they were not scored."""
+    feedback_told: dict[str, dict[str, int]] = field(default_factory=dict)
+    """label -> ``"right>true"``-style counts: the channel's verdict against the bit the system was told
+    (``none``: no call), so a channel's agreement with what it knows is measured, not assumed."""
     _corrections: dict[tuple[str, str], list[Turn]] = field(default_factory=dict)
     _restated: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     """(label, turn id) -> ids of that system's restatements of the turn."""
@@ -312,19 +315,25 @@ class Harness:
             return
         correct = self._signal(sut, q.user_id, verdict)
         retrieved = [m.memory_id for m in got]
+        told = correct
         if correct is None:
             pass
         elif channel == "correction":
+            told = None  # no feedback call: the restatement is the whole message
             if not correct:
                 self._restate(sut, q)
         elif channel.startswith("implicit"):
             # Drawn now, in question order, so the reactions do not depend on when deliveries interleave.
             reaction = react(correct, q.text, self._rng(f"implicit:{sut.label}"), behaviour(channel),
                              tuple(q.extra.get("paraphrases", ())))
+            told = None if reaction is None else read_reaction(reaction.text)
             if reaction is not None:
                 self.env.process(delayed_reaction(self.env, self, sut, q, retrieved, reaction.text))
         else:
             self.env.process(delayed_feedback(self.env, self, sut, q, retrieved, correct))
+        tally = self.feedback_told.setdefault(sut.label, {})
+        key = f"{'right' if verdict else 'wrong'}>{str(told).lower()}"
+        tally[key] = tally.get(key, 0) + 1
 
     def _thread(self, q: Question) -> str:
         """Id of the first asking of a question that is asked again (itself otherwise)."""

@@ -319,6 +319,7 @@ def _longitudinal(
     if harness.erasures:
         p.info["erasure"] = harness.erasures
     p.info["feedback_unscored"] = harness.feedback_unscored
+    p.info["feedback_told"] = harness.feedback_told
 
 
 def _maintained_after_ingest(ep: Episode) -> Episode:

