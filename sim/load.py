@@ -29,8 +29,8 @@ so the load table goes into ``perf.json`` only). A modelled operation takes
 effect when its service ends; a measured one when it starts (its duration is
 only known once it has run).
 
-Deletions and maintenance are not queued: they reach the systems when due,
-as without load. A deletion that arrives while the session holding its turns
+Deletions, maintenance, feedback and the ``implicit`` channel's reaction
+turns are not queued: they reach the systems when due, as without load. A deletion that arrives while the session holding its turns
 is still queued is applied before that session is ingested; the leak that
 follows shows in the deleted-leak counts.
 """
