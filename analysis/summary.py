@@ -427,6 +427,8 @@ def summarise(
         metrics["judges"] = judges
     metrics["isolation_failures"] = int(scored["isolation_failures"].sum()) if scored.height else 0
     metrics["failures"] = list(info.get("failures", []))
+    metrics["feedback_unscored"] = dict(info.get("feedback_unscored", {}))
+    metrics["feedback_told"] = dict(info.get("feedback_told", {}))
     reports = _system_reports(spec, info)
     if reports:
         metrics["system_reports"] = reports

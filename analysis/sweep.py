@@ -817,13 +817,14 @@ def cell_probes(out_dir: str | Path, cell: Cell) -> Any:
 def _played(cell: Cell) -> int:
     """Systems played in a cell, twins and placebos included."""
     from memsim.memory.registry import learns_from_feedback
+    from memsim.sim.spec import speaks_in_turns
 
     spec = cell.spec
     n = 0
     for s in spec["systems"]:
         n += 1
         if spec.get("twins", True) and spec.get("feedback_from") != "none" and (
-            spec.get("feedback_from") == "correction" or learns_from_feedback(s["name"], s["args"])
+            speaks_in_turns(spec.get("feedback_from", "evidence")) or learns_from_feedback(s["name"], s["args"])
         ):
             n += 2 if spec.get("placebo") else 1
     return n

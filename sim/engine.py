@@ -6,7 +6,13 @@ system in the same order. A question is retrieved and scored for every system
 before any feedback about it exists; the feedback is a separate process
 (``delayed_feedback``) that waits out the configured delay. Maintenance is
 its own process (``maintenance``). Systems see turns, question text, a
-correctness signal, deletion requests and ticks: never gold fields. The one
+correctness signal, deletion requests and ticks: never gold fields. Turns
+the engine writes itself (a ``correction`` restatement, an ``implicit``
+reaction) get fresh opaque ids and no metadata; only the harness's private
+map knows what a restatement restates (scorers credit it as that turn, a
+deletion forgets it with that turn). A question that is not scored (NaN
+metric or judge score, an answer error) sends no feedback at all; the
+harness counts it (``feedback_unscored``). The one
 exception is instruments (``memsim.memory.inject``): a ``control-`` system with an
 ``oracle`` method is handed the question's evidence ids just before it
 retrieves, so that a known effect can be injected.
@@ -34,9 +40,10 @@ from memsim.memory.inject import receives_gold
 from memsim.sim.core.errors import UserError
 from memsim.sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
 from memsim.sim.erasure import audit_caches, audit_system, cache_texts, purge_caches
+from memsim.sim.implicit import behaviour, react, read_reaction
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
-from memsim.sim.scorers import RESTATED, Scorer
+from memsim.sim.scorers import Scorer
 
 __all__ = [
     "SystemUnderTest",
@@ -44,6 +51,7 @@ __all__ = [
     "Harness",
     "episode_timeline",
     "delayed_feedback",
+    "delayed_reaction",
     "maintenance",
     "start_processes",
 ]
@@ -92,7 +100,8 @@ class EngineConfig:
     feedback_from: str = "evidence"
     """The channel (``memsim.sim.spec.FEEDBACK_CHANNELS``): ``evidence`` (the oracle bit: the headline metric is 1),
     ``answer`` (first judge >= 0.5), ``noisy:P`` (the oracle bit flipped with probability P), ``none``,
-    ``correction`` (no feedback call: after a wrong answer the user restates the fact in their next session)."""
+    ``correction`` (no feedback call: after a wrong answer the user restates the fact in their next session),
+    ``implicit`` / ``implicit:P`` (the user reacts in a turn of their own; ``memsim.sim.implicit``)."""
     maintenance_every_s: float = 86400.0
     """Seconds between maintenance ticks (0 = none)."""
     seed: int = 0
@@ -136,8 +145,22 @@ class Harness:
     _rngs: dict[str, np.random.Generator] = field(default_factory=dict)
     _bits: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     """Placebo bookkeeping: (label, user or "") -> [bits seen, of which true]; "" totals the label."""
+    feedback_unscored: dict[str, int] = field(default_factory=dict)
+    """label -> questions whose feedback was not sent because they were not scored."""
+    feedback_told: dict[str, dict[str, int]] = field(default_factory=dict)
+    """label -> ``"right>true"``-style counts: the channel's verdict against the bit the system was told
+    (``none``: no call), so a channel's agreement with what it knows is measured, not assumed."""
     _corrections: dict[tuple[str, str], list[Turn]] = field(default_factory=dict)
     _restated: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    """(label, turn id) -> ids of that system's restatements of the turn."""
+    _restates: dict[str, str] = field(default_factory=dict)
+    """Restatement id -> the turn it restates: the private map, never handed to a system."""
+
+    def __post_init__(self) -> None:
+        if self.config.feedback_from == "answer" and not self.judge_keys:
+            # Without a judge there is no answer verdict; falling back to the oracle bit would mislabel the run.
+            raise UserError('feedback_from = "answer" needs a reader and a judge; this run has none '
+                            '(name a reader with --reader short|cot, or choose another channel)')
 
     # -- helpers ----------------------------------------------------------
 
@@ -282,15 +305,35 @@ class Harness:
     def finish_one(self, sut: SystemUnderTest, q: Question, row: dict[str, Any], got: Sequence[Retrieved]) -> None:
         """Record the scored row and start the question's feedback on its way."""
         self.recorder.probe(row)
-        if self.config.feedback_from != "none" and sut.feedback != "withheld":
-            correct = self._signal(sut, q.user_id, self._correct(row))
-            if correct is None:
-                pass
-            elif self.config.feedback_from == "correction":
-                if not correct:
-                    self._restate(sut, q)
-            else:
-                self.env.process(delayed_feedback(self.env, self, sut, q, [m.memory_id for m in got], correct))
+        channel = self.config.feedback_from
+        if channel == "none" or sut.feedback == "withheld":
+            return
+        verdict = self._verdict(row)
+        if verdict is None:
+            # Nothing is known of an unscored answer: telling the system "wrong" would be a made-up bit.
+            self.feedback_unscored[sut.label] = self.feedback_unscored.get(sut.label, 0) + 1
+            return
+        correct = self._signal(sut, q.user_id, verdict)
+        retrieved = [m.memory_id for m in got]
+        told = correct
+        if correct is None:
+            pass
+        elif channel == "correction":
+            told = None  # no feedback call: the restatement is the whole message
+            if not correct:
+                self._restate(sut, q)
+        elif channel.startswith("implicit"):
+            # Drawn now, in question order, so the reactions do not depend on when deliveries interleave.
+            reaction = react(correct, q.text, self._rng(f"implicit:{sut.label}"), behaviour(channel),
+                             tuple(q.extra.get("paraphrases", ())))
+            told = None if reaction is None else read_reaction(reaction.text)
+            if reaction is not None:
+                self.env.process(delayed_reaction(self.env, self, sut, q, retrieved, reaction.text))
+        else:
+            self.env.process(delayed_feedback(self.env, self, sut, q, retrieved, correct))
+        tally = self.feedback_told.setdefault(sut.label, {})
+        key = f"{'right' if verdict else 'wrong'}>{str(told).lower()}"
+        tally[key] = tally.get(key, 0) + 1
 
     def _thread(self, q: Question) -> str:
         """Id of the first asking of a question that is asked again (itself otherwise)."""
@@ -327,6 +370,13 @@ class Harness:
             return bool(self._rng(sut.label).random() * others < others_true)
         return correct
 
+    def _fresh_id(self, sut: SystemUnderTest) -> str:
+        """An opaque id for a turn the engine writes, drawn from this system's own id stream.
+
+        It is derived from nothing the turn is about, so it cannot name the turn a restatement restates.
+        """
+        return f"u-{self._rng(f'ids:{sut.label}').bytes(8).hex()}"
+
     def _restate(self, sut: SystemUnderTest, q: Question) -> None:
         """Queue the question's evidence turns, restated, for this system's next session of that user."""
         queue = self._corrections.setdefault((sut.label, q.user_id), [])
@@ -334,24 +384,51 @@ class Harness:
             original = self._turns.get(tid)
             if original is None:
                 continue
-            n = sum(1 for t in queue if t.metadata.get("restates") == tid) + len(self._restated.get((sut.label, tid), ()))
-            restated_id = f"{tid}{RESTATED}{n + 1}"
+            restated_id = self._fresh_id(sut)
+            self._restates[restated_id] = tid
             self._restated.setdefault((sut.label, tid), set()).add(restated_id)
-            queue.append(
-                replace(
-                    original,
-                    turn_id=restated_id,
-                    text=f"To correct you: {original.text}",
-                    metadata={**dict(original.metadata), "restates": tid},
-                )
-            )
+            # A new utterance of the user's: none of the original's metadata comes along.
+            queue.append(Turn(restated_id, original.user_id, original.speaker, f"To correct you: {original.text}",
+                              original.created_at, original.session_id))
 
-    def _correct(self, row: Mapping[str, Any]) -> bool:
-        if self.config.feedback_from == "answer" and self.judge_keys:
-            value = row.get(self.judge_keys[0])
-            return bool(value is not None and not math.isnan(value) and value >= 0.5)
-        value = row.get(self.config.metric)
-        return bool(value is not None and value >= 1.0)
+    def react_now(self, sut: SystemUnderTest, q: Question, retrieved: Sequence[str], text: str) -> None:
+        """Ingest the user's reaction to an answer as a turn of theirs, then tell the system what the rule reads in it."""
+        if sut.failed is not None:
+            return
+        now = self.now()
+        turn_id = self._fresh_id(sut)
+        turn = Turn(turn_id, q.user_id, "user", text, now, turn_id)
+        self.turn_owner[turn_id] = q.user_id
+        self.turn_text[turn_id] = text
+        self._prepare([render_turn(turn)])
+        try:
+            sut.system.ingest((turn,), user_id=q.user_id, now=now)
+        except Exception as exc:
+            self._fail(sut, "ingest", exc)
+            return
+        told = read_reaction(text)
+        if told is not None:
+            self.deliver_feedback(sut, Feedback(q.question_id, q.user_id, now, told), retrieved)
+
+    def _verdict(self, row: Mapping[str, Any]) -> bool | None:
+        """Whether the question was served well, as the channel knows it; None when it is not scored.
+
+        ``answer`` reads the first judge; ``implicit`` too when a reader ran (the user knows the
+        answer they got), else the headline metric; every other channel reads the headline metric.
+        """
+        if row.get("error") is not None:
+            return None
+        judged = bool(self.judge_keys) and self.config.feedback_from.startswith(("answer", "implicit"))
+        value = row.get(self.judge_keys[0] if judged else self.config.metric)
+        if value is None or math.isnan(value):
+            return None
+        return bool(value >= (0.5 if judged else 1.0))
+
+    def _as_scored(self, got: Sequence[Retrieved]) -> Sequence[Retrieved]:
+        """The memories with each restatement in their provenance read as the turn it restates."""
+        if not self._restates:
+            return got
+        return [replace(m, source_turn_ids=tuple(self._restates.get(t, t) for t in m.source_turn_ids)) for m in got]
 
     def _row(
         self, q: Question, index: int, thread: str, got: list[Retrieved], ms: float, label: str
@@ -360,6 +437,7 @@ class Harness:
         isolation = sum(1 for m in got for t in m.source_turn_ids if owner.get(t, q.user_id) != q.user_id)
         deleted = self._deleted.get((label, q.user_id), set())
         leaks = sum(1 for m in got if deleted.intersection(m.source_turn_ids))
+        scored = self._as_scored(got)
         row: dict[str, Any] = {
             "system": label,
             "episode": self.episode_of.get(q.user_id, q.user_id),
@@ -380,7 +458,8 @@ class Harness:
             "retrieve_ms": ms,
             "n_retrieved": len(got),
             "retrieved_ids": [m.memory_id for m in got],
-            "retrieved_sources": [list(m.source_turn_ids) for m in got],
+            # As scored: a restatement reads as the turn it restates, so recomputed scores match.
+            "retrieved_sources": [list(m.source_turn_ids) for m in scored],
             "retrieved_scores": [float(m.score) for m in got],
             "retrieved_text": [m.text for m in got],
             "isolation_failures": isolation,
@@ -388,7 +467,7 @@ class Harness:
             "error": None,
         }
         for scorer in self.scorers:
-            row.update(scorer.score(q, got, ks=self.config.ks))
+            row.update(scorer.score(q, scored, ks=self.config.ks))
         return row
 
     def deliver_feedback(self, sut: SystemUnderTest, fb: Feedback, retrieved: Sequence[str]) -> None:
@@ -411,7 +490,7 @@ class Harness:
             gone = set(turn_ids)
             queued = self._corrections.get((sut.label, event.user_id))
             if queued:  # a restatement not yet said is dropped with what it restates
-                self._corrections[(sut.label, event.user_id)] = [t for t in queued if t.metadata["restates"] not in gone]
+                self._corrections[(sut.label, event.user_id)] = [t for t in queued if self._restates[t.turn_id] not in gone]
             deleted = {tid: self.turn_text[tid] for tid in event.turn_ids if tid in self.turn_text}
             try:
                 sut.system.forget(turn_ids, user_id=event.user_id, now=event.time)
@@ -498,6 +577,14 @@ def delayed_feedback(
     harness.deliver_feedback(sut, fb, retrieved)
 
 
+def delayed_reaction(
+    env: simpy.Environment, harness: Harness, sut: SystemUnderTest, q: Question, retrieved: Sequence[str], text: str
+) -> Any:
+    """Deliver the user's reaction to an answer (``implicit`` channel) after the configured delay."""
+    yield env.timeout(harness.config.feedback_delay_s)
+    harness.react_now(sut, q, retrieved, text)
+
+
 def maintenance(env: simpy.Environment, harness: Harness, every_s: float) -> Any:
     """Call every system's ``maintain`` on a fixed schedule."""
     while True:
@@ -531,7 +618,7 @@ def ingest_job(
     embed_ms: float,
 ) -> Any:
     """A session waits for a memory worker, is ingested, and holds the worker for its service time."""
-    dep = load.deployment(env, sut.label)
+    dep = load.deployment(env, sut.label, stream=sut.twin_of)
     arrived = env.now
     modelled = load.settings.deterministic
     with dep.memory.request() as req:
@@ -567,7 +654,7 @@ def question_job(
     embed_ms: float,
 ) -> Any:
     """A question waits for a memory worker to retrieve, then for an LLM worker to answer; then it is scored."""
-    dep = load.deployment(env, sut.label)
+    dep = load.deployment(env, sut.label, stream=sut.twin_of)
     settings = load.settings
     arrived = env.now
     with dep.memory.request() as req:

@@ -21,14 +21,16 @@ accuracy with and without deadlines.
 
 Service times of the memory service are ``modelled`` (drawn from the
 configured distributions with the run's seeded generator: the same seed
-gives the same queues, and the load table goes into ``metrics.json``) or
+gives the same queues, and the load table goes into ``metrics.json``; a
+system's twin and placebo draw from their system's stream, so the arms of
+one system see the same service times and queue alike) or
 ``measured`` (the wall time of the call: queues then depend on the machine,
 so the load table goes into ``perf.json`` only). A modelled operation takes
 effect when its service ends; a measured one when it starts (its duration is
 only known once it has run).
 
-Deletions and maintenance are not queued: they reach the systems when due,
-as without load. A deletion that arrives while the session holding its turns
+Deletions, maintenance, feedback and the ``implicit`` channel's reaction
+turns are not queued: they reach the systems when due, as without load. A deletion that arrives while the session holding its turns
 is still queued is applied before that session is ingested; the leak that
 follows shows in the deleted-leak counts.
 """
@@ -122,11 +124,18 @@ class Load:
     in_flight: int = 0
     """Jobs started and not yet done (the runner plays on until none is left)."""
 
-    def deployment(self, env: simpy.Environment, label: str) -> Deployment:
-        """The deployment of system ``label`` (one named random stream per system)."""
+    def deployment(self, env: simpy.Environment, label: str, *, stream: str | None = None) -> Deployment:
+        """The deployment of system ``label``: its own services, and the random stream named ``stream``.
+
+        Args:
+            env: the run's clock.
+            label: the arm (a system, its twin or its placebo): each arm has its own services.
+            stream: the system whose service times it draws (a twin's and a placebo's: their system's,
+                so that all arms draw the same times and queue alike); None: its own label.
+        """
         dep = self.deployments.get(label)
         if dep is None:
-            key = int.from_bytes(hashlib.sha256(f"load:{label}".encode()).digest()[:8], "big")
+            key = int.from_bytes(hashlib.sha256(f"load:{stream or label}".encode()).digest()[:8], "big")
             dep = self.deployments[label] = Deployment(
                 memory=simpy.Resource(env, capacity=self.settings.memory_workers),
                 llm=simpy.Resource(env, capacity=self.settings.llm_workers),

@@ -37,7 +37,7 @@ from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
-from memsim.sim.spec import RunSpec
+from memsim.sim.spec import RunSpec, speaks_in_turns
 
 __all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts"]
 
@@ -97,8 +97,8 @@ def _twins(spec: RunSpec, name: str, args: Mapping[str, Any]) -> list[tuple[str,
     """(label suffix, feedback mode) of the twins a system gets in a longitudinal run."""
     if spec.fresh_per_episode or not spec.twins or spec.feedback_from == "none":
         return []
-    # Under the correction channel every system can change through use (it ingests the restatements).
-    if spec.feedback_from != "correction" and not learns_from_feedback(name, args):
+    # Under the correction and implicit channels every system can change through use (it ingests the user's turns).
+    if not speaks_in_turns(spec.feedback_from) and not learns_from_feedback(name, args):
         return []
     return [("~twin", "withheld"), *([("~placebo", "shuffled")] if spec.placebo else [])]
 
@@ -318,6 +318,8 @@ def _longitudinal(
     p.info["system_reports"] = _reports(suts)
     if harness.erasures:
         p.info["erasure"] = harness.erasures
+    p.info["feedback_unscored"] = harness.feedback_unscored
+    p.info["feedback_told"] = harness.feedback_told
 
 
 def _maintained_after_ingest(ep: Episode) -> Episode:

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_KS",
-    "RESTATED",
     "Scorer",
     "EvidenceScorer",
     "StaleScorer",
@@ -128,19 +127,9 @@ def stale_above_current(
     return 0.0
 
 
-RESTATED = "#restated"
-"""Turn ids of a user's restatement of turn X (correction channel) are ``X#restated<n>``: they count as X."""
-
-
 def _provenance(retrieved: Sequence[Retrieved]) -> list[tuple[str, ...]]:
-    """Source turn ids of each retrieved memory, a restatement read as the turn it restates."""
-    out: list[tuple[str, ...]] = []
-    for m in retrieved:
-        ids = tuple(m.source_turn_ids)
-        if RESTATED in "\x00".join(ids):  # rare: only the correction channel writes restatements
-            ids = tuple(t.split(RESTATED, 1)[0] for t in ids)
-        out.append(ids)
-    return out
+    """Source turn ids of each retrieved memory (the engine has already read a restatement as the turn it restates)."""
+    return [tuple(m.source_turn_ids) for m in retrieved]
 
 
 @runtime_checkable

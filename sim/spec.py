@@ -22,34 +22,41 @@ from memsim.sim.core.errors import UserError
 from memsim.sim.load import LoadSettings
 from memsim.sim.core.validate import validate_args
 
-FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction")
+FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction", "implicit", "implicit:P")
 """What a system is told after a question (``RunSpec.feedback_from``); see ``check_channel``."""
 
 
 def check_channel(value: str) -> str:
     """Validate a feedback channel: ``evidence`` (the oracle bit), ``answer`` (the judged answer),
-    ``noisy:P`` (the oracle bit flipped with probability P), ``none``, ``correction``.
+    ``noisy:P`` (the oracle bit flipped with probability P), ``none``, ``correction``, ``implicit``
+    (the simulated user's reactions, ``memsim.sim.implicit``) or ``implicit:P`` (P: the chance a
+    wrong answer gets no reaction).
 
     Raises:
         ValueError: an unknown channel or a bad P (the message lists the channels).
     """
-    if value in ("evidence", "answer", "none", "correction"):
+    if value in ("evidence", "answer", "none", "correction", "implicit"):
         return value
     head, _, p = value.partition(":")
-    if head == "noisy":
+    if head in ("noisy", "implicit"):
         try:
             prob = float(p)
         except ValueError:
             prob = -1.0
         if 0.0 <= prob <= 1.0:
             return value
-        raise ValueError(f"noisy:P needs 0 <= P <= 1, got {value!r}")
+        raise ValueError(f"{head}:P needs 0 <= P <= 1, got {value!r}")
     raise ValueError(f"unknown feedback channel {value!r}; choose from {', '.join(FEEDBACK_CHANNELS)}")
+
+
+def speaks_in_turns(channel: str) -> bool:
+    """Whether the channel reaches systems as user turns (``correction``, ``implicit``), so every system can learn from it."""
+    return channel.partition(":")[0] in ("correction", "implicit")
 
 
 __all__ = [
     "FEEDBACK_CHANNELS",
-    "check_channel","DEFAULT_KS", "RunSettings", "SystemEntry", "ScenarioEntry", "RunSpec", "read_spec", "spec_diff", "system_entries"]
+    "check_channel", "speaks_in_turns", "DEFAULT_KS", "RunSettings", "SystemEntry", "ScenarioEntry", "RunSpec", "read_spec", "spec_diff", "system_entries"]
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 30, 50)
 """Evidence cut-offs scored unless a run names others."""
@@ -71,7 +78,8 @@ class RunSettings(BaseModel):
     metric: str = Field("", validate_default=True, description="the headline column (default: recall_all@k)")
     control: str | None = Field("naive", description="static control for the difference in differences (none: no control)")
     feedback_delay_hours: float = Field(1.0, ge=0, description="delay before a question's feedback arrives")
-    feedback_from: str = Field("evidence", description="feedback channel: evidence, answer, noisy:P, none, correction")
+    feedback_from: str = Field("evidence", description="feedback channel: evidence, answer, noisy:P, none, "
+                               "correction, implicit, implicit:P (memsim.sim.implicit)")
     maintenance_every_hours: float = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
     n_boot: int = Field(2000, ge=100, description="bootstrap resamples per interval")
     twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")

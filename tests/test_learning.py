@@ -221,22 +221,6 @@ def test_placebo_bits_come_from_other_users_and_carry_no_link_to_the_answer() ->
     assert all(told[q] is (not truth[q]) for q in told), told
 
 
-def test_correction_channel_restates_the_fact_for_that_system_only() -> None:
-    """After a wrong answer the user restates the evidence in the next session; it then counts as evidence."""
-    corrected, twin = Recorder(), Recorder()
-    out = replay(_stream(), {"s": corrected, "s~twin": twin}, k=1, feedback_from="correction", modes={"s~twin": "withheld"})
-    restated = [t for t in corrected.turns["u"] if "#restated" in t.turn_id]
-    assert restated and all(t.text == "To correct you: My sister lives in Oslo." for t in restated)
-    assert not any("#restated" in t.turn_id for t in twin.turns["u"])
-    assert corrected.bits == []  # the channel speaks through the conversation, not through feedback()
-    rows = out.probes.sort("q_index")
-    mine = rows.filter(pl.col("system") == "s")["recall_all@1"].to_list()
-    theirs = rows.filter(pl.col("system") == "s~twin")["recall_all@1"].to_list()
-    assert theirs == [0.0] * 5
-    # The restatement arrives with the next session, after which chatter buries it again by one session.
-    assert sum(mine) > 0
-
-
 # --- user-level inference ----------------------------------------------------------------------
 
 
