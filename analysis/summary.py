@@ -343,7 +343,7 @@ def summarise(
         twins, placebos = twins_and_placebos(systems, info)
         learning = learning_table(
             scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
-            balance_kinds=spec.balance_kinds,
+            balance_kinds=spec.balance_kinds, seed=spec.seed,
         )
         metrics["balance_kinds"] = spec.balance_kinds
         metrics["twins"] = twins
@@ -432,7 +432,7 @@ def _report_figures(
     ]
     answer_learning = {
         col: learning_table(scored, metric=col, twins=twins, placebos=placebos, control=control,
-                            rng=streams(spec.seed)["stats"], n_boot=spec.n_boot)
+                            rng=streams(spec.seed)["stats"], n_boot=spec.n_boot, seed=spec.seed)
         for col in judged
     }
     rng = streams(spec.seed)["stats"]
