@@ -23,19 +23,20 @@ users. ``mde`` is the smallest effect the interval could detect at 80% power.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from memsim.analysis.stats import MDE_METHOD, MDE_REPLICATES, Design, design_mde, percentile_interval, sign_flip_p, sign_flips
+from memsim.analysis.stats import MDE_METHOD, Design, design_mde, percentile_interval, sign_flip_p, sign_flips
 from memsim.sim.core.streams import stream_key
 
 __all__ = [
-    "MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning",
-    "format_diff", "format_p",
+    "MIN_USERS", "CONTRASTS", "STALE", "Pair", "compare", "paired_rows", "unit_column", "contrast_design", "mde_rng",
+    "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning", "format_diff", "format_p",
+    "contrast_rows", "contrast_headers", "arm_rows", "arm_headers", "learning_notes",
 ]
 
 MIN_USERS = 30
@@ -431,6 +432,112 @@ def format_p(v: Any) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
+def _mde_text(v: Any) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+
+
+def _text_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    return lines + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def contrast_rows(table: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """One row per feedback-using system and contrast, learning from feedback first (text cells, pp).
+
+    Columns: system, contrast, then per half the difference [interval], p and
+    MDE, the DiD [interval] and p, and the contrast in stale>cur, 2nd half.
+    """
+    rows: list[list[str]] = []
+    for label, e in table.items():
+        for key, name in CONTRASTS:
+            c = (e.get("contrasts") or {}).get(key)
+            if c is None:
+                continue
+            stale = c.get("stale") or {}
+            rows.append([
+                label, name,
+                format_diff(c, "first"), format_p(c.get("first_p")), _mde_text(c.get("first_mde")),
+                format_diff(c, "second"), format_p(c.get("second_p")), _mde_text(c.get("second_mde")),
+                format_diff(c, "did"), format_p(c.get("did_p")),
+                format_diff(stale, "second") if stale else "—",
+            ])
+    return rows
+
+
+def contrast_headers(metric: str) -> list[str]:
+    """Headers of ``contrast_rows``, naming the metric."""
+    return ["system", "contrast", f"1st half, {metric} (pp)", "p", "MDE", f"2nd half, {metric} (pp)", "p", "MDE",
+            "DiD 2nd - 1st (pp)", "p", "stale>cur, 2nd half (pp)"]
+
+
+def arm_rows(table: Mapping[str, Mapping[str, Any]], placebos: Collection[str] = ()) -> list[list[str]]:
+    """One row per arm: each half of the metric and of stale>cur (%), and the DiD vs the static control."""
+    def pct(v: Any) -> str:
+        return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+
+    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and label not in placebos}
+    rows = []
+    for label, e in table.items():
+        role = f"twin of {twin_of[label]}" if label in twin_of else (
+            "placebo" if label in placebos else ("feedback-using" if "contrasts" in e else "no feedback use"))
+        rows.append([label, role, pct(e.get("first")), pct(e.get("second")), pct(e.get("stale_first")),
+                     pct(e.get("stale_second")), format_diff(e, "did_control") if "did_control" in e else "",
+                     format_p(e.get("did_control_p")) if "did_control" in e else ""])
+    return rows
+
+
+def arm_headers(metric: str) -> list[str]:
+    """Headers of ``arm_rows``, naming the metric."""
+    return ["system", "arm", f"{metric} 1st half %", f"{metric} 2nd half %", "stale>cur 1st %", "stale>cur 2nd %",
+            "DiD vs static control (pp)", "p"]
+
+
+def learning_notes(
+    table: Mapping[str, Mapping[str, Any]],
+    *,
+    metric: str,
+    control: str | None,
+    missing_control: str | None = None,
+    balance_kinds: bool = False,
+) -> list[str]:
+    """The footnotes every learning table carries (CLI, report): halves, contrasts, intervals, p, MDE, control."""
+    any_entry = next(iter(table.values()), {})
+    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
+    lines = [
+        f"metric: {metric} (every halves figure above is {metric}); halves: each user's questions split at that "
+        "user's median",
+        "learning from feedback = system - its placebo (the same system told bits unrelated to the question, at "
+        "the same rate): what the content of feedback taught; effect of feedback calls = placebo - twin (the same "
+        "system told nothing): what being told anything did; effect of use = system - twin: both together",
+    ]
+    if unit == "user":
+        lines.append(f"[lo, hi]: 95% bootstrap interval resampling the {users} users; p: sign-flip test of the same "
+                     "question-weighted difference, whole users' signs flipped")
+    else:
+        lines.append(
+            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
+            f"(fewer than {MIN_USERS}); p: sign-flip test of the same question-weighted difference, whole threads "
+            "flipped"
+        )
+    mix1, mix2 = any_entry.get("mix_first") or {}, any_entry.get("mix_second") or {}
+    if mix1 or mix2:
+        kinds = sorted(set(mix1) | set(mix2))
+        lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
+                     + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
+                        else "; not balanced (--balance-kinds weights both halves to the same mix)"))
+    lines.append("stale>cur: share of changed-fact questions where a superseded value outranks the current one "
+                 "(lower is better); its contrast is the same difference in stale>cur")
+    lines.append(MDE_METHOD)
+    lines.append(
+        f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
+        if control else
+        f"DiD vs static control: not computed, the control {missing_control!r} is not among this run's systems "
+        f"(add --system {missing_control})" if missing_control else "no static control in this run"
+    )
+    return lines
+
+
 def format_learning(
     table: Mapping[str, Mapping[str, Any]],
     *,
@@ -440,62 +547,20 @@ def format_learning(
     balance_kinds: bool = False,
     placebos: Collection[str] = (),
 ) -> str:
-    """The learning-through-use table as text, with its footnotes.
+    """The learning-through-use tables as text: the contrasts first, then each arm's halves, with the footnotes.
 
     ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
     the footnote says why). ``placebos``: the placebo labels (``metrics.json``'s ``placebos``; from ``run.json``).
     """
-    head = ["system", "1st half %", "2nd half %", "gain 2nd half (pp)", "p", "DiD vs twin (pp)", "p", "MDE",
-            "DiD vs static control (pp)"]
-    rows: list[list[str]] = []
-    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and label not in placebos}
-    for label, e in table.items():
-        has_twin = "gain_second" in e
-        no_gain = f"(twin of {twin_of[label]})" if label in twin_of else "no feedback use"
-        rows.append([
-            label,
-            "—" if e.get("first") is None else f"{100 * e['first']:.1f}",
-            "—" if e.get("second") is None else f"{100 * e['second']:.1f}",
-            format_diff(e, "gain_second") if has_twin else no_gain,
-            format_p(e.get("gain_second_p")) if has_twin else "",
-            format_diff(e, "did_twin") if has_twin else "",
-            format_p(e.get("did_twin_p")) if has_twin else "",
-            "—" if e.get("gain_mde") is None else f"{100 * e['gain_mde']:.1f}",
-            format_diff(e, "did_control") if "did_control" in e else "",
-        ])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    any_entry = next(iter(table.values()), {})
-    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
+    lines: list[str] = []
+    contrasts = contrast_rows(table)
+    if contrasts:
+        lines += _text_table(contrast_headers(metric), contrasts)
+        lines.append("")
+    lines += _text_table(arm_headers(metric), arm_rows(table, placebos))
     lines.append("")
-    lines.append(
-        f"metric: {metric}; halves: each user's questions split at that user's median; "
-        f"gain = system - its twin (same system, feedback withheld) on the same questions"
-    )
-    if unit == "user":
-        lines.append(f"[lo, hi]: 95% bootstrap interval resampling the {users} users; p: paired sign-flip test of per-user values")
-    else:
-        lines.append(
-            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
-            f"(fewer than {MIN_USERS}); p: sign-flip test of per-thread gains, bootstrap p for the DiD"
-        )
-    mix1, mix2 = any_entry.get("mix_first") or {}, any_entry.get("mix_second") or {}
-    if mix1 or mix2:
-        kinds = sorted(set(mix1) | set(mix2))
-        lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
-                     + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
-                        else "; not balanced (--balance-kinds weights both halves to the same mix)"))
-    if any(label in placebos for label in table):
-        lines.append("~placebo: the system fed its own feedback bits shuffled; its gain over the twin should be null")
-    lines.append(
-        "MDE: smallest second-half gain detectable at 80% power from this run's interval; "
-        + (f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
-           if control else
-           f"DiD vs static control: not computed, the control {missing_control!r} is not among this run's systems "
-           f"(add --system {missing_control})" if missing_control else "no static control in this run")
-    )
+    lines += learning_notes(table, metric=metric, control=control, missing_control=missing_control,
+                            balance_kinds=balance_kinds)
     return "\n".join(lines)
 
 
