@@ -168,6 +168,11 @@ def print_outcome(outcome: Any) -> None:
         print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
                               missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
                               placebos=m.get("placebos") or {}))
+        for col, table in (m.get("answer_learning") or {}).items():
+            # A reader ran and its answers were judged: answer accuracy gets halves and contrasts of its own.
+            print()
+            print(f"Answer accuracy through use, judge {col.removeprefix('answer_')} ({col}), %")
+            print(format_learning(table, metric=col, control=m.get("control"), placebos=m.get("placebos") or {}))
     systems = m.get("systems", {})
     if systems:
         print()
