@@ -1,23 +1,29 @@
-"""Learning through use, measured against each system's twin, with user-level inference.
+"""Learning through use: three contrasts per feedback-using system, with user-level inference.
 
-A system that learns from feedback is played with its **twin**: the same
-system, same arguments, same random draws, same stream, with feedback
-withheld (maintenance kept). Because the twin differs only in feedback, the
-difference between the two on the same questions is caused by use:
+A system that learns from feedback is played with its **twin** (the same
+system, same arguments, same random draws, same stream, feedback withheld,
+maintenance kept) and its **placebo** (told bits unrelated to the question,
+at the same rate). On the questions both arms of a pair scored:
 
-- **gain from use** in a half: mean over that half's questions of
-  ``score(system) - score(twin)``; the second-half gain is the headline;
-- **DiD vs twin**: second-half gain minus first-half gain (does the gain grow?);
+- **learning from feedback** = system - placebo: what the content of the
+  feedback taught (the headline);
+- **effect of feedback calls** = placebo - twin: what being told anything did;
+- **effect of use** = system - twin: both together (the flat ``gain_*`` keys);
+- each per half, with the **DiD** across halves (does it grow?), and the same
+  contrast in ``stale_above_current``;
 - **DiD vs static control**: ``(2nd - 1st)_system - (2nd - 1st)_control``,
   reported apart because it also moves with storage policy and with the
   question mix, not only with learning.
 
 Halves are per user: each user's questions split at that user's own median
 question index. Intervals are percentile bootstraps that resample whole
-units and p-values are paired sign-flip tests of per-unit values; the unit is
-the user when there are at least ``MIN_USERS`` users, else the question thread
-(a question and its re-asks), and the interval is then conditional on these
-users. ``mde`` is the smallest effect the interval could detect at 80% power.
+units; p-values are sign-flip tests of the same question-weighted statistic
+(whole units' sums flipped). The unit is the user when there are at least
+``MIN_USERS`` users, else the question thread (a question and its re-asks),
+and the interval is then conditional on these users. Each contrast's MDE is
+design-based (``memsim.analysis.stats.design_mde``): the smallest effect that test detects
+with 80% power when the reference arm's questions are redrawn at their
+users' base rates plus the effect; it never reads the observed gap.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ Every run kind goes through ``summarise``. What it computes:
   conversations or instances, a longitudinal run's users), and the questions
   left out of scores, by reason;
 - for longitudinal runs, the learning-through-use table
-  against each system's twin (``memsim.analysis.learning``), the minimum detectable effect and
-  per-user halves;
+  (``memsim.analysis.learning``): per feedback-using system its three contrasts (learning
+  from feedback, effect of feedback calls, effect of use) per half with
+  design-based MDEs, stale>cur per half, and per-user halves;
 - storage, safety counts (isolation failures, deletion leaks) and the
   systems' own reports.
 
