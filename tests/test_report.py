@@ -218,10 +218,10 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     assert page.index("<section id='learning'>") < page.index("<section id='summary'>")
     alts = re.findall(r"<img class='plot' alt='([^']+)'", page)
     assert alts == [
-        "recall_all@10 accuracy over question index",
-        "recall_all@10 accuracy over simulated days",
-        "answer_f1 accuracy over question index",
-        "answer_f1 accuracy over simulated days",
+        "recall_all@10 over question index",  # a retrieval curve is named by its metric, never accuracy
+        "recall_all@10 over simulated days",
+        "answer_f1 over question index",
+        "answer_f1 over simulated days",
         "storage and cost timeline",
         "latency timeline",
         "reader cost timeline",
