@@ -496,7 +496,7 @@ def arm_rows(table: Mapping[str, Mapping[str, Any]], placebos: Collection[str] =
 def arm_headers(metric: str) -> list[str]:
     """Headers of ``arm_rows``, naming the metric."""
     return ["system", "arm", f"{metric} 1st half %", f"{metric} 2nd half %", "stale>cur 1st %", "stale>cur 2nd %",
-            "DiD vs static control (pp)", "p"]
+            "DiD vs static control (pp) [95% CI]", "p"]
 
 
 def learning_notes(

@@ -317,7 +317,7 @@ def _learning_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tupl
         elif label == run.control:
             name, cls = f"{label} (static control)", ""
         else:
-            name, cls = label if e.get("contrasts") else f"{label} (no feedback use)", ""
+            name, cls = label, ""
         rows.append((
             name, _pct(e.get("first")), _pct(e.get("second")), _pct(e.get("stale_first")), _pct(e.get("stale_second")),
             format_diff(e, "did_control") if "did_control" in e else "",
