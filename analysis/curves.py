@@ -1,8 +1,10 @@
 """Learning curves and resource timelines from a run's rows.
 
-Accuracy curves follow prequential evaluation: each question is scored when
-it is asked, before any feedback about it, so the running mean over the
-stream is an honest estimate of accuracy at that point of use. Three views:
+Curves of a score column (the run's metric, e.g. ``recall_all@10``, or a
+judge's answer accuracy when a reader ran; ``accuracy_curves`` keeps its old
+name) follow prequential evaluation: each question is scored when it is
+asked, before any feedback about it, so the running mean over the stream is
+an honest estimate of that score at that point of use. Three views:
 
 - **windowed**: mean over the last ``window`` scored questions of the
   system (and, by simulated time, over the last ``window_days`` days);
@@ -95,7 +97,7 @@ def accuracy_curves(
     window_days: float = 30.0,
     fading: float = 0.98,
 ) -> pl.DataFrame:
-    """Prequential accuracy curves per system.
+    """Prequential curves of ``metric`` per system (accuracy only when ``metric`` is a judge's column).
 
     Args:
         df: probe rows with ``system``, ``q_index``, ``t_days`` and ``metric``.
@@ -115,7 +117,7 @@ def accuracy_curves(
     if metric not in df.columns:
         raise UserError(f"probes: no metric column {metric!r}; valid: {', '.join(_score_like(df))}")
     if "q_index" not in df.columns:
-        raise UserError("probes: no column 'q_index'; accuracy curves need the question order")
+        raise UserError("probes: no column 'q_index'; curves need the question order")
     if window_days <= 0:
         raise UserError(f"window_days must be positive, got {window_days}")
     has_t = "t_days" in df.columns

@@ -1,40 +1,48 @@
-"""Learning through use, measured against each system's twin, with user-level inference.
+"""Learning through use: three contrasts per feedback-using system, with user-level inference.
 
-A system that learns from feedback is played with its **twin**: the same
-system, same arguments, same random draws, same stream, with feedback
-withheld (maintenance kept). Because the twin differs only in feedback, the
-difference between the two on the same questions is caused by use:
+A system that learns from feedback is played with its **twin** (the same
+system, same arguments, same random draws, same stream, feedback withheld,
+maintenance kept) and its **placebo** (told bits unrelated to the question,
+at the same rate). On the questions both arms of a pair scored:
 
-- **gain from use** in a half: mean over that half's questions of
-  ``score(system) - score(twin)``; the second-half gain is the headline;
-- **DiD vs twin**: second-half gain minus first-half gain (does the gain grow?);
+- **learning from feedback** = system - placebo: what the content of the
+  feedback taught (the headline);
+- **effect of feedback calls** = placebo - twin: what being told anything did;
+- **effect of use** = system - twin: both together (the flat ``gain_*`` keys);
+- each per half, with the **DiD** across halves (does it grow?), and the same
+  contrast in ``stale_above_current``;
 - **DiD vs static control**: ``(2nd - 1st)_system - (2nd - 1st)_control``,
   reported apart because it also moves with storage policy and with the
   question mix, not only with learning.
 
 Halves are per user: each user's questions split at that user's own median
 question index. Intervals are percentile bootstraps that resample whole
-units and p-values are paired sign-flip tests of per-unit values; the unit is
-the user when there are at least ``MIN_USERS`` users, else the question thread
-(a question and its re-asks), and the interval is then conditional on these
-users. ``mde`` is the smallest effect the interval could detect at 80% power.
+units; p-values are sign-flip tests of the same question-weighted statistic
+(whole units' sums flipped). The unit is the user when there are at least
+``MIN_USERS`` users, else the question thread (a question and its re-asks),
+and the interval is then conditional on these users. Each contrast's MDE is
+design-based (``memsim.analysis.stats.design_mde``): the smallest effect that test detects
+with 80% power when the reference arm's questions are redrawn at their
+users' base rates plus the effect; it never reads the observed gap.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from memsim.analysis.stats import percentile_interval
+from memsim.analysis.stats import MDE_METHOD, Design, design_mde, percentile_interval, sign_flip_p, sign_flips
+from memsim.sim.core.streams import stream_key
 
 __all__ = [
-    "MIN_USERS", "Pair", "compare", "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning",
-    "format_diff", "format_p",
+    "MIN_USERS", "CONTRASTS", "STALE", "Pair", "compare", "paired_rows", "unit_column", "contrast_design", "mde_rng",
+    "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning", "format_diff", "format_p",
+    "contrast_rows", "contrast_headers", "arm_rows", "arm_headers", "learning_notes",
 ]
 
 MIN_USERS = 30
@@ -67,36 +75,69 @@ class Pair:
     second_ci: tuple[float, float]
     did_ci: tuple[float, float]
     second_p: float
-    """Sign-flip p of the second-half difference (per unit)."""
+    """Sign-flip p of the second-half difference (the question-weighted mean, whole units flipped)."""
     did_p: float
-    """Sign-flip p of the per-unit DiD."""
+    """Sign-flip p of the DiD (the same question-weighted statistic)."""
     n: int
     """Paired questions."""
     units: int
     """Resampled units."""
+    first_p: float = math.nan
+    """Sign-flip p of the first-half difference."""
+    first_mde: float | None = None
+    """Design-based MDE of the first-half difference (None: not asked for, or out of reach)."""
+    second_mde: float | None = None
+    """Design-based MDE of the second-half difference."""
 
 
-def _sign_flip(values: np.ndarray, rng: np.random.Generator, n_perm: int = 10000) -> float:
-    """Two-sided p of mean(values) = 0 under random sign flips (exact up to 16 units)."""
-    v = values[np.isfinite(values)]
-    if v.size == 0 or np.allclose(v, 0.0):
-        return 1.0
-    observed = abs(v.mean())
-    if v.size <= 16:
-        signs = ((np.arange(2**v.size)[:, None] >> np.arange(v.size)) & 1) * 2 - 1
-        flipped = np.abs((signs * v).mean(axis=1))
-        return float((flipped >= observed - 1e-12).mean())
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_perm, v.size))
-    flipped = np.abs((signs * v).mean(axis=1))
-    return float(((flipped >= observed - 1e-12).sum() + 1) / (n_perm + 1))
+def mde_rng(seed: int, *, metric: str, system: str, other: str, half: int) -> np.random.Generator:
+    """The generator of one design-based MDE: a child of the run's ``stats`` stream named by the contrast.
+
+    Keyed by name rather than drawn in turn, so ``memsim power`` rebuilds the very
+    draws a run's MDE used, and adding a contrast moves no other.
+    """
+    name = f"mde {metric} half {half}: {system} - {other}"
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(stream_key("stats"), stream_key(name))))
 
 
-def _boot_p(samples: np.ndarray) -> float:
-    """Two-sided bootstrap p of a zero effect: twice the share of resamples on the far side of 0."""
-    x = samples[np.isfinite(samples)]
-    if x.size == 0:
-        return 1.0
-    return float(min(1.0, 2 * min((x <= 0).mean(), (x >= 0).mean())))
+def paired_rows(
+    probes: pl.DataFrame, halves: pl.DataFrame, *, metric: str, system: str, other: str, balance_kinds: bool = False
+) -> pl.DataFrame:
+    """The questions both arms scored, with ``_d = system - other``, weight ``_w``, user, thread and half.
+
+    With ``balance_kinds``, each question is weighted by its kind's share of
+    all paired questions over its kind's share of its half (``compare``).
+    """
+    def scores(label: str) -> pl.DataFrame:
+        return probes.filter((pl.col("system") == label) & pl.col("error").is_null()).select(
+            "question_id", pl.col(metric).cast(pl.Float64).alias(label)
+        )
+
+    joined = (
+        scores(system).join(scores(other), on="question_id").join(halves, on="question_id")
+        .filter(pl.col(system).is_not_nan() & pl.col(other).is_not_nan())
+        .with_columns((pl.col(system) - pl.col(other)).alias("_d"))
+    )
+    if joined.height and balance_kinds:
+        # Only kinds asked in both halves can be balanced; the others are left out of both.
+        both = joined.group_by("kind").agg(pl.col("half").n_unique().alias("_halves")).filter(pl.col("_halves") == 2)
+        joined = joined.join(both.select("kind"), on="kind", how="semi")
+        overall = pl.col("kind").count().over("kind") / pl.len()
+        in_half = pl.col("kind").count().over(["half", "kind"]) / pl.col("kind").count().over("half")
+        return joined.with_columns((overall / in_half).alias("_w"))
+    return joined.with_columns(pl.lit(1.0).alias("_w"))
+
+
+def unit_column(joined: pl.DataFrame) -> str:
+    """``user_id`` with at least ``MIN_USERS`` users, else ``thread_id``."""
+    return "user_id" if joined["user_id"].n_unique() >= MIN_USERS else "thread_id"
+
+
+def contrast_design(joined: pl.DataFrame, *, other: str, half: int) -> Design:
+    """The design behind one half of a contrast: the reference arm's paired rows (``paired_rows``)."""
+    rows = joined.filter(pl.col("half") == half)
+    return Design.from_rows(rows[other].to_numpy(), rows["user_id"].to_numpy(), rows[unit_column(joined)].to_numpy(),
+                            rows["_w"].to_numpy())
 
 
 def compare(
@@ -109,40 +150,23 @@ def compare(
     rng: np.random.Generator,
     n_boot: int = 2000,
     balance_kinds: bool = False,
+    mde_seed: int | None = None,
 ) -> Pair | None:
     """``system - other`` per half on the questions both scored, with unit-resampled intervals and p.
 
-    With ``balance_kinds``, each question is weighted by its kind's share of
-    all paired questions over its kind's share of its half, so both halves
-    count the kinds in the same proportions (a shift in the kind mix between
-    halves, such as "previous value" questions that only become askable
-    after facts change, then moves neither half).
+    The estimate of a half is the question-weighted mean difference; its p is
+    a sign-flip test of that same statistic (whole units' sums flipped). With
+    ``balance_kinds``, questions are weighted so both halves count the kinds in
+    the same proportions (``paired_rows``: a shift in the kind mix between
+    halves, such as "previous value" questions that only become askable after
+    facts change, then moves neither half). With ``mde_seed`` (the run's
+    seed), each half also gets its design-based MDE (``memsim.analysis.stats.design_mde``
+    on ``other``'s rows, drawn from ``mde_rng``).
     """
-    def scores(label: str) -> pl.DataFrame:
-        return probes.filter((pl.col("system") == label) & pl.col("error").is_null()).select(
-            "question_id", pl.col(metric).cast(pl.Float64).alias(label)
-        )
-
-    joined = (
-        scores(system).join(scores(other), on="question_id").join(halves, on="question_id")
-        .filter(pl.col(system).is_not_nan() & pl.col(other).is_not_nan())
-        .with_columns((pl.col(system) - pl.col(other)).alias("_d"))
-    )
+    joined = paired_rows(probes, halves, metric=metric, system=system, other=other, balance_kinds=balance_kinds)
     if joined.height == 0:
         return None
-    if balance_kinds:
-        # Only kinds asked in both halves can be balanced; the others are left out of both.
-        both = joined.group_by("kind").agg(pl.col("half").n_unique().alias("_halves")).filter(pl.col("_halves") == 2)
-        joined = joined.join(both.select("kind"), on="kind", how="semi")
-        if joined.height == 0:
-            return None
-        overall = pl.col("kind").count().over("kind") / pl.len()
-        in_half = pl.col("kind").count().over(["half", "kind"]) / pl.col("kind").count().over("half")
-        joined = joined.with_columns((overall / in_half).alias("_w"))
-    else:
-        joined = joined.with_columns(pl.lit(1.0).alias("_w"))
-    n_users = joined["user_id"].n_unique()
-    unit_col = "user_id" if n_users >= MIN_USERS else "thread_id"
+    unit_col = unit_column(joined)
     units = joined.group_by(unit_col, maintain_order=True).agg(
         (pl.col("_d") * pl.col("_w")).filter(pl.col("half") == 0).sum().alias("s1"),
         pl.col("_w").filter(pl.col("half") == 0).sum().alias("n1"),
@@ -160,15 +184,16 @@ def compare(
     with np.errstate(invalid="ignore", divide="ignore"):
         b1 = (w @ s1) / (w @ n1)
         b2 = (w @ s2) / (w @ n2)
-    per_unit_second = np.where(n2 > 0, s2 / np.where(n2 > 0, n2, 1), np.nan)
-    if unit_col == "user_id":
-        both = (n1 > 0) & (n2 > 0)
-        per_unit_did = np.where(both, per_unit_second - s1 / np.where(n1 > 0, n1, 1), np.nan)
-        did_p = _sign_flip(per_unit_did, rng)
-    else:
-        # A question thread rarely spans both halves, so it has no DiD of its own:
-        # the p of the DiD is read off the same thread bootstrap as its interval.
-        did_p = _boot_p(b2 - b1)
+    flips = sign_flips(k, rng)
+    # Each unit's share of the weighted DiD: flipping it tests the DiD itself.
+    did_parts = (s2 / n2.sum() if n2.sum() else 0 * s2) - (s1 / n1.sum() if n1.sum() else 0 * s1)
+
+    def mde(half: int) -> float | None:
+        if mde_seed is None or not (joined["half"] == half).any():
+            return None
+        design = contrast_design(joined, other=other, half=half)
+        return design_mde(design, rng=mde_rng(mde_seed, metric=metric, system=system, other=other, half=half))
+
     return Pair(
         first=float(first),
         second=float(second),
@@ -176,19 +201,38 @@ def compare(
         first_ci=percentile_interval(b1),
         second_ci=percentile_interval(b2),
         did_ci=percentile_interval(b2 - b1),
-        second_p=_sign_flip(per_unit_second, rng),
-        did_p=did_p,
+        second_p=float(sign_flip_p(s2, flips)[0]),
+        did_p=float(sign_flip_p(did_parts, flips)[0]),
         n=joined.height,
         units=k,
+        first_p=float(sign_flip_p(s1, flips)[0]),
+        first_mde=mde(0),
+        second_mde=mde(1),
     )
 
 
-def _mde(ci: tuple[float, float]) -> float | None:
-    """Smallest effect detectable at 80% power (two-sided 5%) from an interval's width."""
-    lo, hi = ci
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return None
-    return (hi - lo) / (2 * _Z975) * (_Z975 + _Z80)
+CONTRASTS: tuple[tuple[str, str], ...] = (
+    ("learning_from_feedback", "learning from feedback (system - placebo)"),
+    ("effect_of_feedback_calls", "effect of feedback calls (placebo - twin)"),
+    ("effect_of_use", "effect of use (system - twin)"),
+)
+"""The three contrasts of a feedback-using system, as ``metrics.json`` keys them, with their names in tables."""
+
+STALE = "stale_above_current"
+"""The cost column beside the headline: a superseded value outranks the current one."""
+
+
+def _contrast(pair: Pair, minus: str, reference: str) -> dict[str, Any]:
+    """A contrast's figures under named keys (``first``/``second``/``did`` with ``_lo``, ``_hi``, ``_p``, ``_mde``)."""
+    return {
+        "system": minus, "reference": reference,
+        "first": pair.first, "first_lo": pair.first_ci[0], "first_hi": pair.first_ci[1], "first_p": pair.first_p,
+        "first_mde": pair.first_mde,
+        "second": pair.second, "second_lo": pair.second_ci[0], "second_hi": pair.second_ci[1],
+        "second_p": pair.second_p, "second_mde": pair.second_mde,
+        "did": pair.did, "did_lo": pair.did_ci[0], "did_hi": pair.did_ci[1], "did_p": pair.did_p,
+        "paired": pair.n, "units": pair.units,
+    }
 
 
 def learning_table(
@@ -201,8 +245,17 @@ def learning_table(
     rng: np.random.Generator,
     n_boot: int = 2000,
     balance_kinds: bool = False,
+    seed: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per system (twins and placebos as their own rows): halves, gain over the twin, DiDs, p, MDE.
+    """Per system (twins and placebos as their own rows): halves, stale>cur, the contrasts, DiDs, p, MDE.
+
+    A system with a twin gets ``contrasts``: ``learning_from_feedback`` (system
+    minus placebo), ``effect_of_feedback_calls`` (placebo minus twin) and
+    ``effect_of_use`` (system minus twin; the first two only when a placebo
+    ran), each per half with interval, p and design-based MDE, the DiD across
+    halves, and the same contrast in ``stale_above_current`` (``stale``). The
+    flat ``gain_*``/``did_twin*`` keys of a system (and of its placebo) are
+    the difference with its twin.
 
     Args:
         probes: the run's rows.
@@ -213,11 +266,22 @@ def learning_table(
         rng: the run's ``stats`` stream.
         n_boot: bootstrap resamples.
         balance_kinds: weight questions so that both halves have the same kind mix (``compare``).
+        seed: the run's seed, for the design-based MDEs (``mde_rng``); None: no MDE.
     """
     scored = probes.filter(pl.col("error").is_null())
     halves = user_halves(scored)
     n_users = halves["user_id"].n_unique()
     primaries = _primaries(scored, twins, placebos)
+    has_stale = STALE in scored.columns and metric != STALE
+    pairs: dict[tuple[str, str], Pair | None] = {}
+
+    def pair_of(system: str, other: str) -> Pair | None:
+        if (system, other) not in pairs:
+            pairs[system, other] = compare(scored, halves, metric=metric, system=system, other=other, rng=rng,
+                                           n_boot=n_boot, balance_kinds=balance_kinds, mde_seed=seed)
+        return pairs[system, other]
+
+    placebo_of = {t: p for p, t in placebos.items()}
     out: dict[str, dict[str, Any]] = {}
     for label in dict.fromkeys(scored["system"].to_list()):
         rows = scored.filter(pl.col("system") == label).join(halves.select("question_id", "half"), on="question_id")
@@ -230,30 +294,61 @@ def learning_table(
             "mix_first": _mix(rows.filter(pl.col("half") == 0)),
             "mix_second": _mix(rows.filter(pl.col("half") == 1)),
         }
+        if has_stale:
+            st = rows[STALE].cast(pl.Float64)
+            entry.update(stale_first=_nanmean(st.filter(rows["half"] == 0)), stale_second=_nanmean(st.filter(rows["half"] == 1)))
         reference = twins.get(label) or placebos.get(label)
         if reference is not None:
-            pair = compare(scored, halves, metric=metric, system=label, other=reference, rng=rng, n_boot=n_boot,
-                           balance_kinds=balance_kinds)
+            pair = pair_of(label, reference)
             if pair is not None:
                 entry.update(
                     twin=reference,
                     gain_first=pair.first, gain_first_lo=pair.first_ci[0], gain_first_hi=pair.first_ci[1],
                     gain_second=pair.second, gain_second_lo=pair.second_ci[0], gain_second_hi=pair.second_ci[1],
-                    gain_second_p=pair.second_p, gain_mde=_mde(pair.second_ci),
+                    gain_second_p=pair.second_p, gain_mde=pair.second_mde,
                     did_twin=pair.did, did_twin_lo=pair.did_ci[0], did_twin_hi=pair.did_ci[1], did_twin_p=pair.did_p,
                     paired=pair.n, units=pair.units,
                 )
                 entry["gain_by_kind"] = _by_kind(scored, halves, metric, label, reference)
+        if label in twins:
+            twin, placebo = twins[label], placebo_of.get(twins[label])
+            arms = {"effect_of_use": (label, twin)}
+            if placebo is not None:
+                arms = {"learning_from_feedback": (label, placebo), "effect_of_feedback_calls": (placebo, twin), **arms}
+            contrasts: dict[str, Any] = {}
+            for key, (a, b) in arms.items():
+                pair = pair_of(a, b)
+                if pair is None:
+                    continue
+                contrasts[key] = _contrast(pair, a, b)
+                if has_stale:
+                    stale = compare(scored, halves, metric=STALE, system=a, other=b, rng=rng, n_boot=n_boot)
+                    if stale is not None:
+                        contrasts[key]["stale"] = {k: v for k, v in _contrast(stale, a, b).items()
+                                                   if not k.endswith("_mde")}
+            if contrasts:
+                entry["contrasts"] = contrasts
         if control is not None and label != control and label in primaries:
             pair = compare(scored, halves, metric=metric, system=label, other=control, rng=rng, n_boot=n_boot,
                            balance_kinds=balance_kinds)
             if pair is not None:
                 entry.update(
                     did_control=pair.did, did_control_lo=pair.did_ci[0], did_control_hi=pair.did_ci[1],
-                    did_control_p=pair.did_p, did_control_mde=_mde(pair.did_ci),
+                    did_control_p=pair.did_p, did_control_mde=_interval_mde(pair.did_ci),
                 )
         out[label] = entry
     return out
+
+
+def _interval_mde(ci: tuple[float, float]) -> float | None:
+    """MDE of the DiD vs the static control, read from its interval's width (80% power, two-sided 5%).
+
+    Only this figure, which is not one of the three contrasts, keeps the interval reading.
+    """
+    lo, hi = ci
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return (hi - lo) / (2 * _Z975) * (_Z975 + _Z80)
 
 
 def _primaries(scored: pl.DataFrame, twins: Mapping[str, str], placebos: Mapping[str, str]) -> set[str]:
@@ -343,6 +438,112 @@ def format_p(v: Any) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
+def _mde_text(v: Any) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+
+
+def _text_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    return lines + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def contrast_rows(table: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """One row per feedback-using system and contrast, learning from feedback first (text cells, pp).
+
+    Columns: system, contrast, then per half the difference [interval], p and
+    MDE, the DiD [interval] and p, and the contrast in stale>cur, 2nd half.
+    """
+    rows: list[list[str]] = []
+    for label, e in table.items():
+        for key, name in CONTRASTS:
+            c = (e.get("contrasts") or {}).get(key)
+            if c is None:
+                continue
+            stale = c.get("stale") or {}
+            rows.append([
+                label, name,
+                format_diff(c, "first"), format_p(c.get("first_p")), _mde_text(c.get("first_mde")),
+                format_diff(c, "second"), format_p(c.get("second_p")), _mde_text(c.get("second_mde")),
+                format_diff(c, "did"), format_p(c.get("did_p")),
+                format_diff(stale, "second") if stale else "—",
+            ])
+    return rows
+
+
+def contrast_headers(metric: str) -> list[str]:
+    """Headers of ``contrast_rows``, naming the metric."""
+    return ["system", "contrast", f"1st half, {metric} (pp)", "p", "MDE", f"2nd half, {metric} (pp)", "p", "MDE",
+            "DiD 2nd - 1st (pp)", "p", "stale>cur, 2nd half (pp)"]
+
+
+def arm_rows(table: Mapping[str, Mapping[str, Any]], placebos: Collection[str] = ()) -> list[list[str]]:
+    """One row per arm: each half of the metric and of stale>cur (%), and the DiD vs the static control."""
+    def pct(v: Any) -> str:
+        return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+
+    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and label not in placebos}
+    rows = []
+    for label, e in table.items():
+        role = f"twin of {twin_of[label]}" if label in twin_of else (
+            "placebo" if label in placebos else ("feedback-using" if "contrasts" in e else "no feedback use"))
+        rows.append([label, role, pct(e.get("first")), pct(e.get("second")), pct(e.get("stale_first")),
+                     pct(e.get("stale_second")), format_diff(e, "did_control") if "did_control" in e else "",
+                     format_p(e.get("did_control_p")) if "did_control" in e else ""])
+    return rows
+
+
+def arm_headers(metric: str) -> list[str]:
+    """Headers of ``arm_rows``, naming the metric."""
+    return ["system", "arm", f"{metric} 1st half %", f"{metric} 2nd half %", "stale>cur 1st %", "stale>cur 2nd %",
+            "DiD vs static control (pp) [95% CI]", "p"]
+
+
+def learning_notes(
+    table: Mapping[str, Mapping[str, Any]],
+    *,
+    metric: str,
+    control: str | None,
+    missing_control: str | None = None,
+    balance_kinds: bool = False,
+) -> list[str]:
+    """The footnotes every learning table carries (CLI, report): halves, contrasts, intervals, p, MDE, control."""
+    any_entry = next(iter(table.values()), {})
+    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
+    lines = [
+        f"metric: {metric} (every halves figure above is {metric}); halves: each user's questions split at that "
+        "user's median",
+        "learning from feedback = system - its placebo (the same system told bits unrelated to the question, at "
+        "the same rate): what the content of feedback taught; effect of feedback calls = placebo - twin (the same "
+        "system told nothing): what being told anything did; effect of use = system - twin: both together",
+    ]
+    if unit == "user":
+        lines.append(f"[lo, hi]: 95% bootstrap interval resampling the {users} users; p: sign-flip test of the same "
+                     "question-weighted difference, whole users' signs flipped")
+    else:
+        lines.append(
+            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
+            f"(fewer than {MIN_USERS}); p: sign-flip test of the same question-weighted difference, whole threads "
+            "flipped"
+        )
+    mix1, mix2 = any_entry.get("mix_first") or {}, any_entry.get("mix_second") or {}
+    if mix1 or mix2:
+        kinds = sorted(set(mix1) | set(mix2))
+        lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
+                     + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
+                        else "; not balanced (--balance-kinds weights both halves to the same mix)"))
+    lines.append("stale>cur: share of changed-fact questions where a superseded value outranks the current one "
+                 "(lower is better); its contrast is the same difference in stale>cur")
+    lines.append(MDE_METHOD)
+    lines.append(
+        f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
+        if control else
+        f"DiD vs static control: not computed, the control {missing_control!r} is not among this run's systems "
+        f"(add --system {missing_control})" if missing_control else "no static control in this run"
+    )
+    return lines
+
+
 def format_learning(
     table: Mapping[str, Mapping[str, Any]],
     *,
@@ -352,62 +553,20 @@ def format_learning(
     balance_kinds: bool = False,
     placebos: Collection[str] = (),
 ) -> str:
-    """The learning-through-use table as text, with its footnotes.
+    """The learning-through-use tables as text: the contrasts first, then each arm's halves, with the footnotes.
 
     ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
     the footnote says why). ``placebos``: the placebo labels (``metrics.json``'s ``placebos``; from ``run.json``).
     """
-    head = ["system", "1st half %", "2nd half %", "gain 2nd half (pp)", "p", "DiD vs twin (pp)", "p", "MDE",
-            "DiD vs static control (pp)"]
-    rows: list[list[str]] = []
-    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and label not in placebos}
-    for label, e in table.items():
-        has_twin = "gain_second" in e
-        no_gain = f"(twin of {twin_of[label]})" if label in twin_of else "no feedback use"
-        rows.append([
-            label,
-            "—" if e.get("first") is None else f"{100 * e['first']:.1f}",
-            "—" if e.get("second") is None else f"{100 * e['second']:.1f}",
-            format_diff(e, "gain_second") if has_twin else no_gain,
-            format_p(e.get("gain_second_p")) if has_twin else "",
-            format_diff(e, "did_twin") if has_twin else "",
-            format_p(e.get("did_twin_p")) if has_twin else "",
-            "—" if e.get("gain_mde") is None else f"{100 * e['gain_mde']:.1f}",
-            format_diff(e, "did_control") if "did_control" in e else "",
-        ])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    any_entry = next(iter(table.values()), {})
-    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
+    lines: list[str] = []
+    contrasts = contrast_rows(table)
+    if contrasts:
+        lines += _text_table(contrast_headers(metric), contrasts)
+        lines.append("")
+    lines += _text_table(arm_headers(metric), arm_rows(table, placebos))
     lines.append("")
-    lines.append(
-        f"metric: {metric}; halves: each user's questions split at that user's median; "
-        f"gain = system - its twin (same system, feedback withheld) on the same questions"
-    )
-    if unit == "user":
-        lines.append(f"[lo, hi]: 95% bootstrap interval resampling the {users} users; p: paired sign-flip test of per-user values")
-    else:
-        lines.append(
-            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
-            f"(fewer than {MIN_USERS}); p: sign-flip test of per-thread gains, bootstrap p for the DiD"
-        )
-    mix1, mix2 = any_entry.get("mix_first") or {}, any_entry.get("mix_second") or {}
-    if mix1 or mix2:
-        kinds = sorted(set(mix1) | set(mix2))
-        lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
-                     + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
-                        else "; not balanced (--balance-kinds weights both halves to the same mix)"))
-    if any(label in placebos for label in table):
-        lines.append("~placebo: the system fed its own feedback bits shuffled; its gain over the twin should be null")
-    lines.append(
-        "MDE: smallest second-half gain detectable at 80% power from this run's interval; "
-        + (f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
-           if control else
-           f"DiD vs static control: not computed, the control {missing_control!r} is not among this run's systems "
-           f"(add --system {missing_control})" if missing_control else "no static control in this run")
-    )
+    lines += learning_notes(table, metric=metric, control=control, missing_control=missing_control,
+                            balance_kinds=balance_kinds)
     return "\n".join(lines)
 
 

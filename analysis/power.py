@@ -1,11 +1,16 @@
-"""Power and minimum detectable effect of the halves comparison, by simulation over seeds.
+"""Power and minimum detectable effect of the learning contrasts and of the halves DiD.
 
-A learning-through-use result is a difference in differences (DiD) of a
-system against the static control, first half of the question stream vs
-second, with a bootstrap interval. Two questions come with it: would a real
-effect of a given size show up, and how small an effect could? Both are
-answered here on a scenario's own rows:
+Two questions come with every learning figure: would a real effect of a
+given size show up, and how small an effect could? Both are answered here on
+a run's own rows:
 
+- ``contrast_power`` is the design-based power curve of one contrast
+  (system minus placebo, placebo minus twin, system minus twin) in one half:
+  the reference arm's questions are redrawn as Bernoulli(user's base rate +
+  effect) and tested with the headline's own sign-flip test
+  (``memsim.analysis.stats.design_power``); its MDE is the very figure a run's learning
+  table prints (same function, same named random stream). At effect 0 it
+  rejects in about 5% of replicates: the synthetic null varies as the run does.
 - ``power_curve`` injects a known effect into a base system's recorded rows
   (``memsim.memory.inject.inject_rows``: the same oracle as the ``control-inject``
   instrument, with a probability rising linearly over the run) and counts,
@@ -15,9 +20,9 @@ answered here on a scenario's own rows:
   0.05 = 5 points of recall_all@k).
 - ``minimum_detectable_effect`` reads the smallest effect reaching the
   target power off the curve.
-- ``mde_from_interval`` is the closed-form approximation used in every
-  run's ``metrics.json``: ``(z(1 - alpha/2) + z(power)) x SE`` with the
-  standard error taken from the width of the run's own 95% interval.
+- ``mde_from_interval``: ``(z(1 - alpha/2) + z(power)) x SE`` from an
+  interval's width, what the DiD vs the static control still reports (the
+  three contrasts use ``contrast_power``'s MDE).
 - ``aa_coverage`` checks the interval's calibration with an exact null: two
   exchangeable static arms that keep a random top-k' (k' uniform in 1..k) of
   the same recorded ranking, whose true DiD is 0 by symmetry.
@@ -53,7 +58,9 @@ __all__ = [
     "injection_gain",
     "calibrate_p_end",
     "power_curve",
-    "gain_power_curve",
+    "ContrastPower",
+    "contrast_power",
+    "CONTRAST_EFFECTS",
     "minimum_detectable_effect",
     "random_cutoff_rows",
     "aa_coverage",
@@ -205,52 +212,73 @@ def _curve(runs: Sequence[pl.DataFrame], effects: Sequence[float],
     return points
 
 
-def gain_power_curve(
-    runs: Sequence[pl.DataFrame],
+CONTRAST_EFFECTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15)
+"""Effects (metric units) on the default design-based power curve of a contrast."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContrastPower:
+    """The design-based power curve of one contrast in one half of one run, and its MDE."""
+
+    system: str
+    """The arm the contrast is read for (``system - reference``)."""
+    reference: str
+    """The reference arm, whose rows the synthetic arms are redrawn from."""
+    half: int
+    """0: first half of each user's questions; 1: second (the headline)."""
+    effects: tuple[float, ...]
+    power: tuple[float, ...]
+    """Share of replicates rejecting at 5%, per effect."""
+    mde: float | None
+    """Smallest effect at 80% power (what the run's learning table prints for this contrast and half)."""
+    questions: int
+    """The reference arm's paired questions in that half."""
+    units: int
+    """Resampled units (users, or question threads below ``MIN_USERS`` users)."""
+
+
+def contrast_power(
+    probes: pl.DataFrame,
     *,
-    system: str,
-    effects: Sequence[float] = DEFAULT_EFFECTS,
-    k: int,
-    span_days: float,
     metric: str,
-    rng: np.random.Generator,
-    n_boot: int = 1000,
-) -> list[PowerPoint]:
-    """Power of the headline (second-half gain over the twin) to detect an effect injected into ``system``.
+    system: str,
+    reference: str,
+    seed: int,
+    effects: Sequence[float] = CONTRAST_EFFECTS,
+    half: int = 1,
+    balance_kinds: bool = False,
+) -> ContrastPower:
+    """Design-based power of ``system - reference`` over ``effects``, by the computation behind a run's MDE.
 
-    The system under test is the base: the effect is injected into its own
-    recorded rows (what it missed and could be fixed, on its question
-    stream) and the injected rows are compared with the same rows without
-    it, with each user's questions split at that user's median and users
-    resampled (``memsim.analysis.learning.compare``), as a run's headline is
-    computed. The gain a learning system really has over its twin is thus
-    not counted as injected effect; the run's own ``gain_mde`` (from its
-    interval against the twin) also carries the noise of that divergence.
-    The oracle probability is calibrated per seed so that the expected
-    second-half gain it adds equals the effect; ``PowerPoint.mean_did``
-    holds the measured second-half gain.
+    The design is the reference arm's paired rows in ``half`` (``memsim.analysis.learning.contrast_design``);
+    power and MDE draw from that contrast's own child of the ``stats`` stream
+    (``memsim.analysis.learning.mde_rng``) with the run's ``seed``, so the MDE is the very
+    figure ``summarise`` wrote into ``metrics.json``, and the curve crosses 80% there.
+
+    Raises:
+        UserError: an arm has no rows, or the metric column is missing.
     """
-    from memsim.analysis.learning import compare, user_halves
+    from memsim.analysis.learning import contrast_design, mde_rng, paired_rows, user_halves
+    from memsim.analysis.stats import design_mde, design_power
 
-    def trial(probes: pl.DataFrame, effect: float) -> tuple[float, bool] | None:
-        base = probes.filter(pl.col("system") == system)
-        if base.height == 0:
-            raise UserError(f"power: the runs have no rows of {system!r}")
-        reference = base.with_columns(pl.lit("reference").alias("system"))
-        halves = user_halves(base)
-        ordered = base.sort("q_index")
-        fix, ramp, _ = _fix_and_time(ordered, k, span_days, metric)
-        half_of = dict(zip(halves["question_id"].to_list(), halves["half"].to_list(), strict=True))
-        second = np.array([half_of.get(q) == 1 for q in ordered["question_id"].to_list()], dtype=bool)
-        per_unit = float((fix * ramp)[second].mean()) if second.any() else 0.0
-        if effect != 0 and (per_unit <= 0 or effect / per_unit > 1.0):
-            return None
-        injected = _injected(probes, system, effect / per_unit if effect else 0.0, span_days, rng, k, metric)
-        frame = pl.concat([reference, injected.select(reference.columns)], how="vertical_relaxed")
-        pair = compare(frame, halves, metric=metric, system="injected", other="reference", rng=rng, n_boot=n_boot)
-        return None if pair is None or math.isnan(pair.second) else (pair.second, pair.second_ci[0] > 0)
+    _scores(probes, metric)
+    scored = probes.filter(pl.col("error").is_null())
+    labels = set(scored["system"].unique().to_list())
+    for label in (system, reference):
+        if label not in labels:
+            raise UserError(f"power: the run has no rows of {label!r}; arms: {', '.join(sorted(labels))}")
+    joined = paired_rows(scored, user_halves(scored), metric=metric, system=system, other=reference,
+                         balance_kinds=balance_kinds)
+    design = contrast_design(joined, other=reference, half=half)
 
-    return _curve(runs, effects, trial)
+    def rng() -> np.random.Generator:
+        return mde_rng(seed, metric=metric, system=system, other=reference, half=half)
+
+    return ContrastPower(
+        system=system, reference=reference, half=half, effects=tuple(float(e) for e in effects),
+        power=tuple(design_power(design, effects, rng=rng())), mde=design_mde(design, rng=rng()),
+        questions=int(design.base.size), units=design.units,
+    )
 
 
 def minimum_detectable_effect(points: Sequence[PowerPoint], *, target: float = 0.8) -> float | None:

@@ -3,10 +3,12 @@
 ``write_report(run_dir)`` renders what the summariser computed (``metrics.json``,
 ``memsim.analysis.summary``; a folder without it is summarised in memory) and
 computes no statistics of its own. A longitudinal run's report leads with
-learning through use: the twin tables (halves, gain over the twin with its
-interval and p, DiD vs twin, MDE, DiD vs the static control; one per answer
+learning through use: the three contrasts of every feedback-using system
+(learning from feedback, effect of feedback calls, effect of use; per half
+with interval, p and design-based MDE, the DiD, the stale>cur contrast), each
+arm's halves of the metric and of stale>cur (one pair of tables per answer
 judge) and the gain over the twin over simulated time with its 95% band. Then
-come the overall scores, accuracy curves, storage/latency/cost timelines, one
+come the overall scores, the metric's curves, storage/latency/cost timelines, one
 table of systems x question kinds shaded by value, and the worst questions.
 Latencies come from ``perf.json`` (wall-clock). ``compare_runs(run_dirs,
 out_dir)`` does the same across runs: summary per run, mean and t-interval
@@ -28,7 +30,17 @@ import polars as pl
 
 from memsim.analysis import curves as cv
 from memsim.analysis import plots
-from memsim.analysis.learning import MIN_USERS, format_diff, format_learning, format_p
+from memsim.analysis.learning import (
+    CONTRASTS,
+    MIN_USERS,
+    arm_headers,
+    contrast_headers,
+    contrast_rows,
+    format_diff,
+    format_learning,
+    format_p,
+    learning_notes,
+)
 from memsim.analysis.load import RunData, label_arms, read_run
 from memsim.analysis.stats import (
     critical_difference_plot,
@@ -290,7 +302,7 @@ def _excludes_zero(e: Mapping[str, Any], key: str) -> int:
 
 
 def _learning_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tuple[list[tuple[str, ...]], list[str]]:
-    """Rows of the twin table and a CSS class per row (twins and placebos marked)."""
+    """Rows of the arms table (each half of the metric and of stale>cur) and a CSS class per row."""
     twin_of = {t: s for s, t in _twins(run).items()}
     placebos = _placebos(run)
     rows, classes = [], []
@@ -298,88 +310,59 @@ def _learning_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tupl
         e = table.get(label)
         if e is None:
             continue
-        has_gain = "gain_second" in e
         if label in twin_of:
-            name, cls, gain = f"{label} (twin of {twin_of[label]}: feedback withheld)", "twin", "reference"
+            name, cls = f"{label} (twin of {twin_of[label]}: told nothing)", "twin"
         elif label in placebos:
-            name, cls, gain = f"{label} (placebo: feedback shuffled)", "twin", ""
+            name, cls = f"{label} (placebo: bits unrelated to the question, same rate)", "twin"
         elif label == run.control:
-            name, cls, gain = f"{label} (static control)", "", ""
+            name, cls = f"{label} (static control)", ""
         else:
-            name, cls, gain = label, "", ""
-        if not has_gain and not gain:
-            gain = "no feedback use (no twin)"
-        sign = _excludes_zero(e, "gain_second") if has_gain else 0
+            name, cls = label, ""
         rows.append((
-            name,
-            _pct(e.get("first")),
-            _pct(e.get("second")),
-            format_diff(e, "gain_second") if has_gain else gain,
-            format_p(e.get("gain_second_p")) if has_gain else "",
-            format_diff(e, "did_twin") if has_gain else "",
-            format_p(e.get("did_twin_p")) if has_gain else "",
-            _pct(e.get("gain_mde")) if has_gain else "",
+            name, _pct(e.get("first")), _pct(e.get("second")), _pct(e.get("stale_first")), _pct(e.get("stale_second")),
             format_diff(e, "did_control") if "did_control" in e else "",
+            format_p(e.get("did_control_p")) if "did_control" in e else "",
         ))
-        classes.append(" ".join(c for c in (cls, "up" if sign > 0 else "down" if sign < 0 else "") if c))
+        classes.append(cls)
     return rows, classes
 
 
-def _learning_notes(run: RunData, table: Mapping[str, Mapping[str, Any]], metric: str) -> list[str]:
-    any_entry = next((e for e in table.values() if e.get("users")), {})
-    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
-    notes = [
-        f"metric: {metric}; halves: each user's questions split at that user's own median question; "
-        "gain = system minus its twin (the same system with feedback withheld) on the same questions, "
-        "in percentage points (pp)",
-    ]
-    if unit == "user":
-        notes.append(
-            f"[lo, hi]: 95% percentile bootstrap interval resampling the {users} users; "
-            "p: paired sign-flip test of per-user values"
-        )
-    else:
-        notes.append(
-            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
-            f"(fewer than {MIN_USERS}): it does not say how another set of users would fare; "
-            "p: sign-flip test of per-thread gains, bootstrap p for the DiD"
-        )
-    notes.append("DiD vs twin: 2nd-half gain minus 1st-half gain (does the gain grow with use?)")
-    notes.append("MDE: smallest 2nd-half gain this run could detect at 80% power (two-sided 5%)")
-    if run.control:
-        notes.append(
-            f"DiD vs static control: (2nd - 1st half) of the system minus that of {run.control}; it also moves "
-            "with storage policy and the question mix, not only with learning"
-        )
-    else:
-        notes.append("no static control in this run: no DiD vs static control")
-    if _placebos(run):
-        notes.append("placebo: the system fed its own feedback shuffled; its gain over the twin should be null")
-    mix = next((e for e in table.values() if e.get("mix_first")), None)
-    if mix:
-        kinds = sorted(set(mix["mix_first"]) | set(mix.get("mix_second", {})))
-        notes.append("questions per kind, 1st / 2nd half: " + ", ".join(
-            f"{k} {mix['mix_first'].get(k, 0)}/{mix.get('mix_second', {}).get(k, 0)}" for k in kinds))
-    return notes
+def _contrast_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Rows of the contrasts table (``memsim.analysis.learning.contrast_rows``), marked up or down by the 2nd half."""
+    ordered = {s: table[s] for s in _family_order(run) if s in table}
+    rows = [tuple(r) for r in contrast_rows(ordered)]
+    classes = []
+    for label, e in ordered.items():
+        for key, _ in CONTRASTS:
+            c = (e.get("contrasts") or {}).get(key)
+            if c is not None:
+                sign = _excludes_zero(c, "second")
+                classes.append("up" if sign > 0 else "down" if sign < 0 else "")
+    return rows, classes
 
 
-_LEARNING_HEADERS = (
-    "system", "1st half (%)", "2nd half (%)", "gain over twin, 2nd half (pp) [95% CI]", "p",
-    "DiD vs twin (pp) [95% CI]", "p", "MDE (pp)", "DiD vs static control (pp) [95% CI]",
-)
-
-
-def _learning_table(run: RunData, table: Mapping[str, Mapping[str, Any]], metric: str) -> _Table:
-    rows, classes = _learning_rows(run, table)
-    return _Table(_LEARNING_HEADERS, tuple(rows), tuple(_learning_notes(run, table, metric)), tuple(classes))
+def _learning_tables(run: RunData, table: Mapping[str, Mapping[str, Any]], metric: str) -> list[tuple[str, _Table]]:
+    """The contrasts table (with the footnotes) when any system has a twin, then the arms table."""
+    notes = learning_notes(table, metric=metric, control=run.control, missing_control=run.metrics.get("control_missing"),
+                           balance_kinds=bool(run.metrics.get("balance_kinds")))
+    arms, arm_classes = _learning_rows(run, table)
+    out = []
+    contrasts, classes = _contrast_rows(run, table)
+    if contrasts:
+        out.append((f"{metric}: three contrasts per feedback-using system",
+                    _Table(tuple(contrast_headers(metric)), tuple(contrasts), tuple(notes), tuple(classes))))
+        notes = []
+    headers = tuple(h for h in arm_headers(metric) if h != "arm")
+    out.append((f"{metric}: each arm's halves", _Table(headers, tuple(arms), tuple(notes), tuple(arm_classes))))
+    return out
 
 
 def _twin_tables(run: RunData) -> list[tuple[str, _Table]]:
-    """The headline's twin table, then one per answer judge (``metrics.json``'s ``answer_learning``)."""
+    """The headline's learning tables, then each answer judge's (``metrics.json``'s ``answer_learning``), titled."""
     if not run.longitudinal or not run.metrics.get("systems"):
         return []
     tables = {run.metric: {s: run.entry(s) for s in run.systems}, **(run.metrics.get("answer_learning") or {})}
-    return [(m, _learning_table(run, {s: t[s] for s in run.systems if s in t}, m)) for m, t in tables.items()]
+    return [t for m, tab in tables.items() for t in _learning_tables(run, {s: tab[s] for s in run.systems if s in tab}, m)]
 
 
 def _gain_bands(run: RunData) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
@@ -705,7 +688,7 @@ def _build(run: RunData, *, window: int, window_days: float, fading: float) -> _
                     continue
                 figures.append(_Figure(
                     "curves",
-                    f"{metric} accuracy over {where}",
+                    f"{metric} over {where}",
                     f"{metric} per system over {where}: windowed, cumulative prequential and fading-factor means.",
                     plots.accuracy_figure(acc, x=x, metric=metric, window=window, window_days=window_days,
                                           fading=fading, styles=styles),
@@ -750,8 +733,8 @@ def write_report(
     sections: list[tuple[str, str, list[tuple[str, Any]]]] = []
     if built.learning:
         lead: list[tuple[str, Any]] = []
-        for i, (metric, table) in enumerate(built.learning):
-            lead += [("h3", metric)] * bool(i) + [("table", table)]
+        for heading, table in built.learning:
+            lead += [("h3", heading), ("table", table)]
         lead += [("figure", f) for f in built.figures if f.section == "learning"]
         sections.append(("learning", f"Learning through use: {run.metric}", lead))
     sections.append(("summary", "Overall", [("table", built.overview)]))

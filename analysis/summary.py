@@ -8,8 +8,9 @@ Every run kind goes through ``summarise``. What it computes:
   conversations or instances, a longitudinal run's users), and the questions
   left out of scores, by reason;
 - for longitudinal runs, the learning-through-use table
-  against each system's twin (``memsim.analysis.learning``), the minimum detectable effect and
-  per-user halves;
+  (``memsim.analysis.learning``): per feedback-using system its three contrasts (learning
+  from feedback, effect of feedback calls, effect of use) per half with
+  design-based MDEs, stale>cur per half, and per-user halves;
 - storage, safety counts (isolation failures, deletion leaks) and the
   systems' own reports.
 
@@ -377,7 +378,7 @@ def summarise(
         twins, placebos = twins_and_placebos(systems, info)
         learning = learning_table(
             scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
-            balance_kinds=spec.balance_kinds,
+            balance_kinds=spec.balance_kinds, seed=spec.seed,
         )
         metrics["balance_kinds"] = spec.balance_kinds
         metrics["twins"] = twins
@@ -470,7 +471,7 @@ def _report_figures(
     ]
     answer_learning = {
         col: learning_table(scored, metric=col, twins=twins, placebos=placebos, control=control,
-                            rng=streams(spec.seed)["stats"], n_boot=spec.n_boot)
+                            rng=streams(spec.seed)["stats"], n_boot=spec.n_boot, seed=spec.seed)
         for col in judged
     }
     rng = streams(spec.seed)["stats"]

@@ -4,14 +4,15 @@ Every figure comes from the sweep's ``index.parquet`` (each finished cell's
 ``metrics.json``, per system):
 
 - per scenario point and system, the mean over seeds with a 95% Student t
-  interval of the accuracy (the runs' headline metric), of the **learning
+  interval of the runs' headline metric (e.g. ``recall_all@10``; the index
+  keeps it in its ``accuracy`` column, named by the metric wherever shown), of the **learning
   effect** (the DiD against the system's own twin: change between halves
   minus the twin's change; only for systems that learn from feedback) and of
   the DiD against the static control;
 - per scenario point, the systems ranked on the learning effect and on
-  accuracy (by the mean over seeds), with the Friedman mean ranks over seeds
+  the headline metric (by the mean over seeds), with the Friedman mean ranks over seeds
   (seeds as datasets) when at least three systems have a value in two seeds;
-- per knob, one figure: accuracy and learning effect against the knob's
+- per knob, one figure: the headline metric and learning effect against the knob's
   value, a line per system, intervals over seeds.
 
 A system that appears in several cells of one seed and point (the control
@@ -34,7 +35,7 @@ from memsim.sim.core.errors import UserError
 __all__ = ["aggregate", "rankings", "knob_values", "plot_knobs", "compare_sweep", "FIGURES"]
 
 FIGURES: tuple[tuple[str, str], ...] = (
-    ("accuracy", "accuracy"),
+    ("accuracy", "the headline metric (named by it when shown)"),
     ("did_twin", "learning effect (DiD vs twin)"),
     ("did_control", "DiD vs static control"),
 )
@@ -122,7 +123,7 @@ def knob_values(sweep_dir: Path, index: pl.DataFrame) -> dict[str, dict[str, Any
 
 
 def plot_knobs(sweep_dir: Path, index: pl.DataFrame, out_dir: Path, *, title: str = "") -> list[Path]:
-    """One PNG per knob: accuracy and learning effect against the knob, a line per system, t intervals over seeds.
+    """One PNG per knob: the headline metric and learning effect against the knob, a line per system, t intervals.
 
     In a factorial sweep the points of one knob value are pooled over the other knobs' values.
     """
@@ -161,7 +162,7 @@ def plot_knobs(sweep_dir: Path, index: pl.DataFrame, out_dir: Path, *, title: st
                 ax.axhline(0.0, color="black", linewidth=0.8)
             ax.set_xlabel(knob.split(".", 1)[1])
             ax.set_ylabel(f"{metric}, %" if col == "accuracy" else "points")
-            ax.set_title(what, fontsize=10)
+            ax.set_title(metric if col == "accuracy" else what, fontsize=10)
             ax.grid(alpha=0.3)
         handles, labels = [], []
         for ax in axes[0]:
@@ -221,10 +222,10 @@ def compare_sweep(sweep_dir: str | Path, out_dir: str | Path | None = None) -> P
     states = index.unique(subset=["cell"]).group_by("state").len().sort("state")
     lines = [f"# Sweep {name}: {index['cell'].n_unique()} cells "
              f"({', '.join(f'{n} {s}' for s, n in states.iter_rows())}), metric {metric}", ""]
-    lines += ["Mean over seeds with a 95% Student t interval (n = seeds). Accuracy: the runs' headline metric. "
+    lines += [f"Mean over seeds with a 95% Student t interval (n = seeds). {metric}: the runs' headline metric. "
               "Learning effect: change between halves minus the twin's change (same system, feedback withheld); "
               "— for a system without a twin. DiD vs control: change between halves minus the static control's.", ""]
-    head = "| scenario | point | system | seeds | accuracy | learning effect | DiD vs control | failed |"
+    head = f"| scenario | point | system | seeds | {metric} | learning effect | DiD vs control | failed |"
     for scenario in dict.fromkeys(table["scenario"].to_list()):
         lines += [head, "|---|---|---|---:|---|---|---|---:|"]
         for r in table.filter(pl.col("scenario") == scenario).iter_rows(named=True):
@@ -236,7 +237,7 @@ def compare_sweep(sweep_dir: str | Path, out_dir: str | Path | None = None) -> P
         ranks = rankings(index, col)
         if not ranks:
             continue
-        lines += [f"## Ranking on {what}", ""]
+        lines += [f"## Ranking on {metric if col == 'accuracy' else what}", ""]
         for key, entries in ranks.items():
             scenario, point = key.split(" ", 1)
             fried = entries[0].get("friedman_p")

@@ -83,7 +83,8 @@ class RunSettings(BaseModel):
     maintenance_every_hours: float = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
     n_boot: int = Field(2000, ge=100, description="bootstrap resamples per interval")
     twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")
-    placebo: bool = Field(False, description="also play each learning system's placebo twin (feedback shuffled)")
+    placebo: bool = Field(True, description="also play each learning system's placebo (feedback calls with bits "
+                                            "unrelated to the question, at the same rate); false: twin only")
     balance_kinds: bool = Field(False, description="weight questions so both halves have the same question-kind mix")
 
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))

@@ -257,7 +257,7 @@ def test_aa_user_level_interval_covers_the_null_about_95_percent() -> None:
 def test_a_real_effect_is_found_with_user_resampling() -> None:
     rng = np.random.default_rng(3)
     df = _synthetic(rng, effect=0.15)
-    table = learning_table(df, metric="m", twins={"s": "t"}, placebos={}, control=None, rng=rng, n_boot=500)
+    table = learning_table(df, metric="m", twins={"s": "t"}, placebos={}, control=None, rng=rng, n_boot=500, seed=0)
     s = table["s"]
     assert s["unit"] == "user" and s["users"] == 40
     assert s["gain_second_lo"] > 0 and s["did_twin_lo"] > 0 and s["gain_second_p"] < 0.01

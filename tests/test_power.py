@@ -1,4 +1,4 @@
-"""Power by simulation, minimum detectable effect, and A/A calibration of the DiD interval."""
+"""Design-based power and MDE of the learning contrasts; power of the DiD vs the control; A/A calibration."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from memsim.analysis.power import (
     minimum_detectable_effect,
     power_curve,
 )
+from memsim.analysis.load import read_run
 from memsim.analysis.pipeline import execute, make_spec
+from memsim.analysis.power import contrast_power
 from memsim.memory.embed import HashEmbedder
-from memsim.memory.registry import Resources, SystemSpec
+from memsim.memory.registry import SystemSpec, parse_system
 from memsim.sim.core.errors import UserError
 
 METRIC = "recall_all@10"
@@ -82,27 +84,69 @@ def test_missing_metric_column_is_a_user_error(naive_runs) -> None:
 
 
 @pytest.fixture(scope="module")
-def learner_runs(tmp_path_factory: pytest.TempPathFactory) -> list:
-    """control-learner (and its twin) on two seeds of a 30-user persona scenario (user-level intervals)."""
-    out = []
-    for seed in range(2):
-        spec = make_spec("longitudinal", "persona", {"users": 30, "months": 2}, (SystemSpec("control-learner"),),
-                         seed=seed, n_boot=200)
-        outcome = execute(spec, out_dir=None,
-                          resources=Resources(rng=np.random.default_rng(seed), embedder_factory=lambda: HashEmbedder(256)))
-        out.append(outcome.result.probes)
-    return out
+def learner_run(tmp_path_factory: pytest.TempPathFactory):
+    """neuroplastic and a neuroplastic that ignores feedback, each with twin and placebo, 30 users (user-level units)."""
+    systems = (SystemSpec("neuroplastic"), parse_system("neuroplastic:ltp=false,associations=false"))
+    spec = make_spec("longitudinal", "persona", {"users": 30, "months": 2}, systems, seed=0, n_boot=200)
+    assert spec.placebo  # played by default
+    out = tmp_path_factory.mktemp("learner")
+    outcome = execute(spec, out_dir=out, embedder_factory=lambda: HashEmbedder(256))
+    return out, outcome
 
 
-def test_gain_power_uses_the_system_under_test_as_base(learner_runs) -> None:
-    """The effect goes into the system's own rows; the learner's real gain over its twin is not counted."""
-    from memsim.analysis.power import gain_power_curve
+IGNORER = "neuroplastic[associations=false,ltp=false]"
 
-    pts = gain_power_curve(learner_runs, system="control-learner", effects=(0.0, 0.1), k=10, span_days=60,
-                           metric=METRIC, rng=np.random.default_rng(0), n_boot=300)
-    assert pts[0].mean_did == 0.0 and pts[0].power == 0.0
-    assert pts[1].seeds == 2 and pts[1].mean_did == pytest.approx(0.1, abs=0.04)
-    assert pts[1].power == 1.0
-    with pytest.raises(UserError, match="no rows of 'naive'"):
-        gain_power_curve(learner_runs, system="naive", effects=(0.05,), k=10, span_days=60, metric=METRIC,
-                         rng=np.random.default_rng(0))
+
+def test_power_at_zero_varies_as_the_run_does(learner_run) -> None:
+    """Effect 0 rejects in 2-10% of replicates (not 0: the synthetic null is redrawn), and power rises with the effect."""
+    _, outcome = learner_run
+    probes = outcome.result.probes
+    for system, reference in (("neuroplastic", "neuroplastic~placebo"), ("neuroplastic~placebo", "neuroplastic~twin"),
+                              (IGNORER, f"{IGNORER}~twin")):
+        cp = contrast_power(probes, metric=METRIC, system=system, reference=reference, seed=0, effects=(0.0, 0.05, 0.2))
+        assert cp.units == 30
+        assert 0.02 <= cp.power[0] <= 0.10, (system, cp.power)
+        assert cp.power[0] < cp.power[1] <= cp.power[2] and cp.power[2] >= 0.8
+
+
+def test_power_mde_is_the_runs_printed_mde(learner_run) -> None:
+    """``contrast_power``'s MDE equals the design-based MDE in metrics.json, for every contrast and both halves."""
+    out, _ = learner_run
+    run = read_run(out)
+    systems = run.metrics["systems"]
+    checked = 0
+    for owner in ("neuroplastic", IGNORER):
+        for key, c in systems[owner]["contrasts"].items():
+            for half, field in ((0, "first_mde"), (1, "second_mde")):
+                cp = contrast_power(run.probes, metric=METRIC, system=c["system"], reference=c["reference"],
+                                    seed=run.spec.seed, effects=(0.0,), half=half)
+                assert cp.mde == c[field], (owner, key, half)
+                checked += 1
+    assert checked == 12
+    entry = systems["neuroplastic"]
+    assert entry["gain_mde"] == entry["contrasts"]["effect_of_use"]["second_mde"]
+
+
+def test_a_learner_that_ignores_feedback_gets_the_designs_mde(learner_run) -> None:
+    """Identical to its twin and placebo, it still gets an MDE > 0, of the order of neuroplastic's on the same run."""
+    out, _ = learner_run
+    systems = read_run(out).metrics["systems"]
+    ignorer, learner = systems[IGNORER]["contrasts"], systems["neuroplastic"]["contrasts"]
+    for key in ("learning_from_feedback", "effect_of_feedback_calls", "effect_of_use"):
+        assert ignorer[key]["second"] == 0.0 and ignorer[key]["second_p"] == 1.0  # nothing happened
+        mde, ref = ignorer[key]["second_mde"], learner[key]["second_mde"]
+        assert mde is not None and mde > 0.005, (key, mde)
+        assert 0.5 <= mde / ref <= 2.0, (key, mde, ref)
+
+
+def test_power_cli_on_a_run_folder(learner_run, capsys) -> None:
+    """``memsim power RUN_DIR`` prints the curve and the MDE the run printed."""
+    from memsim.analysis.cli import main
+
+    out, _ = learner_run
+    assert main(["power", str(out), "--system", "neuroplastic"]) == 0
+    text = capsys.readouterr().out
+    mde = read_run(out).metrics["systems"]["neuroplastic"]["contrasts"]["learning_from_feedback"]["second_mde"]
+    assert f"minimum detectable effect at 80% power: {100 * mde:.1f} points (metrics.json: {100 * mde:.1f})" in text
+    assert main(["power", str(out), "--system", "naive"]) == 2  # a one-line error, exit 2
+    assert "--system 'naive' has no twin in the run" in capsys.readouterr().err

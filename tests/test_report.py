@@ -218,10 +218,10 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     assert page.index("<section id='learning'>") < page.index("<section id='summary'>")
     alts = re.findall(r"<img class='plot' alt='([^']+)'", page)
     assert alts == [
-        "recall_all@10 accuracy over question index",
-        "recall_all@10 accuracy over simulated days",
-        "answer_f1 accuracy over question index",
-        "answer_f1 accuracy over simulated days",
+        "recall_all@10 over question index",  # a retrieval curve is named by its metric, never accuracy
+        "recall_all@10 over simulated days",
+        "answer_f1 over question index",
+        "answer_f1 over simulated days",
         "storage and cost timeline",
         "latency timeline",
         "reader cost timeline",
@@ -268,7 +268,9 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     # Worst questions show question, gold, answer and retrieved memories (escaped).
     assert "memory &lt;b&gt;" in page and "Acme " in page and "answer " in page
     md = (run / "report.md").read_text()
-    assert "| system | 1st half (%) | 2nd half (%) | gain over twin" in md and "## Per question kind" in md and "## Worst questions" in md
+    # The arms table names the metric in its headers and carries stale>cur per half (moved with the contrasts layout).
+    assert ("| system | recall_all@10 1st half % | recall_all@10 2nd half % | stale>cur 1st % | stale>cur 2nd % |" in md
+            and "## Per question kind" in md and "## Worst questions" in md)
     assert "## Learning through use: recall_all@10" in md and "## Learning through use: answer_f1" in md
 
 

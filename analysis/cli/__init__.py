@@ -29,7 +29,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("report", "memsim.analysis.cli.report:report", "write report.html and report.md for a run folder"),
     ("compare", "memsim.analysis.cli.compare:compare", "compare run folders: per-seed intervals, rankings"),
     ("bench", "memsim.analysis.cli.bench:bench", "benchmarks that print figures: locomo, longmemeval, systems, llm, engine, demo, compare, backends, sweep, scale"),
-    ("power", "memsim.analysis.cli.power:power", "power curve and minimum detectable effect of a scenario (injected effects)"),
+    ("power", "memsim.analysis.cli.power:power", "design-based power curve and MDE of a learning contrast (a run folder, or a config over seeds)"),
     ("erasure", "memsim.analysis.erasure:erasure", "what deletions left behind in a run folder: leaks by place and month, time to full erasure"),
     ("cost", "memsim.analysis.cost:cost", "cost per user per simulated month of a run folder: memories, bytes, LLM and embedding calls, USD"),
     ("sensitivity", "memsim.analysis.cli.sensitivity:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),

@@ -2,7 +2,7 @@
 
 Given run folders, one page across them (``memsim.analysis.report.compare_runs``).
 Given one sweep folder (``memsim sweep``), its cells aggregated over seeds,
-systems ranked on the learning effect and on accuracy, and a plot per knob
+systems ranked on the learning effect and on the headline metric, and a plot per knob
 (``memsim.analysis.sweep_compare.compare_sweep``).
 """
 

@@ -1,40 +1,50 @@
-"""``memsim power CONFIG.toml --effect 0.05 --seeds N``: power curve and minimum detectable effect.
+"""``memsim power RUN_DIR`` or ``memsim power CONFIG.toml --seeds N``: design-based power of a learning contrast.
 
-Runs the config's scenario on ``--seeds`` seeds with the system under test,
-then injects known effects into that system's own recorded rows and prints
-the share of seeds whose second-half gain (per-user halves, users
-resampled: how a run's headline gain over the twin is read) has an interval
-above 0 (``memsim.analysis.power.gain_power_curve``), per effect, and the smallest effect
-reaching 80% power. ``--against control`` measures the older DiD against
-the static control instead (``memsim.analysis.power.power_curve``).
+Given a run folder, prints the power curve of one of its contrasts (by
+default the headline: a feedback-using system's learning from feedback,
+system minus placebo, or its effect of use, system minus twin, when no
+placebo ran) over a range of effects, and the smallest effect at 80% power.
+It is the computation behind the run's printed MDE
+(``memsim.analysis.power.contrast_power``), so the two agree, and at effect 0 about 5% of
+replicates reject.
 
-The seeds are played as a sweep (``memsim.analysis.power.power_sweep``, one cell per
-seed, one run folder each under ``--sweep-dir``) on a process pool or Dask,
-so they run in parallel and a killed run resumes where it stopped.
+Given a config, plays it on ``--seeds`` seeds as a sweep
+(``memsim.analysis.power.power_sweep``, one cell per seed under ``--sweep-dir``, on a
+process pool or Dask, resumable) and prints each seed's curve and MDE and
+their mean. ``--against control`` measures the older DiD against the static
+control instead (``memsim.analysis.power.power_curve``, injected oracle fixes).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 __all__ = ["power_arguments", "power_main"]
+
+CONTRAST_NAMES = ("learning_from_feedback", "effect_of_feedback_calls", "effect_of_use")
+"""``--contrast`` choices, as ``metrics.json`` keys them."""
 
 
 def power_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim power``."""
-    parser.add_argument("config", type=Path, help="scenario config (TOML), e.g. scenarios/configs/persona.toml")
-    parser.add_argument("--effect", type=float, default=0.05, help="effect of interest (DiD in metric units)")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds to simulate (default 10)")
+    parser.add_argument("target", type=Path, metavar="RUN_DIR|CONFIG",
+                        help="a run folder (its own rows), or a scenario config (TOML) to play on --seeds seeds")
+    parser.add_argument("--effect", type=float, default=0.05, help="effect of interest (metric units, e.g. 0.05)")
     parser.add_argument("--system", default=None,
-                        help="system under test, the base the effect is injected into "
-                             "(default: the config's first system other than the control, else the control)")
-    parser.add_argument("--against", choices=("twin", "control"), default="twin",
-                        help="twin: the headline, second-half gain over the system's twin (default); "
-                             "control: DiD against the static control")
+                        help="the feedback-using system (default: the first one in the run, or the config's first "
+                             "system other than the control)")
+    parser.add_argument("--contrast", choices=CONTRAST_NAMES, default=None,
+                        help="default: learning_from_feedback (system - placebo) when a placebo ran, else effect_of_use")
+    parser.add_argument("--half", type=int, choices=(1, 2), default=2, help="half of each user's questions (default 2)")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds to simulate for a config (default 10)")
+    parser.add_argument("--against", choices=("contrast", "control"), default="contrast",
+                        help="contrast: the learning table's contrasts (default); control: DiD against the static "
+                             "control with injected oracle fixes (configs only)")
     parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
                         help="minilm (packaged all-MiniLM-L6-v2) or hash (fast bag-of-words, for quick looks)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval (--against control)")
     parser.add_argument("--sweep-dir", type=Path, default=None,
                         help="sweep folder of the seeds' runs (default runs/power-<config name>); finished seeds are reused")
     from memsim.analysis.cli.sweep import add_executor_arguments
@@ -42,65 +52,147 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
     add_executor_arguments(parser)
 
 
+def _arms(probes: Any, info: Any, system: str | None, contrast: str | None) -> tuple[str, str, str]:
+    """(contrast name, system, reference) of the contrast asked for, among a run's arms."""
+    from memsim.analysis.load import twins_and_placebos
+    from memsim.sim.core.errors import UserError
+
+    labels = list(dict.fromkeys(probes["system"].to_list()))
+    twins, placebos = twins_and_placebos(labels, info)
+    if not twins:
+        raise UserError("power: no system in the run was played with a twin (none uses feedback)")
+    base = system or next(iter(twins))
+    if base not in twins:
+        raise UserError(f"power: --system {base!r} has no twin in the run; feedback-using: {', '.join(twins)}")
+    twin = twins[base]
+    placebo = next((p for p, t in placebos.items() if t == twin), None)
+    name = contrast or ("learning_from_feedback" if placebo else "effect_of_use")
+    if name != "effect_of_use" and placebo is None:
+        raise UserError(f"power: --contrast {name} needs {base}'s placebo, which the run did not play (placebo = false)")
+    arms = {"learning_from_feedback": (base, placebo), "effect_of_feedback_calls": (placebo, twin),
+            "effect_of_use": (base, twin)}
+    a, b = arms[name]
+    return name, str(a), str(b)
+
+
+def _print_curve(points: Any, effect: float) -> None:
+    print(f"{'effect':>8} {'power':>7}")
+    for e, p in zip(points.effects, points.power):
+        mark = "  <- --effect" if e == effect else ""
+        print(f"{100 * e:>7.1f}% {100 * p:>6.1f}%{mark}")
+
+
 def power_main(args: argparse.Namespace) -> int:
-    """Simulate and print the curve."""
+    """Compute and print the curve."""
+    from memsim.sim.core.errors import UserError
+
+    if not 0 <= args.effect <= 1:
+        raise UserError(f"--effect must be in [0, 1], got {args.effect}")
+    if args.target.is_dir():
+        if args.against == "control":
+            raise UserError("--against control plays a config on seeds; give a config, not a run folder")
+        return _run_folder(args)
+    if args.seeds < 2:
+        raise UserError(f"--seeds must be at least 2, got {args.seeds}")
+    return _config(args)
+
+
+def _run_folder(args: argparse.Namespace) -> int:
+    from memsim.analysis.load import read_run
+    from memsim.analysis.power import CONTRAST_EFFECTS, contrast_power
+
+    run = read_run(args.target)
+    name, a, b = _arms(run.probes, run.info, args.system, args.contrast)
+    effects = sorted({*CONTRAST_EFFECTS, float(args.effect)})
+    cp = contrast_power(run.probes, metric=run.metric, system=a, reference=b, seed=run.spec.seed, effects=effects,
+                        half=args.half - 1, balance_kinds=run.spec.balance_kinds)
+    print(f"Design-based power of {name} ({a} - {b}), half {args.half}, {run.metric}, run {args.target} "
+          f"(seed {run.spec.seed}): {cp.questions} questions of {b} redrawn as Bernoulli(user's base rate + effect), "
+          f"{cp.units} units, sign-flip p < 0.05")
+    _print_curve(cp, args.effect)
+    printed = ((run.metrics or {}).get("systems", {}).get(_owner(name, a, b, run), {}).get("contrasts", {})
+               .get(name, {}).get("second_mde" if args.half == 2 else "first_mde"))
+    print()
+    print("minimum detectable effect at 80% power: "
+          + ("not reached" if cp.mde is None else f"{100 * cp.mde:.1f} points")
+          + ("" if printed is None else f" (metrics.json: {100 * printed:.1f})"))
+    return 0
+
+
+def _owner(name: str, a: str, b: str, run: Any) -> str:
+    """The feedback-using system whose ``contrasts`` hold this contrast (the placebo's system for calls)."""
+    if name != "effect_of_feedback_calls":
+        return a
+    from memsim.analysis.load import twins_and_placebos
+
+    twins, _ = twins_and_placebos(list(dict.fromkeys(run.probes["system"].to_list())), run.info)
+    return next(s for s, t in twins.items() if t == b)
+
+
+def _config(args: argparse.Namespace) -> int:
     import polars as pl
 
     from memsim.analysis.power import (
+        CONTRAST_EFFECTS,
         DEFAULT_EFFECTS,
-        gain_power_curve,
+        contrast_power,
         minimum_detectable_effect,
         power_curve,
         power_sweep,
         seed_runs_from_sweep,
     )
     from memsim.analysis.sweep import run_sweep
-    from memsim.memory.registry import SystemSpec
+    from memsim.memory.registry import SystemSpec, parse_system
     from memsim.scenarios.config import load_config
-    from memsim.sim.core.errors import UserError
     from memsim.sim.core.streams import streams
 
-    if args.seeds < 2:
-        raise UserError(f"--seeds must be at least 2, got {args.seeds}")
-    if not 0 <= args.effect <= 1:
-        raise UserError(f"--effect must be in [0, 1], got {args.effect}")
-    config = load_config(args.config)
-    from memsim.memory.registry import parse_system
-
+    config = load_config(args.target)
     control = config.run.control
     listed = [parse_system(s).name for s in config.run.systems]
     base = args.system or next((s for s in listed if s != control), control)
-    if args.against == "twin":
+    if args.against == "contrast":
         systems = [parse_system(base)]
     else:
         systems = [SystemSpec(control)] + ([parse_system(base)] if base != control else [])
     spec = power_sweep(config, systems=systems, seeds=args.seeds, embedder=args.embedder)
-    out = args.sweep_dir or Path("runs") / f"power-{args.config.stem}"
+    out = args.sweep_dir or Path("runs") / f"power-{args.target.stem}"
     result = run_sweep(spec, out, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
                        progress=lambda line: print(line, flush=True))
     runs = seed_runs_from_sweep(result)
-    label = systems[-1].display if args.against == "twin" else base
-    for seed, probes in zip(runs.seeds, runs.probes):
-        print(f"seed {seed}: {probes.filter(pl.col('system') == label).height} questions")
-    effects = sorted({*DEFAULT_EFFECTS, float(args.effect)})
-    rng = streams(config.run.seed)["stats"]
-    if args.against == "twin":
-        points = gain_power_curve(list(runs.probes), system=label, effects=effects, k=runs.k,
-                                  span_days=runs.span_days, metric=runs.metric, rng=rng, n_boot=args.n_boot)
-        what, measured = f"second-half gain of {label} (as over its twin)", "measured gain"
-    else:
+    print()
+    if args.against == "control":
+        effects = sorted({*DEFAULT_EFFECTS, float(args.effect)})
         points = power_curve(list(runs.probes), system=base, control=control, effects=effects, k=runs.k,
-                             span_days=runs.span_days, metric=runs.metric, rng=rng, n_boot=args.n_boot)
-        what, measured = f"halves DiD of {base} against {control}", "measured DiD"
+                             span_days=runs.span_days, metric=runs.metric, rng=streams(config.run.seed)["stats"],
+                             n_boot=args.n_boot)
+        print(f"Power of the halves DiD of {base} against {control} (95% user-level interval above 0) to detect an "
+              f"effect injected into {base}'s own rows, {args.seeds} seeds, {args.target}, metric {runs.metric}")
+        print(f"{'effect':>8} {'power':>7} {'seeds':>6} {'measured DiD':>13}")
+        for p in points:
+            mark = "  <- --effect" if p.effect == args.effect else ""
+            print(f"{100 * p.effect:>7.1f}% {100 * p.power:>6.0f}% {p.seeds:>6} {100 * p.mean_did:>+12.1f}%{mark}")
+        mde = minimum_detectable_effect(points)
+        print()
+        print("minimum detectable effect at 80% power: " + ("not reached on this grid" if mde is None else f"{100 * mde:.1f} points"))
+        return 0
+    effects = sorted({*CONTRAST_EFFECTS, float(args.effect)})
+    curves = []
+    for seed, probes in zip(runs.seeds, runs.probes):
+        name, a, b = _arms(probes, None, systems[0].display, args.contrast)
+        curves.append(contrast_power(probes, metric=runs.metric, system=a, reference=b, seed=seed, effects=effects,
+                                     half=args.half - 1))
+        mde = curves[-1].mde
+        print(f"seed {seed}: {name} ({a} - {b}), {probes.filter(pl.col('system') == b).height} questions of {b}, "
+              f"MDE {'not reached' if mde is None else f'{100 * mde:.1f} points'} (as that seed's run prints)")
     print()
-    print(f"Power of the {what} (95% user-level interval above 0) to detect an effect injected into {label}'s "
-          f"own rows, {args.seeds} seeds, {config.scenario['name']} ({args.config}), {args.embedder} embedder, "
-          f"metric {runs.metric}")
-    print(f"{'effect':>8} {'power':>7} {'seeds':>6} {measured:>13}")
-    for p in points:
-        mark = "  <- --effect" if p.effect == args.effect else ""
-        print(f"{100 * p.effect:>7.1f}% {100 * p.power:>6.0f}% {p.seeds:>6} {100 * p.mean_did:>+12.1f}%{mark}")
-    mde = minimum_detectable_effect(points)
+    print(f"Design-based power of {name}, half {args.half}, {runs.metric}, mean over {len(curves)} seeds of {args.target}")
+    mean = type(curves[0])(a, b, args.half - 1, tuple(effects),
+                           tuple(sum(c.power[i] for c in curves) / len(curves) for i in range(len(effects))),
+                           None, sum(c.questions for c in curves), sum(c.units for c in curves))
+    _print_curve(mean, args.effect)
+    mdes = [c.mde for c in curves if c.mde is not None]
     print()
-    print("minimum detectable effect at 80% power: " + ("not reached on this grid" if mde is None else f"{100 * mde:.1f} points"))
+    print("minimum detectable effect at 80% power, mean over seeds: "
+          + (f"{100 * sum(mdes) / len(mdes):.1f} points ({len(mdes)} of {len(curves)} seeds reached it)" if mdes
+             else "not reached"))
     return 0

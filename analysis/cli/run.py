@@ -30,8 +30,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", type=int, default=None, help="memories retrieved per question (default: the config's)")
     add_out_argument(parser, help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
-    parser.add_argument("--placebo", action="store_true", default=None,
-                        help="also play each learning system's placebo twin (feedback shuffled)")
+    parser.add_argument("--placebo", action=argparse.BooleanOptionalAction, default=None,
+                        help="play each learning system's placebo (feedback calls with bits unrelated to the question, "
+                             "at the same rate) beside its twin (default: the config's, else on); --no-placebo: twin only")
     parser.add_argument("--balance-kinds", action="store_true", default=None,
                         help="weight questions so that both halves have the same question-kind mix")
     add_answer_arguments(parser)
@@ -167,6 +168,11 @@ def print_outcome(outcome: Any) -> None:
         print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
                               missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
                               placebos=m.get("placebos") or {}))
+        for col, table in (m.get("answer_learning") or {}).items():
+            # A reader ran and its answers were judged: answer accuracy gets halves and contrasts of its own.
+            print()
+            print(f"Answer accuracy through use, judge {col.removeprefix('answer_')} ({col}), %")
+            print(format_learning(table, metric=col, control=m.get("control"), placebos=m.get("placebos") or {}))
     systems = m.get("systems", {})
     if systems:
         print()
