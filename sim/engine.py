@@ -143,7 +143,7 @@ class Harness:
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _threads: dict[str, str] = field(default_factory=dict)
     _rngs: dict[str, np.random.Generator] = field(default_factory=dict)
-    _bits: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    _bits: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     """Placebo bookkeeping: (label, user or "") -> [bits seen, of which true]; "" totals the label."""
     feedback_unscored: dict[str, int] = field(default_factory=dict)
     """label -> questions whose feedback was not sent because they were not scored."""
@@ -354,21 +354,28 @@ class Harness:
         channel = self.config.feedback_from
         if channel.startswith("noisy:") and self._rng(sut.label).random() < float(channel.split(":", 1)[1]):
             correct = not correct
+        base = sut.twin_of or sut.label
+        if sut.feedback == "given":
+            self._tally(base, user_id, correct)
+            return correct
         if sut.feedback == "shuffled":
-            # The placebo gets a bit drawn from the bits its other users have earned so far: the same
-            # rate, and no link to this question or to this user's earlier answers (a re-asked
-            # question's earlier bit would leak). Before any other user has a bit, nothing is sent.
-            total = self._bits.setdefault((sut.label, ""), [0, 0])
-            mine = self._bits.setdefault((sut.label, user_id), [0, 0])
+            # The placebo gets a bit drawn from the bits its system has been told about its other
+            # users so far: the system's rate, and no link to this question or to this user's
+            # earlier answers (a re-asked question's earlier bit would leak). Before the system
+            # has told any other user a bit, nothing is sent.
+            total = self._bits.get((base, ""), (0, 0))
+            mine = self._bits.get((base, user_id), (0, 0))
             others, others_true = total[0] - mine[0], total[1] - mine[1]
-            total[0] += 1
-            mine[0] += 1
-            total[1] += int(correct)
-            mine[1] += int(correct)
             if others == 0:
                 return None
             return bool(self._rng(sut.label).random() * others < others_true)
         return correct
+
+    def _tally(self, label: str, user_id: str, told: bool) -> None:
+        """Count a bit a system was told, over all its users and for this one (the placebo's source)."""
+        for key in ((label, ""), (label, user_id)):
+            n, k = self._bits.get(key, (0, 0))
+            self._bits[key] = (n + 1, k + int(told))
 
     def _fresh_id(self, sut: SystemUnderTest) -> str:
         """An opaque id for a turn the engine writes, drawn from this system's own id stream.

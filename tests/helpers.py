@@ -39,7 +39,8 @@ def replay(
 ) -> Replayed:
     """Play ``stream`` against unregistered systems (label -> object), scored on evidence and staleness at ``k``.
 
-    ``modes`` gives a system's feedback mode (``given``, ``withheld``, ``shuffled``) by label;
+    ``modes`` gives a system's feedback mode (``given``, ``withheld``, ``shuffled``) by label (an arm
+    labelled ``s~...`` is an arm of ``s``: a placebo draws from the bits ``s`` was told);
     ``answer`` is the engine's answer callable (none: retrieval only).
     """
     env = simpy.Environment()
@@ -49,7 +50,10 @@ def replay(
         feedback_delay_s=delay_s, maintenance_every_s=every_s, feedback_from=feedback_from,
     )
     modes = dict(modes or {})
-    suts = [SystemUnderTest(label, label, system, feedback=modes.get(label, "given")) for label, system in systems.items()]
+    # an arm labelled "s~twin" or "s~placebo" is an arm of "s", as the runner names them
+    suts = [SystemUnderTest(label, label, system, feedback=modes.get(label, "given"),
+                            twin_of=label.split("~")[0] if label in modes else None)
+            for label, system in systems.items()]
     harness = Harness(env=env, systems=suts, recorder=rec, config=cfg, scorers=[build_scorer("evidence"), build_scorer("stale")],
                       answer=answer)
     start_processes(env, harness, stream.episodes())

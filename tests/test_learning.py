@@ -210,13 +210,14 @@ def _two_users() -> ScenarioStream:
     return ScenarioStream(start=T0, end=T0 + timedelta(days=7), events=tuple(sort_events(events)))
 
 
-def test_placebo_bits_come_from_other_users_and_carry_no_link_to_the_answer() -> None:
+def test_placebo_bits_come_from_its_systems_other_users_and_carry_no_link_to_the_answer() -> None:
     given, placebo = Recorder(), Recorder()
     replay(_two_users(), {"s": given, "s~placebo": placebo}, k=1, modes={"s~placebo": "shuffled"})
     truth = dict(given.bits)
     assert {q for q, c in truth.items() if c} == {f"a-q{i}" for i in range(1, 6)}
     told = dict(placebo.bits)
-    # the first bit of the run has no other user to come from; after that, every bit is the other user's
+    # the first bit of the run has no other user to come from; after that, every bit is one its
+    # system was told about the other user
     assert set(told) == set(truth) - {"a-q1"}
     assert all(told[q] is (not truth[q]) for q in told), told
 
