@@ -119,6 +119,11 @@ def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
     return suts + twins
 
 
+def _failed(suts: Sequence[SystemUnderTest]) -> list[str]:
+    """Labels of the systems that have failed (their rows of the part are left out, and a rerun adds them)."""
+    return [s.label for s in suts if s.failed is not None]
+
+
 def _reports(suts: Sequence[SystemUnderTest]) -> dict[str, Any]:
     return {s.label: s.system.report() for s in suts if callable(getattr(s.system, "report", None))}
 
@@ -301,7 +306,7 @@ def _longitudinal(
     for day in range(1, total_days + 1):
         p.part = f"d{day:06d}"
         env.run(until=min(day * 86400.0, span) if day < total_days else span + 1e-6)
-        p.recorder.commit(p.part)
+        p.recorder.commit(p.part, missing=_failed(suts))
         yield Checkpoint(day, total_days, "day", p.recorder.n_probes)
     # Feedback still in flight at the end is delivered so systems end in a defined state.
     p.part = "end"
@@ -313,7 +318,7 @@ def _longitudinal(
         env.run(until=until)
     if harness.load is not None:
         env.run(until=until + harness.config.feedback_delay_s + 1.0)
-    p.recorder.commit("end")
+    p.recorder.commit("end", missing=_failed(suts))
     p.part = None
     p.info["system_reports"] = _reports(suts)
     if harness.erasures:
@@ -363,7 +368,10 @@ def _static(
             start_processes(harness.env, harness, [_maintained_after_ingest(ep)])
             harness.env.run()
             final = {s.label: {"items": s.system.stats().items, "bytes": s.system.stats().bytes} for s in suts}
-            p.recorder.commit(part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)})
+            p.recorder.commit(
+                part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)},
+                missing=_failed(suts),
+            )
             p.part = None
         q_offset += totals["questions"]
         done += 1
