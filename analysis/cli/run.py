@@ -117,6 +117,15 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
         print(f"stopped; every row committed so far is in {out} (rerun the same command to resume)", file=sys.stderr)
         raise
     print_outcome(outcome)
+    return exit_code(outcome, out)
+
+
+def exit_code(outcome: Any, out: Any) -> int:
+    """1 when a system failed mid-run (the run is incomplete; rerunning the command resumes it), else 0."""
+    failed = outcome.summary.metrics.get("failed_systems")
+    if failed:
+        print(f"incomplete: {', '.join(failed)} failed; rerun the same command to resume into {out}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -172,6 +181,9 @@ def print_outcome(outcome: Any) -> None:
         print()
         print(f"{'system':<28} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
         for name, s in systems.items():
+            if s.get("failed"):
+                print(f"{name:<28} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
+                continue
             stale = s.get("stale_above_current")
             mb = (s.get("final_bytes") or 0) / 1e6
             lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
