@@ -18,13 +18,15 @@ next to the repository.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, BinaryIO, Literal
 
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.files import write_text_atomic
@@ -42,6 +44,13 @@ __all__ = [
     "fetch_hint",
     "sha256_file",
     "status",
+    "NestingGuard",
+    "check_data_file",
+    "check_year",
+    "is_unicode",
+    "YEARS",
+    "LOCOMO_DEPTH",
+    "LONGMEMEVAL_DEPTH",
 ]
 
 Kind = Literal["locomo", "longmemeval"]
@@ -303,3 +312,128 @@ def status(*, verify: bool = False, root: Path | None = None) -> Iterator[Status
         expected = expected_hash(ds.name, root)
         verified = (sha256_file(path) == expected) if (present and verify and expected) else None
         yield Status(ds.name, present, path, path.stat().st_size if present else 0, expected, verified, ds.description)
+
+
+YEARS = (1900, 2999)
+"""Years a benchmark date may fall in: later ones overflow the clock once a run adds its offsets."""
+
+LOCOMO_DEPTH = 9
+"""Deepest nesting of a LoCoMo file: 7 in ``locomo10.json`` (its observations), two spare for added fields."""
+LONGMEMEVAL_DEPTH = 7
+"""Deepest nesting of a LongMemEval file: 5 in its schema (array, instance, sessions, session, turn), two spare."""
+
+
+def check_year(when: datetime) -> datetime:
+    """``when`` if its year is in ``YEARS``; ``ValueError`` else."""
+    if not YEARS[0] <= when.year <= YEARS[1]:
+        raise ValueError(f"year {when.year} is outside {YEARS[0]}..{YEARS[1]}")
+    return when
+
+
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (JSON's ``\\ud800`` escapes decode to lone surrogates that cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_data_file(path: Path, what: str, hint: str) -> None:
+    """Refuse a ``--data`` path that is missing, a folder, or not a regular file (``/dev/null``), each in its words.
+
+    Args:
+        path: the given path.
+        what: the kind of file wanted (``"LongMemEval JSON file"``).
+        hint: the sentence that says how to get one.
+    """
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise UserError(f"--data {path}: is a directory, expected the {what}")
+    if path.exists():
+        raise UserError(f"--data {path}: not a regular file (a device or pipe), expected the {what}")
+    raise UserError(f"--data {path}: no such file; {hint}")
+
+
+class NestingGuard:
+    """A binary file that refuses, before handing it on, any block that nests deeper than ``most``.
+
+    A parser reads through it as through the file. Each block is checked
+    first (brackets outside strings, with the string and escape state
+    carried across blocks), so a file nested 100,000 deep is refused at the
+    first block past ``most``, before any parser builds one level of it, and
+    memory stays that of one block.
+
+    Args:
+        f: the file, opened in binary mode.
+        most: the deepest nesting the schema allows (the top-level array is 1).
+        source: the file name for the message.
+        what: what the file is (``"LongMemEval"``) for the message.
+    """
+
+    def __init__(self, f: BinaryIO, most: int, source: str, what: str) -> None:
+        self._f = f
+        self.most = most
+        self.source = source
+        self.what = what
+        self._depth = 0
+        self._in_string = False
+        self._backslashes = 0
+        self._offset = 0
+
+    def __enter__(self) -> NestingGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
+
+    def read(self, size: int = -1) -> bytes:
+        """The next block of the file, after checking it (``UserError`` past the allowed nesting)."""
+        block = self._f.read(size)
+        for start in range(0, len(block), _GUARD_BLOCK):
+            self._check(block[start:start + _GUARD_BLOCK])
+        return block
+
+    def _check(self, block: bytes) -> None:
+        import numpy as np
+
+        a = np.frombuffer(block, np.uint8)
+        n = a.size
+        if n == 0:
+            return
+        idx = np.arange(n)
+        is_bs = a == 92  # backslash
+        last_other = np.maximum.accumulate(np.where(is_bs, -1, idx))
+        # Backslashes just before each byte (those of the previous block included): an odd run escapes a quote.
+        run = np.empty(n, np.int64)
+        run[0] = self._backslashes
+        run[1:] = idx[:-1] - last_other[:-1] + np.where(last_other[:-1] < 0, self._backslashes, 0)
+        quote = (a == 34) & (run % 2 == 0)
+        inside = ((np.cumsum(quote) - quote) % 2).astype(bool) ^ self._in_string
+        levels = self._depth + np.cumsum(np.where(inside, 0, _step_table()[a]))
+        over = np.flatnonzero(levels > self.most)
+        if over.size:
+            raise UserError(
+                f"{self.source}: nested deeper than {self.most} levels at byte {self._offset + int(over[0])}; "
+                f"no {self.what} file nests deeper, so it is refused before parsing"
+            )
+        self._depth = int(levels[-1])
+        self._in_string = bool(inside[-1] ^ quote[-1])
+        self._backslashes = (n - 1 - int(last_other[-1]) + (self._backslashes if last_other[-1] < 0 else 0)) if is_bs[-1] else 0
+        self._offset += n
+
+
+@functools.cache
+def _step_table() -> Any:
+    """+1 for each opening bracket, -1 for each closing one, 0 else, by byte value."""
+    import numpy as np
+
+    step = np.zeros(256, np.int64)
+    step[[ord("["), ord("{")]] = 1
+    step[[ord("]"), ord("}")]] = -1
+    return step
+
+
+_GUARD_BLOCK = 1 << 20
+"""Bytes checked at a time (the arrays of one check are a few times this)."""
