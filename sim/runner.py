@@ -32,6 +32,7 @@ from memsim.memory.base import render_turn
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.heal import repairs
 from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.load import Load
@@ -178,6 +179,8 @@ def iter_run(
     info["embedder"] = getattr(resources.made_embedder, "model_id", None)
     if answer is not None and hasattr(answer, "cost"):
         info["llm"] = answer.cost()
+    if repairs():
+        info["cache_repairs"] = repairs()  # cache files found damaged, set aside and rebuilt
     probes, timeline, info = recorder.finish(info)
     result = RunResult(out_dir, probes, timeline, info, wall, info.get("failures", []))
     yield Checkpoint(info.get("total", 0), info.get("total", 0), info.get("unit", ""), recorder.n_probes, result)
@@ -222,10 +225,11 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dic
     t0 = time.perf_counter()
     embedder.encode(texts)
     after = embedder.stats
-    tally = info.setdefault("embedding", {"texts": 0, "embedded": 0, "cached": 0, "seconds": 0.0})
+    tally = info.setdefault("embedding", {"texts": 0, "embedded": 0, "cached": 0, "repaired": 0, "seconds": 0.0})
     tally["texts"] += len(texts)
     tally["embedded"] += after.misses - before.misses
     tally["cached"] += after.hits - before.hits
+    tally["repaired"] = tally.get("repaired", 0) + after.repaired - before.repaired
     tally["seconds"] = round(tally["seconds"] + time.perf_counter() - t0, 3)
 
 

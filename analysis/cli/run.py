@@ -154,8 +154,10 @@ def embedding_line(info: dict[str, Any]) -> str | None:
     emb = info.get("embedding")
     if not emb:
         return None
+    repaired = f", {emb['repaired']} damaged entries recomputed" if emb.get("repaired") else ""
+    rebuilt = f"; {len(info['cache_repairs'])} damaged cache file(s) set aside and rebuilt" if info.get("cache_repairs") else ""
     return (f"embedding ({info.get('embedder')}): {emb['texts']} distinct texts, {emb['embedded']} embedded, "
-            f"{emb['cached']} found cached, {emb['seconds']:.1f} s")
+            f"{emb['cached']} found cached{repaired}, {emb['seconds']:.1f} s{rebuilt}")
 
 
 def print_outcome(outcome: Any) -> None:
