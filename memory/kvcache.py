@@ -257,7 +257,14 @@ class KVCache:
         """
         rows = [(key,) for key in keys]
         self._write("DELETE FROM notes WHERE key = ?", rows)
-        return self._write("DELETE FROM kv WHERE key = ?", rows)
+        deleted = self._write("DELETE FROM kv WHERE key = ?", rows)
+        if deleted:
+            # secure_delete zeroes the pages in the database, but the write-ahead log still holds
+            # their earlier versions: fold it in and truncate it, so no copy of the text stays on disk.
+            with self._lock:
+                conn = self._connection()
+                _retry(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
+        return deleted
 
     def _write(self, sql: str, rows: list[tuple[bytes, ...]]) -> int:
         """Run ``sql`` once per row in one transaction; the number of rows changed."""

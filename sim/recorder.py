@@ -23,6 +23,14 @@ marked, in every part it is missing from and in ``run.json``'s
 ``failed_systems``; the run is then not complete, and rerunning the same
 command plays those parts again for that system only, adding its rows
 beside the ones already committed.
+
+Deleted text leaves the run folder too: when a user asks to forget turns,
+``redact`` replaces, in every row recorded so far (committed parts
+included) and every row recorded later, the retrieved text of memories
+derived from those turns, and the gold answer and the reader's answer of
+rows whose evidence or retrieved memories came from them, with
+``REDACTED``. A spec with ``keep_deleted_text`` keeps them (for
+debugging), and ``run.json`` says which was done.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +104,11 @@ TIMELINE_SCHEMA: dict[str, Any] = {
 }
 """Columns of the timeline (one row per session, tick or deletion per system)."""
 
+REDACTED = "[redacted: from a deleted turn]"
+"""What stands in the run folder for text that came from a turn a user asked to forget."""
+_TEXT_COLUMNS = ("gold", "answer", "answer_raw")
+"""Text columns of a row whose evidence or memories came from a deleted turn (besides ``retrieved_text``)."""
+
 ARMS = {"given": "system", "withheld": "twin", "shuffled": "placebo"}
 """A system's arm by the feedback it gets: itself, its twin (told nothing), its placebo (told shuffled bits)."""
 
@@ -118,6 +131,11 @@ class Recorder:
         self._memory_parts: dict[str, tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]] = {}
         self._arms: dict[str, dict[str, str]] = {}
         self._lock: int | None = None
+        self._keep_text = False
+        self._deleted: set[str] = set()
+        self._part_ids: dict[str, frozenset[str]] = {}
+        self.redacted = 0
+        """Rows whose text was redacted after a deletion, in this process."""
         self.n_probes = 0
         """Probe rows recorded so far in this process (committed or not)."""
 
@@ -131,6 +149,7 @@ class Recorder:
                 keys are named), is not a folder, is damaged, or another
                 process is writing it.
         """
+        self._keep_text = spec.keep_deleted_text
         if self.out_dir is None:
             return
         if self.out_dir.exists() and not self.out_dir.is_dir():
@@ -204,9 +223,40 @@ class Recorder:
     # -- rows -------------------------------------------------------------
 
     def probe(self, row: Mapping[str, Any]) -> None:
-        """Record one scored question for one system."""
-        self._probes.append(dict(row))
+        """Record one scored question for one system (its text redacted where it came from a deleted turn)."""
+        row = dict(row)
+        if self._deleted and _redact_row(row, self._deleted):
+            self.redacted += 1
+        self._probes.append(row)
         self.n_probes += 1
+
+    def redact(self, turn_ids: Collection[str]) -> None:
+        """Take the text derived from ``turn_ids`` out of every row recorded, on disk and in memory, now.
+
+        Kept when the spec says ``keep_deleted_text``.
+        """
+        if self._keep_text or not turn_ids:
+            return
+        gone = frozenset(turn_ids)
+        self._deleted |= gone
+        self.redacted += sum(_redact_row(row, gone) for row in self._probes)
+        if self.out_dir is None:
+            for key, (pf, tf, meta) in list(self._memory_parts.items()):
+                changed, pf = _redact_frame(pf, gone)
+                self.redacted += changed
+                self._memory_parts[key] = (pf, tf, meta)
+            return
+        for path in sorted((self.out_dir / "parts").glob("*.probes.parquet")):
+            stem = path.name.removesuffix(".probes.parquet")
+            ids = self._part_ids.get(stem)
+            if ids is None:  # a part committed by an earlier process
+                ids = self._part_ids[stem] = _frame_ids(pl.read_parquet(path))
+            if ids.isdisjoint(gone):
+                continue
+            changed, frame = _redact_frame(pl.read_parquet(path), gone)
+            if changed:
+                write_atomic(path, frame.write_parquet)
+                self.redacted += changed
 
     def timeline(self, row: Mapping[str, Any]) -> None:
         """Record one session / tick / deletion outcome for one system."""
@@ -271,6 +321,8 @@ class Recorder:
     def _write_part(self, stem: str, probes: pl.DataFrame, timeline: pl.DataFrame) -> None:
         assert self.out_dir is not None
         if probes.height:
+            if not self._keep_text:
+                self._part_ids[stem] = _frame_ids(probes)
             write_atomic(self.out_dir / "parts" / f"{stem}.probes.parquet", probes.write_parquet)
         if timeline.height:
             write_atomic(self.out_dir / "parts" / f"{stem}.timeline.parquet", timeline.write_parquet)
@@ -310,6 +362,7 @@ class Recorder:
         """
         if self._arms:
             run_info = {**run_info, "arms": self._arms}
+        run_info = {**run_info, "deleted_text": "kept (keep_deleted_text)" if self._keep_text else "redacted"}
         if self.out_dir is None:
             keys = sorted(self._memory_parts)
             probes = _concat([self._memory_parts[k][0] for k in keys], PROBE_SCHEMA)
@@ -328,6 +381,7 @@ class Recorder:
         probes = _concat(_read_parts(parts_dir, metas, "probes"), PROBE_SCHEMA)
         timeline = _concat(_read_parts(parts_dir, metas, "timeline"), TIMELINE_SCHEMA)
         info = _run_info(run_info, metas, complete)
+        info["redacted_rows"] = _redacted_rows(probes)
         complete = info["complete"]
         write_atomic(self.out_dir / "probes.parquet", probes.write_parquet)
         write_atomic(self.out_dir / "timeline.parquet", timeline.write_parquet)
@@ -353,6 +407,49 @@ def _run_info(run_info: Mapping[str, Any], metas: list[dict[str, Any]], complete
         **dict(run_info), "complete": complete and not failed, "failures": failures,
         "failed_systems": failed, "parts": parts,
     }
+
+
+def _redact_row(row: dict[str, Any], gone: set[str] | frozenset[str]) -> bool:
+    """Redact, in place, the text of ``row`` that came from turns in ``gone``; whether anything changed."""
+    hit = [not gone.isdisjoint(s or ()) for s in row.get("retrieved_sources") or ()]
+    from_deleted = any(hit) or any(t in gone for t in (row.get("evidence_ids") or ()))
+    if not from_deleted:
+        return False
+    texts = row.get("retrieved_text")
+    if texts is not None:
+        row["retrieved_text"] = [REDACTED if h else t for t, h in zip(texts, hit)] + list(texts[len(hit):])
+    for column in _TEXT_COLUMNS:
+        if row.get(column) is not None:
+            row[column] = REDACTED
+    return True
+
+
+def _redacted_rows(probes: pl.DataFrame) -> int:
+    """Rows of the run whose text was redacted after a deletion."""
+    if probes.height == 0:
+        return 0
+    return probes.filter(
+        pl.col("retrieved_text").list.contains(REDACTED).fill_null(False) | (pl.col("gold") == REDACTED).fill_null(False)
+    ).height
+
+
+def _frame_ids(frame: pl.DataFrame) -> frozenset[str]:
+    """Every turn id a frame's rows were derived from (evidence and memory sources)."""
+    ids: set[str] = set()
+    if "evidence_ids" in frame.columns:
+        ids.update(frame["evidence_ids"].explode().drop_nulls().to_list())
+    if "retrieved_sources" in frame.columns:
+        ids.update(frame["retrieved_sources"].explode().explode().drop_nulls().to_list())
+    return frozenset(ids)
+
+
+def _redact_frame(frame: pl.DataFrame, gone: frozenset[str]) -> tuple[int, pl.DataFrame]:
+    """(rows changed, the frame with their text redacted); the frame itself when nothing came from ``gone``."""
+    if frame.height == 0 or _frame_ids(frame).isdisjoint(gone):
+        return 0, frame
+    rows = frame.to_dicts()
+    changed = sum(_redact_row(row, gone) for row in rows)
+    return changed, pl.DataFrame(rows, schema=frame.schema, strict=False)
 
 
 def _read_parts(parts_dir: Path, metas: list[dict[str, Any]], kind: str) -> list[pl.DataFrame]:

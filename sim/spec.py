@@ -77,6 +77,8 @@ class RunSettings(BaseModel):
     twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")
     placebo: bool = Field(False, description="also play each learning system's placebo twin (feedback shuffled)")
     balance_kinds: bool = Field(False, description="weight questions so both halves have the same question-kind mix")
+    keep_deleted_text: bool = Field(False, description="keep, in the run folder, the text of turns deleted later "
+                                    "(default: redacted when the deletion comes; for debugging only)")
 
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
 

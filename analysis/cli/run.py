@@ -30,6 +30,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", type=int, default=None, help="memories retrieved per question (default: the config's)")
     add_out_argument(parser, help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
+    parser.add_argument("--keep-deleted-text", action="store_true", default=None,
+                        help="keep the text of turns deleted later in the run folder (default: redacted; for debugging)")
     parser.add_argument("--placebo", action="store_true", default=None,
                         help="also play each learning system's placebo twin (feedback shuffled)")
     parser.add_argument("--balance-kinds", action="store_true", default=None,
@@ -107,7 +109,8 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     if not systems and not config.run.systems:
         raise UserError(f"no systems: give --system or [run] systems in {config_path}; known: {', '.join(memory_names())}")
     spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args),
-                            placebo=args.placebo, balance_kinds=args.balance_kinds)
+                            placebo=args.placebo, balance_kinds=args.balance_kinds,
+                            keep_deleted_text=args.keep_deleted_text)
     out = args.out or default_out_dir(spec.scenario.name)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")
