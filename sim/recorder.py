@@ -49,7 +49,11 @@ from memsim.sim.core.errors import UserError
 from memsim.sim.core.files import write_atomic, write_text_atomic
 from memsim.sim.spec import RunSpec, spec_diff
 
-__all__ = ["Recorder", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES"]
+__all__ = ["Recorder", "RunFolderRefused", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES", "REDACTED"]
+
+
+class RunFolderRefused(UserError):
+    """The run folder cannot be written by this run (another writer, another spec, not a folder): nothing was played."""
 
 PROBE_SCHEMA: dict[str, Any] = {
     "system": pl.Utf8,
@@ -153,24 +157,39 @@ class Recorder:
         if self.out_dir is None:
             return
         if self.out_dir.exists() and not self.out_dir.is_dir():
-            raise UserError(f"--out {self.out_dir}: is a file, not a run folder; choose another --out")
+            raise RunFolderRefused(f"--out {self.out_dir}: is a file, not a run folder; choose another --out")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
+        try:
+            self._check_spec(spec)
+        except BaseException:
+            self.release()
+            raise
+        (self.out_dir / "parts").mkdir(exist_ok=True)
+
+    def _check_spec(self, spec: RunSpec) -> None:
+        """Write ``spec.json``, or check that the one there is the same spec."""
+        assert self.out_dir is not None
         path = self.out_dir / "spec.json"
         new = spec.to_json()
         if path.exists():
             old = _read_json(path, "run spec")
             if not isinstance(old, dict):
-                raise UserError(f"{path}: not a run spec (a JSON {type(old).__name__}); choose another --out")
+                raise RunFolderRefused(f"{path}: not a run spec (a JSON {type(old).__name__}); choose another --out")
             diff = spec_diff(old, new)
             if diff:
-                raise UserError(
+                raise RunFolderRefused(
                     f"{self.out_dir} holds a run of another spec (differs in {', '.join(diff[:8])}); "
                     "choose another --out, or rerun the same command to resume"
                 )
         else:
             spec.write(path)
-        (self.out_dir / "parts").mkdir(exist_ok=True)
+        summary = self.out_dir / "run.json"
+        if summary.exists():
+            try:
+                _read_json(summary, "run summary")
+            except UserError as exc:
+                raise RunFolderRefused(str(exc)) from None
 
     def _take_lock(self) -> None:
         """Hold ``.lock`` (an advisory lock the kernel drops when its holder dies) or refuse with its holder's pid."""
@@ -182,7 +201,7 @@ class Recorder:
         except OSError:
             holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
-            raise UserError(
+            raise RunFolderRefused(
                 f"{self.out_dir} is being written by another process (pid {holder}, lock {path}); "
                 "wait for it to finish or choose another --out"
             ) from None

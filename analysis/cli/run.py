@@ -114,8 +114,12 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     out = args.out or default_out_dir(spec.scenario.name)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")
+    from memsim.sim.recorder import RunFolderRefused
+
     try:
         outcome = execute(spec, out_dir=out, progress=progress_bar(), report=not args.no_report)
+    except RunFolderRefused:
+        raise  # nothing was played: there is nothing to resume
     except UserError:
         print(f"stopped; every row committed so far is in {out} (rerun the same command to resume)", file=sys.stderr)
         raise
