@@ -451,7 +451,7 @@ def iter_instances(
                 else:
                     last = obj.get("question_id", f"#{n}") if isinstance(obj, Mapping) else f"#{n}"
                 n += 1
-        except ijson.JSONError as exc:
+        except (ijson.JSONError, UnicodeDecodeError) as exc:  # a lone surrogate escape can decode to bad UTF-8
             raise UserError(
                 f"{p}: truncated or malformed JSON after {n} complete instances "
                 f"(last: {last}): {str(exc).strip() or type(exc).__name__}"
@@ -485,7 +485,7 @@ def scan_instances(path: str | Path) -> list[tuple[str, str]]:
                 elif prefix == "item" and event == "end_map":
                     out.append((qid if isinstance(qid, str) else f"#{len(out)}", qtype if isinstance(qtype, str) else ""))
                     qid = qtype = None
-        except ijson.JSONError as exc:
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
             last = out[-1][0] if out else "none"
             raise UserError(
                 f"{p}: truncated or malformed JSON after {len(out)} complete instances "
