@@ -87,7 +87,11 @@ def test_a_deleted_sentence_leaves_the_run_folder(tmp_path: Path) -> None:
 
 
 def test_keep_deleted_text_keeps_it_and_says_so(tmp_path: Path) -> None:
+    """The text stays, run.json says so, and every score equals the redacted run's."""
     result = _play(tmp_path / "kept", keep_deleted_text=True)
+    redacted = _play(tmp_path / "redacted")
+    numbers = [c for c, t in result.probes.schema.items() if t.is_numeric() and not c.endswith("_ms")]
+    assert result.probes.sort("question_id")[numbers].equals(redacted.probes.sort("question_id")[numbers])
     assert result.info["deleted_text"] == "kept (keep_deleted_text)" and result.info["redacted_rows"] == 0
     assert any(SECRET in t for t in result.probes.sort("question_id")["retrieved_text"][0].to_list())
     assert json.loads((tmp_path / "kept" / "spec.json").read_text())["keep_deleted_text"] is True
