@@ -122,27 +122,24 @@ def _one_line_error(argv: list[str]) -> str:
     return lines[-1]
 
 
-@FUZZ
-@given(bad_json(LOCOMO, ((0, "conversation", "session_1_date_time"),), "sample_id"))
-def test_locomo_loader_refuses_bad_files_with_one_line(data: bytes) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "locomo.json"
-        path.write_bytes(data)
-        with pytest.raises(UserError) as err:
-            load_locomo(path)
-        assert str(path) in str(err.value)
-        assert "error" in _one_line_error(["static", "locomo", "--data", str(path), "--out", f"{tmp}/out"])
+_LOADERS: dict[str, tuple[Any, ...]] = {
+    "locomo": (LOCOMO, ((0, "conversation", "session_1_date_time"),), "sample_id", load_locomo),
+    "longmemeval": (LME, ((0, "question_date"), (0, "haystack_dates", 0)), "question_id", load_instances),
+}
+"""Per loader: a valid file, where its dates are, its id field, the loader."""
 
 
-@FUZZ
-@given(bad_json(LME, ((0, "question_date"), (0, "haystack_dates", 0)), "question_id"))
-def test_longmemeval_loader_refuses_bad_files_with_one_line(data: bytes) -> None:
+@settings(FUZZ, max_examples=80)
+@given(st.sampled_from(sorted(_LOADERS)).flatmap(lambda kind: st.tuples(st.just(kind), bad_json(*_LOADERS[kind][:3]))))
+def test_loaders_refuse_bad_files_with_one_line(case: tuple[str, bytes]) -> None:
+    kind, data = case
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "lme.json"
+        path = Path(tmp) / "data.json"
         path.write_bytes(data)
         with pytest.raises(UserError) as err:
-            load_instances(path)
+            _LOADERS[kind][3](path)
         assert str(path) in str(err.value)
+        assert "error" in _one_line_error(["static", kind, "--data", str(path), "--out", f"{tmp}/out"])
 
 
 @FUZZ

@@ -224,6 +224,8 @@ def print_outcome(outcome: Any) -> None:
               f"{timings['time_compression']:,.0f}x faster than real time")
     for f in m.get("failures", []):
         print(f"FAILED: {f['system']} during {f['operation']} at {f['time']}: {f['error']}")
+    if str(outcome.result.info.get("deleted_text", "")).startswith("kept"):
+        print("deleted text kept: the run folder holds the text of turns users asked to forget (--keep-deleted-text)")
     if outcome.out_dir is not None:
         report = Path(outcome.out_dir) / "report.html"
         if report.exists():
