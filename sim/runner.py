@@ -157,12 +157,12 @@ def iter_run(
             endpoint that is gone (rows committed so far stay on disk, and the
             cut-short part is kept for inspection; rerunning resumes).
     """
-    recorder = Recorder(out_dir)
-    recorder.open(spec)
     if resources is None:
         resources = Resources(rng=streams(spec.seed)["systems"])
     if scorers is None:
         scorers = [build_scorer(name) for name in spec.scorers]
+    recorder = Recorder(out_dir)
+    recorder.open(spec)
     p = _Play(spec, recorder, resources, list(scorers), answer)
     play = _static if spec.fresh_per_episode else _longitudinal
     t0 = time.perf_counter()
@@ -173,6 +173,9 @@ def iter_run(
         if p.part is not None:
             recorder.commit(p.part, complete=False)
         recorder.finish(info, complete=False)
+        raise
+    except BaseException:  # a bug, an interrupt, or the generator closed early: the folder's lock goes back
+        recorder.release()
         raise
     wall = time.perf_counter() - t0
     # Which embedder the systems shared (None when no system embeds).
