@@ -18,7 +18,6 @@ next to the repository.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -402,37 +401,42 @@ class NestingGuard:
         n = a.size
         if n == 0:
             return
-        idx = np.arange(n)
-        is_bs = a == 92  # backslash
-        last_other = np.maximum.accumulate(np.where(is_bs, -1, idx))
-        # Backslashes just before each byte (those of the previous block included): an odd run escapes a quote.
-        run = np.empty(n, np.int64)
-        run[0] = self._backslashes
-        run[1:] = idx[:-1] - last_other[:-1] + np.where(last_other[:-1] < 0, self._backslashes, 0)
-        quote = (a == 34) & (run % 2 == 0)
-        inside = ((np.cumsum(quote) - quote) % 2).astype(bool) ^ self._in_string
-        levels = self._depth + np.cumsum(np.where(inside, 0, _step_table()[a]))
+        # Only quotes, backslashes and brackets matter; work on their positions, not on every byte.
+        bs = np.flatnonzero(a == 92)
+        quotes = np.flatnonzero(a == 34)
+        folded = a | 32  # "[" and "{" both become "{", "]" and "}" both "}"
+        opens = folded == 123
+        brackets = np.flatnonzero(opens | (folded == 125))
+        # Runs of backslashes: where each ends and how long it is (a run at the start continues the last block's).
+        if bs.size:
+            starts = np.flatnonzero(np.diff(bs, prepend=-2) != 1)
+            ends = np.append(starts[1:], bs.size) - 1
+            lengths = ends - starts + 1
+            if bs[0] == 0:
+                lengths[0] += self._backslashes
+            odd_ends = bs[ends[lengths % 2 == 1]]
+        else:
+            lengths = odd_ends = bs
+        # A quote right after an odd run of backslashes is part of a string (both arrays are sorted).
+        at = np.searchsorted(odd_ends, quotes - 1)
+        escaped = odd_ends[np.minimum(at, odd_ends.size - 1)] == quotes - 1 if odd_ends.size else np.zeros(quotes.size, bool)
+        if self._backslashes % 2 and quotes.size and quotes[0] == 0:
+            escaped[0] = True  # the run ended the last block
+        real = quotes[~escaped]
+        inside = (np.searchsorted(real, brackets) + self._in_string) % 2 == 1
+        moves = np.where(inside, 0, np.where(opens[brackets], 1, -1))
+        levels = self._depth + np.cumsum(moves)
         over = np.flatnonzero(levels > self.most)
         if over.size:
             raise UserError(
-                f"{self.source}: nested deeper than {self.most} levels at byte {self._offset + int(over[0])}; "
+                f"{self.source}: nested deeper than {self.most} levels at byte {self._offset + int(brackets[over[0]])}; "
                 f"no {self.what} file nests deeper, so it is refused before parsing"
             )
-        self._depth = int(levels[-1])
-        self._in_string = bool(inside[-1] ^ quote[-1])
-        self._backslashes = (n - 1 - int(last_other[-1]) + (self._backslashes if last_other[-1] < 0 else 0)) if is_bs[-1] else 0
+        if levels.size:
+            self._depth = int(levels[-1])
+        self._in_string = bool((real.size + self._in_string) % 2)
+        self._backslashes = int(lengths[-1]) if bs.size and bs[-1] == n - 1 else 0
         self._offset += n
-
-
-@functools.cache
-def _step_table() -> Any:
-    """+1 for each opening bracket, -1 for each closing one, 0 else, by byte value."""
-    import numpy as np
-
-    step = np.zeros(256, np.int64)
-    step[[ord("["), ord("{")]] = 1
-    step[[ord("]"), ord("}")]] = -1
-    return step
 
 
 _GUARD_BLOCK = 1 << 20
