@@ -204,3 +204,11 @@ def test_serve_runs_calls_to_different_instances_side_by_side() -> None:
     assert time.monotonic() - t0 < 1.0
     gate.set()
     slow.join()
+
+
+def test_the_openapi_document_asks_for_k_of_at_least_one() -> None:
+    """The server refuses k = 0, and its document says so."""
+    from memsim.memory.http_server import openapi_document
+
+    k = openapi_document()["components"]["schemas"]["QueryRequest"]["properties"]["k"]
+    assert k["minimum"] == 1
