@@ -59,6 +59,10 @@ def answer_options(args: Any) -> AnswerOptions | None:
     from memsim.sim.answer.options import AnswerOptions
 
     options = AnswerOptions(**{f: getattr(args, f) for f in AnswerOptions.model_fields if hasattr(args, f)})
+    if options.prices is not None:
+        from memsim.sim.answer.meter import PriceTable
+
+        PriceTable.load(options.prices)  # a missing or bad --prices file is an error even when no reader runs
     if not options.enabled:
         return None
     from memsim.analysis.judge_check import judge_checks_for_run, stderr_progress

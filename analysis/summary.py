@@ -365,6 +365,10 @@ def summarise(
         metrics["reader_prompts"] = list(spec.answer.prompts or ()) or PROMPT_PARAPHRASE
     timings: dict[str, Any] = {"systems": {}}
     scored = probes.filter(pl.col("error").is_null()) if probes.height else probes
+    # A system that failed mid-run has rows for part of the questions only: no table is computed from them.
+    failed = dict(info.get("failed_systems") or {})
+    if failed and scored.height:
+        scored = scored.filter(~pl.col("system").is_in(list(failed)))
     if probes.height and metric not in probes.columns:
         raise UserError(f"the rows have no column {metric!r} (the run's metric); scorers: {', '.join(spec.scorers)}")
     systems = list(dict.fromkeys(scored["system"].to_list())) if scored.height else []
@@ -422,7 +426,11 @@ def summarise(
             "retrieve_ms": _latency(rows["retrieve_ms"]),
             "ingest_ms_total": float(tl["ingest_ms"].fill_null(0).sum()) if tl.height else None,
         }
+    for name, why in failed.items():
+        per_system[name] = {"failed": why, "questions": probes.filter(pl.col("system") == name).height}
     metrics["systems"] = per_system
+    if failed:
+        metrics["failed_systems"] = failed
     judges = judge_marks(spec, [c for c in cols if c.startswith("answer_")])
     if judges:
         metrics["judges"] = judges

@@ -3,13 +3,20 @@
 ``create_app(name, args)`` builds a FastAPI application whose instances are
 fresh systems from the registry (``build_memory(name, args)``), one per
 ``POST /v1/instances``; the wire format is ``memsim.memory.http``'s. The instances
-share one embedder (``Resources``), and calls to one instance are serialised
-(systems are not thread-safe). ``memsim serve`` runs it under uvicorn.
+share one embedder (``Resources``, whose embedder locks itself). Calls to one
+instance are serialised (a system is not thread-safe); calls to different
+instances run side by side. ``memsim serve`` runs it under uvicorn.
+
+What one client can take from the others is bounded: a request body past
+``max_body`` bytes is refused with 413 before it is read whole, at most
+``max_instances`` instances live at once (503 past that), and an instance
+unused for ``idle_expiry_s`` seconds is dropped (its calls then get 404).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,32 +46,111 @@ from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 __all__ = ["create_app", "openapi_document"]
 
 
-class _Instances:
-    """Live systems by id. One lock serialises every call: systems and their shared
-    embedder are not thread-safe, and FastAPI runs handlers on a thread pool."""
+MAX_BODY = 16 * 1024 * 1024
+"""Largest request body served by default (bytes): a session of turns is kilobytes."""
+MAX_INSTANCES = 256
+"""Most live instances by default (a run opens one per system and twin)."""
+IDLE_EXPIRY_S = 3600.0
+"""Seconds an instance may stay unused before it is dropped, by default."""
 
-    def __init__(self, build: Callable[[int], MemorySystem]) -> None:
+
+class _Instances:
+    """Live systems by id, each with its own lock: a system is not thread-safe, and
+    FastAPI runs handlers on a thread pool, but two instances share no state."""
+
+    def __init__(self, build: Callable[[int], MemorySystem], *, cap: int, idle_s: float) -> None:
         self._build = build
-        self.lock = threading.Lock()
-        self._systems: dict[str, MemorySystem] = {}
+        self.cap = cap
+        self.idle_s = idle_s
+        self._lock = threading.Lock()
+        self._systems: dict[str, tuple[MemorySystem, threading.Lock]] = {}
+        self._used: dict[str, float] = {}
 
     def open(self, seed: int) -> str:
-        with self.lock:
+        from fastapi import HTTPException
+
+        with self._lock:
+            self._expire()
+            if len(self._systems) >= self.cap:
+                raise HTTPException(
+                    status_code=503,
+                    detail=f"{len(self._systems)} instances are open, the most this server keeps; "
+                    "close one (DELETE /v1/instances/{id}) or wait for idle ones to expire",
+                )
             key = uuid.uuid4().hex
-            self._systems[key] = self._build(seed)
+            # Reserve the slot first, so that concurrent opens cannot pass the cap while one builds.
+            self._systems[key] = (None, threading.Lock())  # type: ignore[assignment]
+            self._used[key] = time.monotonic()
+        try:
+            system = self._build(seed)
+        except BaseException:
+            with self._lock:
+                self._systems.pop(key, None)
+                self._used.pop(key, None)
+            raise
+        with self._lock:
+            self._systems[key] = (system, self._systems[key][1])
         return key
 
     def close(self, key: str) -> bool:
-        with self.lock:
+        with self._lock:
+            self._used.pop(key, None)
             return self._systems.pop(key, None) is not None
 
-    def get(self, key: str) -> MemorySystem:
+    def _expire(self) -> None:
+        """Drop instances unused for ``idle_s`` (called with ``_lock`` held)."""
+        cutoff = time.monotonic() - self.idle_s
+        for key in [k for k, t in self._used.items() if t < cutoff]:
+            self._systems.pop(key, None)
+            self._used.pop(key, None)
+
+    def call(self, key: str, fn: Callable[[MemorySystem], Any]) -> Any:
+        """``fn(system)`` under that instance's own lock."""
         from fastapi import HTTPException
 
-        found = self._systems.get(key)
-        if found is None:
+        with self._lock:
+            self._expire()
+            found = self._systems.get(key)
+            if found is not None and found[0] is not None:
+                self._used[key] = time.monotonic()
+        if found is None or found[0] is None:
             raise HTTPException(status_code=404, detail=f"no instance {key!r} (open one with POST /v1/instances)")
-        return found
+        system, lock = found
+        with lock:
+            return fn(system)
+
+
+class _BodyLimit:
+    """ASGI middleware: a request body past ``limit`` bytes gets 413, whether or not it declares its length."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Any], send: Callable[..., Any]) -> None:
+        from fastapi import HTTPException
+        from starlette.responses import JSONResponse
+
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        too_big = f"request body over {self.limit} bytes, the most this server takes"
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await JSONResponse({"detail": too_big}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                # An HTTPException passes FastAPI's body reading unchanged and is answered as 413.
+                raise HTTPException(status_code=413, detail=too_big)
+            return message
+
+        await self.app(scope, limited, send)
 
 
 def create_app(
@@ -72,6 +158,9 @@ def create_app(
     args: Mapping[str, Any] | None = None,
     *,
     make_resources: Callable[[int], Resources] | None = None,
+    max_body: int = MAX_BODY,
+    max_instances: int = MAX_INSTANCES,
+    idle_expiry_s: float = IDLE_EXPIRY_S,
 ) -> Any:
     """A FastAPI app serving registered system ``name`` with ``args``.
 
@@ -80,6 +169,9 @@ def create_app(
         args: Its constructor arguments.
         make_resources: Resources for an instance from its seed; default: a
             generator from the seed and the shared default embedder.
+        max_body: Largest request body in bytes (larger: 413).
+        max_instances: Most live instances (more: 503).
+        idle_expiry_s: Seconds after its last call an instance is dropped.
     """
     from fastapi import FastAPI, HTTPException
 
@@ -100,7 +192,7 @@ def create_app(
         return build_memory(name, args, resources=resources_for(seed))
 
     build(0)  # fail at start-up, not on the first client, when name or args are bad
-    instances = _Instances(build)
+    instances = _Instances(build, cap=max_instances, idle_s=idle_expiry_s)
     app = FastAPI(
         title="memsim memory protocol",
         version=PROTOCOL,
@@ -111,18 +203,22 @@ def create_app(
         ),
     )
 
+    app.add_middleware(_BodyLimit, limit=max_body)
+
     errors: dict[int | str, dict[str, Any]] = {
         400: {"model": ErrorOut, "description": "the system refused the request"},
-        404: {"model": ErrorOut, "description": "no such instance"},
+        404: {"model": ErrorOut, "description": "no such instance (never opened, closed or expired)"},
+        413: {"model": ErrorOut, "description": "request body too large"},
     }
 
     def call(key: str, fn: Callable[[MemorySystem], Any]) -> Any:
-        with instances.lock:
-            system = instances.get(key)
+        def guarded(system: MemorySystem) -> Any:
             try:
                 return fn(system)
             except (ValueError, KeyError, TypeError) as exc:
                 raise HTTPException(status_code=400, detail=f"{type(exc).__name__}: {exc}") from exc
+
+        return instances.call(key, guarded)
 
     @app.get("/v1/health", response_model=Health, tags=["service"])
     def health() -> Health:
@@ -134,7 +230,10 @@ def create_app(
         """The served system: registered name, args, whether feedback can change it."""
         return Describe(protocol=PROTOCOL, name=name, args=args, description=description, learns=learns)
 
-    @app.post("/v1/instances", response_model=InstanceOut, tags=["instances"])
+    @app.post(
+        "/v1/instances", response_model=InstanceOut, tags=["instances"],
+        responses={503: {"model": ErrorOut, "description": "the most instances this server keeps are open"}},
+    )
     def open_instance(body: InstanceRequest) -> InstanceOut:
         """A fresh, empty system whose random source is seeded with ``seed``."""
         return InstanceOut(instance_id=instances.open(body.seed))

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.heal import is_damage, set_aside
 
 __all__ = ["KVCache", "default_cache_dir"]
 
@@ -113,6 +114,25 @@ class KVCache:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         try:
+            return self._connect()
+        except UserError as exc:
+            if not (is_damage(exc.__context__) and set_aside(self.path, self.label, exc.__context__)):
+                raise
+        return self._connect()  # a fresh file in place of the damaged one
+
+    def _heal(self, exc: BaseException) -> None:
+        """After a read or write found the file damaged: set it aside and reconnect to a fresh one, or re-raise."""
+        if not is_damage(exc):
+            raise exc
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        if not set_aside(self.path, self.label, exc):
+            raise exc
+        self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(
                 self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
@@ -120,13 +140,15 @@ class KVCache:
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
             _retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
+            # A purged entry is overwritten on disk, not just unlinked from the b-tree.
+            conn.execute("PRAGMA secure_delete = ON")
             _retry(lambda: conn.execute(_SCHEMA))
             _retry(lambda: conn.execute(_NOTES))
         except (OSError, sqlite3.Error) as exc:
-            raise UserError(
+            raise UserError(  # keeps the error as its context: _connection heals a damaged file
                 f"cannot open {self.label} {self.path}: {exc}; "
                 "set MEMSIM_CACHE_DIR to a writable folder or turn the cache off"
-            ) from None
+            ) from exc
         self._conn, self._pid = conn, os.getpid()
         return conn
 
@@ -147,24 +169,31 @@ class KVCache:
             The values found, by key, and the number of damaged rows seen
             (left out of the result: they read as misses).
         """
+        with self._lock:
+            try:
+                return self._get_many(keys)
+            except sqlite3.DatabaseError as exc:
+                self._heal(exc)
+                return {}, 0  # the fresh file holds nothing: every key is a miss
+
+    def _get_many(self, keys: Sequence[bytes]) -> tuple[dict[bytes, bytes], int]:
         found: dict[bytes, bytes] = {}
         damaged = 0
-        with self._lock:
-            conn = self._connection()
-            for start in range(0, len(keys), _LOOKUP_CHUNK):
-                chunk = list(keys[start : start + _LOOKUP_CHUNK])
-                marks = ",".join("?" * len(chunk))
-                rows = _retry(
-                    lambda: conn.execute(
-                        f"SELECT key, value, checksum FROM kv WHERE key IN ({marks})", chunk
-                    ).fetchall()
-                )
-                for key, value, checksum in rows:
-                    key, value = bytes(key), bytes(value)
-                    if bytes(checksum) != _checksum(key, value):
-                        damaged += 1
-                    else:
-                        found[key] = value
+        conn = self._connection()
+        for start in range(0, len(keys), _LOOKUP_CHUNK):
+            chunk = list(keys[start : start + _LOOKUP_CHUNK])
+            marks = ",".join("?" * len(chunk))
+            rows = _retry(
+                lambda: conn.execute(
+                    f"SELECT key, value, checksum FROM kv WHERE key IN ({marks})", chunk
+                ).fetchall()
+            )
+            for key, value, checksum in rows:
+                key, value = bytes(key), bytes(value)
+                if bytes(checksum) != _checksum(key, value):
+                    damaged += 1
+                else:
+                    found[key] = value
         return found, damaged
 
     def get(self, key: bytes) -> bytes | None:
@@ -195,18 +224,25 @@ class KVCache:
         needles = [t.encode("utf-8") for t in texts if t]
         if not needles:
             return []
-        found: dict[bytes, None] = {}
         with self._lock:
-            conn = self._connection()
-            for needle in needles:
-                rows = _retry(
-                    lambda: conn.execute(
-                        "SELECT key FROM kv WHERE instr(value, ?) > 0 "
-                        "UNION SELECT key FROM notes WHERE instr(note, ?) > 0",
-                        (needle, needle),
-                    ).fetchall()
-                )
-                found.update((bytes(r[0]), None) for r in rows)
+            try:
+                return self._find(needles)
+            except sqlite3.DatabaseError as exc:
+                self._heal(exc)
+                return []
+
+    def _find(self, needles: list[bytes]) -> list[bytes]:
+        found: dict[bytes, None] = {}
+        conn = self._connection()
+        for needle in needles:
+            rows = _retry(
+                lambda: conn.execute(
+                    "SELECT key FROM kv WHERE instr(value, ?) > 0 "
+                    "UNION SELECT key FROM notes WHERE instr(note, ?) > 0",
+                    (needle, needle),
+                ).fetchall()
+            )
+            found.update((bytes(r[0]), None) for r in rows)
         return list(found)
 
     def purge_containing(self, texts: Iterable[str]) -> int:
@@ -221,35 +257,53 @@ class KVCache:
         """
         rows = [(key,) for key in keys]
         self._write("DELETE FROM notes WHERE key = ?", rows)
-        return self._write("DELETE FROM kv WHERE key = ?", rows)
+        deleted = self._write("DELETE FROM kv WHERE key = ?", rows)
+        if deleted:
+            # secure_delete zeroes the pages in the database, but the write-ahead log still holds
+            # their earlier versions: fold it in and truncate it, so no copy of the text stays on disk.
+            with self._lock:
+                conn = self._connection()
+                _retry(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
+        return deleted
 
     def _write(self, sql: str, rows: list[tuple[bytes, ...]]) -> int:
         """Run ``sql`` once per row in one transaction; the number of rows changed."""
         if not rows:
             return 0
         with self._lock:
-            conn = self._connection()
+            try:
+                return self._write_rows(sql, rows)
+            except sqlite3.DatabaseError as exc:
+                self._heal(exc)
+                return self._write_rows(sql, rows)
 
-            def write() -> int:
-                # IMMEDIATE takes the write lock up front, so a busy database
-                # fails here (and is retried) rather than halfway through.
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    changed = conn.executemany(sql, rows).rowcount
-                    conn.execute("COMMIT")
-                except BaseException:
-                    # Leave no transaction open, so a retry can BEGIN again.
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                return changed
+    def _write_rows(self, sql: str, rows: list[tuple[bytes, ...]]) -> int:
+        conn = self._connection()
 
-            return _retry(write)
+        def write() -> int:
+            # IMMEDIATE takes the write lock up front, so a busy database
+            # fails here (and is retried) rather than halfway through.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                changed = conn.executemany(sql, rows).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                # Leave no transaction open, so a retry can BEGIN again.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return changed
+
+        return _retry(write)
 
     def __len__(self) -> int:
         with self._lock:
             conn = self._connection()
-            return int(_retry(lambda: conn.execute("SELECT COUNT(*) FROM kv").fetchone())[0])
+            try:
+                return int(_retry(lambda: conn.execute("SELECT COUNT(*) FROM kv").fetchone())[0])
+            except sqlite3.DatabaseError as exc:
+                self._heal(exc)
+                return 0
 
     def close(self) -> None:
         """Close the connection (reopened on next use)."""

@@ -52,6 +52,22 @@ def load_config(path: str | Path) -> RunConfig:
     return config_from_mapping(read_toml(p, "config", missing="config file"), source=str(p))
 
 
+def _check_systems(run: RunTable, where: str) -> None:
+    """Every ``[run] systems`` entry parses with valid arguments and the control is a registered system."""
+    from memsim.memory.registry import UnknownSystemError, memory_names, parse_system
+
+    for i, entry in enumerate(run.systems):
+        try:
+            parse_system(entry)
+        except (UnknownSystemError, ValueError) as exc:
+            raise UserError(f"run.systems[{i}] = {entry!r}{where}: {exc}") from None
+    if run.control not in (None, "none") and ":" not in run.control and run.control not in memory_names():
+        raise UserError(
+            f"run.control = {run.control!r}{where}: not a registered system; "
+            f"known: {', '.join(memory_names())} (or \"none\" for no control)"
+        )
+
+
 def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConfig:
     """Validate an already parsed config."""
     where = f" in {source}" if source else ""
@@ -63,6 +79,7 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConf
     if not isinstance(scen, Mapping) or "name" not in scen:
         raise UserError(f"missing [scenario] table with a 'name' key{where}")
     run = validate_args(RunTable, data.get("run", {}), what="run", source=source)
+    _check_systems(run, where)
     load = validate_args(LoadSettings, data["load"], what="load", source=source) if "load" in data else None
     args = {k: v for k, v in scen.items() if k != "name"}
     build_scenario(str(scen["name"]), args, source=source)  # validates the scenario's keys now

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memsim.memory.base import Turn
 from memsim.scenarios import persona_text as T
 from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.validate import validate_args
+from memsim.sim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
 
 __all__ = ["PersonaConfig", "PersonaScenario", "BASE_CHANGE_RATES", "RECOMMENDATION_TOPIC"]
@@ -66,19 +66,19 @@ class PersonaConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    users: int = Field(3, ge=1, description="number of simulated users")
-    months: float = Field(6.0, gt=0, description="simulated span in months of 30 days")
-    sessions_per_week: float = Field(2.0, gt=0, description="mean session arrivals per user per week (Poisson)")
-    turns_per_session: int = Field(8, ge=2, description="mean turns per session (user + assistant)")
+    users: Annotated[int, bounded(100_000)] = Field(3, ge=1, description="number of simulated users")
+    months: Annotated[float, bounded(240)] = Field(6.0, gt=0, description="simulated span in months of 30 days")
+    sessions_per_week: Annotated[float, bounded(100)] = Field(2.0, gt=0, description="mean session arrivals per user per week (Poisson)")
+    turns_per_session: Annotated[int, bounded(1_000)] = Field(8, ge=2, description="mean turns per session (user + assistant)")
     small_talk: float = Field(0.5, ge=0, le=1, description="share of turn pairs that are small talk")
-    facts_per_session: int = Field(3, ge=1, description="most facts a user tells in one session")
-    questions_per_week: float = Field(4.0, gt=0, description="mean questions per user per week (Poisson)")
+    facts_per_session: Annotated[int, bounded(100)] = Field(3, ge=1, description="most facts a user tells in one session")
+    questions_per_week: Annotated[float, bounded(1_000)] = Field(4.0, gt=0, description="mean questions per user per week (Poisson)")
     reask_rate: float = Field(0.3, ge=0, le=1, description="chance a question asks an earlier one again")
     paraphrase_rate: float = Field(0.5, ge=0, le=1, description="chance a re-ask is phrased differently")
-    topic_skew: float = Field(1.0, ge=0, description="Zipf exponent of topic popularity (0 = uniform)")
-    change_rate: float = Field(1.0, ge=0, description="multiplier on every slot's change rate")
+    topic_skew: Annotated[float, bounded(100)] = Field(1.0, ge=0, description="Zipf exponent of topic popularity (0 = uniform)")
+    change_rate: Annotated[float, bounded(1_000)] = Field(1.0, ge=0, description="multiplier on every slot's change rate")
     change_rates: dict[str, float] = Field(default_factory=dict, description="per-slot changes per month (override)")
-    deletion_rate: float = Field(0.1, ge=0, description="forget requests per user per month")
+    deletion_rate: Annotated[float, bounded(1_000)] = Field(0.1, ge=0, description="forget requests per user per month")
     recommendation_rate: float = Field(0.15, ge=0, le=1, description="chance a session has a book recommendation")
     slots: tuple[str, ...] = Field(tuple(T.SLOTS), description="fact slots in use")
     start: datetime = Field(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc), description="simulated time zero")

@@ -23,7 +23,7 @@ from memsim.scenarios.base import FileScenario, ScenarioStream, StaticOptions, S
 from memsim.scenarios.locomo_stream import default_locomo_path
 from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
 from memsim.sim.core.errors import UserError
-from memsim.static_benchmarks.data import fetch_hint, resolve_given
+from memsim.static_benchmarks.data import check_data_file, fetch_hint, resolve_given
 from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, RETRIEVAL_KS
 
 __all__ = [
@@ -186,8 +186,7 @@ class LongMemEvalBenchmark(FileScenario):
                 f"name a LongMemEval file with --data or scenario.data{where} (or set MEMSIM_LONGMEMEVAL), "
                 f"or {fetch_hint('longmemeval')}"
             )
-        if not path.is_file():
-            raise UserError(f"--data {path}: no such file; {fetch_hint('longmemeval')} (or another release: memsim data list)")
+        check_data_file(path, "LongMemEval JSON file", f"{fetch_hint('longmemeval')} (or another release: memsim data list)")
         self.path = path
         from memsim.static_benchmarks.longmemeval import select
 

@@ -491,6 +491,7 @@ class Harness:
 
         Restatements of a forgotten turn (correction channel) are forgotten with it.
         """
+        self.recorder.redact(event.turn_ids)  # memsim's own rows keep no text of them (unless the spec says keep)
         for sut in self._live():
             restated = {r for tid in event.turn_ids for r in self._restated.get((sut.label, tid), ())}
             turn_ids = (*event.turn_ids, *sorted(restated))

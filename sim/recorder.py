@@ -12,13 +12,34 @@ again (static runs skip its episode; longitudinal runs replay it from the
 caches and drop the rows). ``finish`` joins the parts, in key order, into
 ``probes.parquet`` and ``timeline.parquet``, so a resumed run's rows equal an
 uninterrupted run's. A folder made for another spec is refused.
+
+A run folder has one writer: ``open`` takes an exclusive lock
+(``.lock``, holding the writer's pid); a second writer is refused with one
+line, and a lock left by a process that died is taken over (the operating
+system drops the lock of a dead process).
+
+A system that fails mid-run (an outside endpoint that stops answering) is
+marked, in every part it is missing from and in ``run.json``'s
+``failed_systems``; the run is then not complete, and rerunning the same
+command plays those parts again for that system only, adding its rows
+beside the ones already committed.
+
+Deleted text leaves the run folder too: when a user asks to forget turns,
+``redact`` replaces, in every row recorded so far (committed parts
+included) and every row recorded later, the retrieved text of memories
+derived from those turns, and the gold answer and the reader's answer of
+rows whose evidence or retrieved memories came from them, with
+``REDACTED``. A spec with ``keep_deleted_text`` keeps them (for
+debugging), and ``run.json`` says which was done.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +49,11 @@ from memsim.sim.core.errors import UserError
 from memsim.sim.core.files import write_atomic, write_text_atomic
 from memsim.sim.spec import RunSpec, spec_diff
 
-__all__ = ["Recorder", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES"]
+__all__ = ["Recorder", "RunFolderRefused", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES", "REDACTED"]
+
+
+class RunFolderRefused(UserError):
+    """The run folder cannot be written by this run (another writer, another spec, not a folder): nothing was played."""
 
 PROBE_SCHEMA: dict[str, Any] = {
     "system": pl.Utf8,
@@ -83,6 +108,11 @@ TIMELINE_SCHEMA: dict[str, Any] = {
 }
 """Columns of the timeline (one row per session, tick or deletion per system)."""
 
+REDACTED = "[redacted: from a deleted turn]"
+"""What stands in the run folder for text that came from a turn a user asked to forget."""
+_TEXT_COLUMNS = ("gold", "answer", "answer_raw")
+"""Text columns of a row whose evidence or memories came from a deleted turn (besides ``retrieved_text``)."""
+
 ARMS = {"given": "system", "withheld": "twin", "shuffled": "placebo"}
 """A system's arm by the feedback it gets: itself, its twin (told nothing), its placebo (told shuffled bits)."""
 
@@ -104,43 +134,95 @@ class Recorder:
         self._failures: list[dict[str, Any]] = []
         self._memory_parts: dict[str, tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]] = {}
         self._arms: dict[str, dict[str, str]] = {}
+        self._lock: int | None = None
+        self._keep_text = False
+        self._deleted: set[str] = set()
+        self._part_ids: dict[str, frozenset[str]] = {}
+        self.redacted = 0
+        """Rows whose text was redacted after a deletion, in this process."""
         self.n_probes = 0
         """Probe rows recorded so far in this process (committed or not)."""
 
     # -- the run folder ---------------------------------------------------
 
     def open(self, spec: RunSpec) -> None:
-        """Start or resume a run folder for ``spec``.
+        """Start or resume a run folder for ``spec``, as its one writer.
 
         Raises:
-            UserError: the folder holds a run of another spec (the differing keys are named).
+            UserError: the folder holds a run of another spec (the differing
+                keys are named), is not a folder, is damaged, or another
+                process is writing it.
         """
+        self._keep_text = spec.keep_deleted_text
         if self.out_dir is None:
             return
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise RunFolderRefused(f"--out {self.out_dir}: is a file, not a run folder; choose another --out")
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        try:
+            self._check_spec(spec)
+        except BaseException:
+            self.release()
+            raise
+        (self.out_dir / "parts").mkdir(exist_ok=True)
+
+    def _check_spec(self, spec: RunSpec) -> None:
+        """Write ``spec.json``, or check that the one there is the same spec."""
+        assert self.out_dir is not None
         path = self.out_dir / "spec.json"
         new = spec.to_json()
         if path.exists():
-            try:
-                old = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise UserError(f"{path}: unreadable run spec ({exc}); choose another --out") from None
+            old = _read_json(path, "run spec")
+            if not isinstance(old, dict):
+                raise RunFolderRefused(f"{path}: not a run spec (a JSON {type(old).__name__}); choose another --out")
             diff = spec_diff(old, new)
             if diff:
-                raise UserError(
+                raise RunFolderRefused(
                     f"{self.out_dir} holds a run of another spec (differs in {', '.join(diff[:8])}); "
                     "choose another --out, or rerun the same command to resume"
                 )
         else:
             spec.write(path)
-        (self.out_dir / "parts").mkdir(exist_ok=True)
+        summary = self.out_dir / "run.json"
+        if summary.exists():
+            try:
+                _read_json(summary, "run summary")
+            except UserError as exc:
+                raise RunFolderRefused(str(exc)) from None
+
+    def _take_lock(self) -> None:
+        """Hold ``.lock`` (an advisory lock the kernel drops when its holder dies) or refuse with its holder's pid."""
+        assert self.out_dir is not None
+        path = self.out_dir / ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise RunFolderRefused(
+                f"{self.out_dir} is being written by another process (pid {holder}, lock {path}); "
+                "wait for it to finish or choose another --out"
+            ) from None
+        # A lock left by a dead process needs no cleaning: flock was released with it, the pid is overwritten.
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock = fd
+
+    def release(self) -> None:
+        """Give up the run folder's lock (``finish`` does; a process that dies drops it too)."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     @property
     def finished(self) -> bool:
         """Whether the folder already holds the joined rows of a finished run."""
         if self.out_dir is None or not all((self.out_dir / f).exists() for f in RUN_FILES):
             return False
-        return bool(json.loads((self.out_dir / "run.json").read_text(encoding="utf-8")).get("complete"))
+        info = _read_json(self.out_dir / "run.json", "run summary")
+        return bool(isinstance(info, dict) and info.get("complete"))
 
     def is_done(self, key: str) -> bool:
         """Whether part ``key`` is committed complete (resume skips or drops it)."""
@@ -149,14 +231,51 @@ class Recorder:
         path = self.out_dir / "parts" / f"{key}.json"
         if not path.exists():
             return self.finished
-        return bool(json.loads(path.read_text(encoding="utf-8")).get("complete", True))
+        meta = _read_json(path, "run part")
+        return bool(meta.get("complete", True)) and not self._missing(meta)
+
+    def _missing(self, meta: Mapping[str, Any]) -> list[str]:
+        """Systems still missing from a committed part: failed there, and not added by a resume."""
+        added = {label for extra in meta.get("resumed", []) for label in extra["systems"]}
+        return [label for label in meta.get("missing", []) if label not in added]
 
     # -- rows -------------------------------------------------------------
 
     def probe(self, row: Mapping[str, Any]) -> None:
-        """Record one scored question for one system."""
-        self._probes.append(dict(row))
+        """Record one scored question for one system (its text redacted where it came from a deleted turn)."""
+        row = dict(row)
+        if self._deleted and _redact_row(row, self._deleted):
+            self.redacted += 1
+        self._probes.append(row)
         self.n_probes += 1
+
+    def redact(self, turn_ids: Collection[str]) -> None:
+        """Take the text derived from ``turn_ids`` out of every row recorded, on disk and in memory, now.
+
+        Kept when the spec says ``keep_deleted_text``.
+        """
+        if self._keep_text or not turn_ids:
+            return
+        gone = frozenset(turn_ids)
+        self._deleted |= gone
+        self.redacted += sum(_redact_row(row, gone) for row in self._probes)
+        if self.out_dir is None:
+            for key, (pf, tf, meta) in list(self._memory_parts.items()):
+                changed, pf = _redact_frame(pf, gone)
+                self.redacted += changed
+                self._memory_parts[key] = (pf, tf, meta)
+            return
+        for path in sorted((self.out_dir / "parts").glob("*.probes.parquet")):
+            stem = path.name.removesuffix(".probes.parquet")
+            ids = self._part_ids.get(stem)
+            if ids is None:  # a part committed by an earlier process
+                ids = self._part_ids[stem] = _frame_ids(pl.read_parquet(path))
+            if ids.isdisjoint(gone):
+                continue
+            changed, frame = _redact_frame(pl.read_parquet(path), gone)
+            if changed:
+                write_atomic(path, frame.write_parquet)
+                self.redacted += changed
 
     def timeline(self, row: Mapping[str, Any]) -> None:
         """Record one session / tick / deletion outcome for one system."""
@@ -176,16 +295,31 @@ class Recorder:
         """Record that ``system`` raised during ``operation``."""
         self._failures.append({"system": system, "time": str(time), "operation": operation, "error": error})
 
-    def commit(self, key: str, info: Mapping[str, Any] | None = None, *, complete: bool = True) -> None:
+    def commit(
+        self, key: str, info: Mapping[str, Any] | None = None, *, complete: bool = True, missing: Sequence[str] = ()
+    ) -> None:
         """Write the rows recorded since the last commit as part ``key`` (dropped if it exists).
 
         ``info`` (JSON data: the episode's totals, the systems' reports) is kept with the part.
         ``complete=False`` keeps the rows of a part that was cut short (an
         endpoint failed) for inspection; a resumed run plays that part again.
+        ``missing`` names the systems that had failed by the end of the part:
+        their rows of this part are left out (a system that failed halfway
+        through a day has half a day), and a resumed run adds them.
         """
         probes, timeline, failures = self._probes, self._timeline, self._failures
         self._probes, self._timeline, self._failures = [], [], []
-        if self.is_done(key):
+        gone = set(missing)
+        if gone:
+            probes = [r for r in probes if r.get("system") not in gone]
+            timeline = [r for r in timeline if r.get("system") not in gone]
+        if self.out_dir is not None and (self.out_dir / "parts" / f"{key}.json").exists():
+            meta = _read_json(self.out_dir / "parts" / f"{key}.json", "run part")
+            if meta.get("complete", True):
+                self._resume(key, meta, probes, timeline, failures, gone)
+                return
+            # A part cut short is played again whole.
+        elif self.is_done(key):
             return
         meta = {
             "key": key,
@@ -193,24 +327,47 @@ class Recorder:
             "probes": len(probes),
             "timeline": len(timeline),
             "failures": failures,
+            "missing": sorted(gone),
             **dict(info or {}),
         }
         pf, tf = _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA)
         if self.out_dir is None:
             self._memory_parts[key] = (pf, tf, meta)
             return
-        parts = self.out_dir / "parts"
-        if probes:
-            write_atomic(parts / f"{key}.probes.parquet", pf.write_parquet)
-        if timeline:
-            write_atomic(parts / f"{key}.timeline.parquet", tf.write_parquet)
-        write_text_atomic(parts / f"{key}.json", json.dumps(meta, default=str, sort_keys=True))
+        self._write_part(key, pf, tf)
+        write_text_atomic(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True))
+
+    def _write_part(self, stem: str, probes: pl.DataFrame, timeline: pl.DataFrame) -> None:
+        assert self.out_dir is not None
+        if probes.height:
+            if not self._keep_text:
+                self._part_ids[stem] = _frame_ids(probes)
+            write_atomic(self.out_dir / "parts" / f"{stem}.probes.parquet", probes.write_parquet)
+        if timeline.height:
+            write_atomic(self.out_dir / "parts" / f"{stem}.timeline.parquet", timeline.write_parquet)
+
+    def _resume(
+        self, key: str, meta: dict[str, Any], probes: list[dict[str, Any]], timeline: list[dict[str, Any]],
+        failures: list[dict[str, Any]], gone: set[str],
+    ) -> None:
+        """A committed part played again: the rows of the systems it misses that now ran go beside it."""
+        assert self.out_dir is not None
+        now = [label for label in self._missing(meta) if label not in gone]
+        if not now:
+            return
+        n = len(meta.get("resumed", []))
+        probes = [r for r in probes if r.get("system") in now]
+        timeline = [r for r in timeline if r.get("system") in now]
+        self._write_part(f"{key}.r{n}", _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA))
+        extra = {"systems": now, "probes": len(probes), "timeline": len(timeline), "failures": failures}
+        meta["resumed"] = [*meta.get("resumed", []), extra]
+        write_text_atomic(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True))
 
     def parts(self) -> list[dict[str, Any]]:
         """The committed parts' JSON, in key order."""
         if self.out_dir is None:
             return [self._memory_parts[k][2] for k in sorted(self._memory_parts)]
-        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((self.out_dir / "parts").glob("*.json"))]
+        return [_read_json(p, "run part") for p in sorted((self.out_dir / "parts").glob("*.json"))]
 
     def finish(
         self, run_info: Mapping[str, Any], *, complete: bool = True
@@ -224,6 +381,7 @@ class Recorder:
         """
         if self._arms:
             run_info = {**run_info, "arms": self._arms}
+        run_info = {**run_info, "deleted_text": "kept (keep_deleted_text)" if self._keep_text else "redacted"}
         if self.out_dir is None:
             keys = sorted(self._memory_parts)
             probes = _concat([self._memory_parts[k][0] for k in keys], PROBE_SCHEMA)
@@ -231,6 +389,7 @@ class Recorder:
             metas = [self._memory_parts[k][2] for k in keys]
             return probes, timeline, _run_info(run_info, metas, complete)
         if self.finished:
+            self.release()
             return (
                 pl.read_parquet(self.out_dir / "probes.parquet"),
                 pl.read_parquet(self.out_dir / "timeline.parquet"),
@@ -238,26 +397,103 @@ class Recorder:
             )
         parts_dir = self.out_dir / "parts"
         metas = self.parts()
-        probes = _concat(
-            [pl.read_parquet(parts_dir / f"{m['key']}.probes.parquet") for m in metas if m["probes"]], PROBE_SCHEMA
-        )
-        timeline = _concat(
-            [pl.read_parquet(parts_dir / f"{m['key']}.timeline.parquet") for m in metas if m["timeline"]],
-            TIMELINE_SCHEMA,
-        )
+        probes = _concat(_read_parts(parts_dir, metas, "probes"), PROBE_SCHEMA)
+        timeline = _concat(_read_parts(parts_dir, metas, "timeline"), TIMELINE_SCHEMA)
         info = _run_info(run_info, metas, complete)
+        info["redacted_rows"] = _redacted_rows(probes)
+        complete = info["complete"]
         write_atomic(self.out_dir / "probes.parquet", probes.write_parquet)
         write_atomic(self.out_dir / "timeline.parquet", timeline.write_parquet)
         write_text_atomic(self.out_dir / "run.json", json.dumps(info, indent=2, default=str, sort_keys=True) + "\n")
         if complete:
             shutil.rmtree(parts_dir, ignore_errors=True)
+        self.release()
         return probes, timeline, info
 
 
 def _run_info(run_info: Mapping[str, Any], metas: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
-    failures = [f for m in metas for f in m["failures"]]
+    failures = [f for m in metas for f in (*m["failures"], *(f for x in m.get("resumed", []) for f in x["failures"]))]
     parts = [{k: v for k, v in m.items() if k != "failures"} for m in metas]
-    return {**dict(run_info), "complete": complete, "failures": failures, "parts": parts}
+    added = [{label for x in m.get("resumed", []) for label in x["systems"]} for m in metas]
+    failed: dict[str, str] = {}
+    for m, extra in zip(metas, added):
+        for label in m.get("missing", []):
+            if label not in extra and label not in failed:
+                why = [f for f in failures if f["system"] == label]
+                failed[label] = f"{why[-1]['operation']}: {why[-1]['error']}" if why else "failed"
+    # A system with missing rows makes the run incomplete: its tables would compare halves of unequal questions.
+    return {
+        **dict(run_info), "complete": complete and not failed, "failures": failures,
+        "failed_systems": failed, "parts": parts,
+    }
+
+
+def _redact_row(row: dict[str, Any], gone: set[str] | frozenset[str]) -> bool:
+    """Redact, in place, the text of ``row`` that came from turns in ``gone``; whether anything changed."""
+    hit = [not gone.isdisjoint(s or ()) for s in row.get("retrieved_sources") or ()]
+    from_deleted = any(hit) or any(t in gone for t in (row.get("evidence_ids") or ()))
+    if not from_deleted:
+        return False
+    texts = row.get("retrieved_text")
+    if texts is not None:
+        row["retrieved_text"] = [REDACTED if h else t for t, h in zip(texts, hit)] + list(texts[len(hit):])
+    for column in _TEXT_COLUMNS:
+        if row.get(column) is not None:
+            row[column] = REDACTED
+    return True
+
+
+def _redacted_rows(probes: pl.DataFrame) -> int:
+    """Rows of the run whose text was redacted after a deletion."""
+    if probes.height == 0:
+        return 0
+    return probes.filter(
+        pl.col("retrieved_text").list.contains(REDACTED).fill_null(False) | (pl.col("gold") == REDACTED).fill_null(False)
+    ).height
+
+
+def _frame_ids(frame: pl.DataFrame) -> frozenset[str]:
+    """Every turn id a frame's rows were derived from (evidence and memory sources)."""
+    ids: set[str] = set()
+    if "evidence_ids" in frame.columns:
+        ids.update(frame["evidence_ids"].explode().drop_nulls().to_list())
+    if "retrieved_sources" in frame.columns:
+        ids.update(frame["retrieved_sources"].explode().explode().drop_nulls().to_list())
+    return frozenset(ids)
+
+
+def _redact_frame(frame: pl.DataFrame, gone: frozenset[str]) -> tuple[int, pl.DataFrame]:
+    """(rows changed, the frame with their text redacted); the frame itself when nothing came from ``gone``."""
+    if frame.height == 0 or _frame_ids(frame).isdisjoint(gone):
+        return 0, frame
+    rows = frame.to_dicts()
+    changed = sum(_redact_row(row, gone) for row in rows)
+    return changed, pl.DataFrame(rows, schema=frame.schema, strict=False)
+
+
+def _read_parts(parts_dir: Path, metas: list[dict[str, Any]], kind: str) -> list[pl.DataFrame]:
+    """The committed ``kind`` (probes, timeline) frames of every part and of every resume beside it, in key order."""
+    stems = [m["key"] for m in metas if m[kind]]
+    stems += [f"{m['key']}.r{n}" for m in metas for n, x in enumerate(m.get("resumed", [])) if x[kind]]
+    frames = []
+    for stem in sorted(stems):
+        path = parts_dir / f"{stem}.{kind}.parquet"
+        try:
+            frames.append(pl.read_parquet(path))
+        except (OSError, pl.exceptions.ComputeError) as exc:
+            raise UserError(
+                f"{path}: damaged run part ({type(exc).__name__}: {exc}); delete parts/{stem.split('.')[0]}.* "
+                "in the run folder to play that part again"
+            ) from None
+    return frames
+
+
+def _read_json(path: Path, what: str) -> Any:
+    """A JSON file of the run folder; an unreadable or damaged one is a ``UserError`` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable {what} ({exc}); delete or repair it, or choose another --out") from None
 
 
 _NESTED = pl.List(pl.List(pl.Utf8))

@@ -32,6 +32,7 @@ from memsim.memory.base import render_turn
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.heal import repairs
 from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.load import Load
@@ -119,6 +120,11 @@ def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
     return suts + twins
 
 
+def _failed(suts: Sequence[SystemUnderTest]) -> list[str]:
+    """Labels of the systems that have failed (their rows of the part are left out, and a rerun adds them)."""
+    return [s.label for s in suts if s.failed is not None]
+
+
 def _reports(suts: Sequence[SystemUnderTest]) -> dict[str, Any]:
     return {s.label: s.system.report() for s in suts if callable(getattr(s.system, "report", None))}
 
@@ -151,12 +157,12 @@ def iter_run(
             endpoint that is gone (rows committed so far stay on disk, and the
             cut-short part is kept for inspection; rerunning resumes).
     """
-    recorder = Recorder(out_dir)
-    recorder.open(spec)
     if resources is None:
         resources = Resources(rng=streams(spec.seed)["systems"])
     if scorers is None:
         scorers = [build_scorer(name) for name in spec.scorers]
+    recorder = Recorder(out_dir)
+    recorder.open(spec)
     p = _Play(spec, recorder, resources, list(scorers), answer)
     play = _static if spec.fresh_per_episode else _longitudinal
     t0 = time.perf_counter()
@@ -168,11 +174,16 @@ def iter_run(
             recorder.commit(p.part, complete=False)
         recorder.finish(info, complete=False)
         raise
+    except BaseException:  # a bug, an interrupt, or the generator closed early: the folder's lock goes back
+        recorder.release()
+        raise
     wall = time.perf_counter() - t0
     # Which embedder the systems shared (None when no system embeds).
     info["embedder"] = getattr(resources.made_embedder, "model_id", None)
     if answer is not None and hasattr(answer, "cost"):
         info["llm"] = answer.cost()
+    if repairs():
+        info["cache_repairs"] = repairs()  # cache files found damaged, set aside and rebuilt
     probes, timeline, info = recorder.finish(info)
     result = RunResult(out_dir, probes, timeline, info, wall, info.get("failures", []))
     yield Checkpoint(info.get("total", 0), info.get("total", 0), info.get("unit", ""), recorder.n_probes, result)
@@ -217,10 +228,11 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dic
     t0 = time.perf_counter()
     embedder.encode(texts)
     after = embedder.stats
-    tally = info.setdefault("embedding", {"texts": 0, "embedded": 0, "cached": 0, "seconds": 0.0})
+    tally = info.setdefault("embedding", {"texts": 0, "embedded": 0, "cached": 0, "repaired": 0, "seconds": 0.0})
     tally["texts"] += len(texts)
     tally["embedded"] += after.misses - before.misses
     tally["cached"] += after.hits - before.hits
+    tally["repaired"] = tally.get("repaired", 0) + after.repaired - before.repaired
     tally["seconds"] = round(tally["seconds"] + time.perf_counter() - t0, 3)
 
 
@@ -301,7 +313,7 @@ def _longitudinal(
     for day in range(1, total_days + 1):
         p.part = f"d{day:06d}"
         env.run(until=min(day * 86400.0, span) if day < total_days else span + 1e-6)
-        p.recorder.commit(p.part)
+        p.recorder.commit(p.part, missing=_failed(suts))
         yield Checkpoint(day, total_days, "day", p.recorder.n_probes)
     # Feedback still in flight at the end is delivered so systems end in a defined state.
     p.part = "end"
@@ -313,7 +325,7 @@ def _longitudinal(
         env.run(until=until)
     if harness.load is not None:
         env.run(until=until + harness.config.feedback_delay_s + 1.0)
-    p.recorder.commit("end")
+    p.recorder.commit("end", missing=_failed(suts))
     p.part = None
     p.info["system_reports"] = _reports(suts)
     if harness.erasures:
@@ -365,7 +377,10 @@ def _static(
             start_processes(harness.env, harness, [_maintained_after_ingest(ep)])
             harness.env.run()
             final = {s.label: {"items": s.system.stats().items, "bytes": s.system.stats().bytes} for s in suts}
-            p.recorder.commit(part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)})
+            p.recorder.commit(
+                part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)},
+                missing=_failed(suts),
+            )
             p.part = None
         q_offset += totals["questions"]
         done += 1

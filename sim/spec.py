@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
 from memsim.sim.load import LoadSettings
-from memsim.sim.core.validate import validate_args
+from memsim.sim.core.validate import bounded, validate_args
 
 FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction", "implicit", "implicit:P")
 """What a system is told after a question (``RunSpec.feedback_from``); see ``check_channel``."""
@@ -68,7 +68,7 @@ class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: int = Field(0, ge=0, description="seed of the run's random streams (memsim.sim.core.streams)")
-    k: int = Field(10, ge=1, description="memories a reader sees per question; the headline cut-off")
+    k: Annotated[int, bounded(10_000)] = Field(10, ge=1, description="memories a reader sees per question; the headline cut-off")
     retrieve_k: int | None = Field(None, ge=1, description="memories fetched per question (default: k); "
                                    "static runs fetch max(ks) and score prefixes")
     ks: tuple[int, ...] = Field(DEFAULT_KS, validate_default=True, description="evidence cut-offs scored (k is added; "
@@ -77,15 +77,17 @@ class RunSettings(BaseModel):
                                      "applied to every question")
     metric: str = Field("", validate_default=True, description="the headline column (default: recall_all@k)")
     control: str | None = Field("naive", description="static control for the difference in differences (none: no control)")
-    feedback_delay_hours: float = Field(1.0, ge=0, description="delay before a question's feedback arrives")
+    feedback_delay_hours: Annotated[float, bounded(24 * 365 * 10)] = Field(1.0, ge=0, description="delay before a question's feedback arrives")
     feedback_from: str = Field("evidence", description="feedback channel: evidence, answer, noisy:P, none, "
                                "correction, implicit, implicit:P (memsim.sim.implicit)")
-    maintenance_every_hours: float = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
+    maintenance_every_hours: Annotated[float, bounded(24 * 365 * 10, least=0.1)] = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
     n_boot: int = Field(2000, ge=100, description="bootstrap resamples per interval")
     twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")
     placebo: bool = Field(True, description="also play each learning system's placebo (feedback calls with bits "
                                             "unrelated to the question, at the same rate); false: twin only")
     balance_kinds: bool = Field(False, description="weight questions so both halves have the same question-kind mix")
+    keep_deleted_text: bool = Field(False, description="keep, in the run folder, the text of turns deleted later "
+                                    "(default: redacted when the deletion comes; for debugging only)")
 
     _channel = field_validator("feedback_from")(classmethod(lambda cls, v: check_channel(v)))
 

@@ -23,8 +23,9 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, BinaryIO, Literal
 
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.files import write_text_atomic
@@ -42,6 +43,13 @@ __all__ = [
     "fetch_hint",
     "sha256_file",
     "status",
+    "NestingGuard",
+    "check_data_file",
+    "check_year",
+    "is_unicode",
+    "YEARS",
+    "LOCOMO_DEPTH",
+    "LONGMEMEVAL_DEPTH",
 ]
 
 Kind = Literal["locomo", "longmemeval"]
@@ -303,3 +311,133 @@ def status(*, verify: bool = False, root: Path | None = None) -> Iterator[Status
         expected = expected_hash(ds.name, root)
         verified = (sha256_file(path) == expected) if (present and verify and expected) else None
         yield Status(ds.name, present, path, path.stat().st_size if present else 0, expected, verified, ds.description)
+
+
+YEARS = (1900, 2999)
+"""Years a benchmark date may fall in: later ones overflow the clock once a run adds its offsets."""
+
+LOCOMO_DEPTH = 9
+"""Deepest nesting of a LoCoMo file: 7 in ``locomo10.json`` (its observations), two spare for added fields."""
+LONGMEMEVAL_DEPTH = 7
+"""Deepest nesting of a LongMemEval file: 5 in its schema (array, instance, sessions, session, turn), two spare."""
+
+
+def check_year(when: datetime) -> datetime:
+    """``when`` if its year is in ``YEARS``; ``ValueError`` else."""
+    if not YEARS[0] <= when.year <= YEARS[1]:
+        raise ValueError(f"year {when.year} is outside {YEARS[0]}..{YEARS[1]}")
+    return when
+
+
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (JSON's ``\\ud800`` escapes decode to lone surrogates that cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_data_file(path: Path, what: str, hint: str) -> None:
+    """Refuse a ``--data`` path that is missing, a folder, or not a regular file (``/dev/null``), each in its words.
+
+    Args:
+        path: the given path.
+        what: the kind of file wanted (``"LongMemEval JSON file"``).
+        hint: the sentence that says how to get one.
+    """
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise UserError(f"--data {path}: is a directory, expected the {what}")
+    if path.exists():
+        raise UserError(f"--data {path}: not a regular file (a device or pipe), expected the {what}")
+    raise UserError(f"--data {path}: no such file; {hint}")
+
+
+class NestingGuard:
+    """A binary file that refuses, before handing it on, any block that nests deeper than ``most``.
+
+    A parser reads through it as through the file. Each block is checked
+    first (brackets outside strings, with the string and escape state
+    carried across blocks), so a file nested 100,000 deep is refused at the
+    first block past ``most``, before any parser builds one level of it, and
+    memory stays that of one block.
+
+    Args:
+        f: the file, opened in binary mode.
+        most: the deepest nesting the schema allows (the top-level array is 1).
+        source: the file name for the message.
+        what: what the file is (``"LongMemEval"``) for the message.
+    """
+
+    def __init__(self, f: BinaryIO, most: int, source: str, what: str) -> None:
+        self._f = f
+        self.most = most
+        self.source = source
+        self.what = what
+        self._depth = 0
+        self._in_string = False
+        self._backslashes = 0
+        self._offset = 0
+
+    def __enter__(self) -> NestingGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
+
+    def read(self, size: int = -1) -> bytes:
+        """The next block of the file, after checking it (``UserError`` past the allowed nesting)."""
+        block = self._f.read(size)
+        for start in range(0, len(block), _GUARD_BLOCK):
+            self._check(block[start:start + _GUARD_BLOCK])
+        return block
+
+    def _check(self, block: bytes) -> None:
+        import numpy as np
+
+        a = np.frombuffer(block, np.uint8)
+        n = a.size
+        if n == 0:
+            return
+        # Only quotes, backslashes and brackets matter; work on their positions, not on every byte.
+        bs = np.flatnonzero(a == 92)
+        quotes = np.flatnonzero(a == 34)
+        folded = a | 32  # "[" and "{" both become "{", "]" and "}" both "}"
+        opens = folded == 123
+        brackets = np.flatnonzero(opens | (folded == 125))
+        # Runs of backslashes: where each ends and how long it is (a run at the start continues the last block's).
+        if bs.size:
+            starts = np.flatnonzero(np.diff(bs, prepend=-2) != 1)
+            ends = np.append(starts[1:], bs.size) - 1
+            lengths = ends - starts + 1
+            if bs[0] == 0:
+                lengths[0] += self._backslashes
+            odd_ends = bs[ends[lengths % 2 == 1]]
+        else:
+            lengths = odd_ends = bs
+        # A quote right after an odd run of backslashes is part of a string (both arrays are sorted).
+        at = np.searchsorted(odd_ends, quotes - 1)
+        escaped = odd_ends[np.minimum(at, odd_ends.size - 1)] == quotes - 1 if odd_ends.size else np.zeros(quotes.size, bool)
+        if self._backslashes % 2 and quotes.size and quotes[0] == 0:
+            escaped[0] = True  # the run ended the last block
+        real = quotes[~escaped]
+        inside = (np.searchsorted(real, brackets) + self._in_string) % 2 == 1
+        moves = np.where(inside, 0, np.where(opens[brackets], 1, -1))
+        levels = self._depth + np.cumsum(moves)
+        over = np.flatnonzero(levels > self.most)
+        if over.size:
+            raise UserError(
+                f"{self.source}: nested deeper than {self.most} levels at byte {self._offset + int(brackets[over[0]])}; "
+                f"no {self.what} file nests deeper, so it is refused before parsing"
+            )
+        if levels.size:
+            self._depth = int(levels[-1])
+        self._in_string = bool((real.size + self._in_string) % 2)
+        self._backslashes = int(lengths[-1]) if bs.size and bs[-1] == n - 1 else 0
+        self._offset += n
+
+
+_GUARD_BLOCK = 1 << 20
+"""Bytes checked at a time (the arrays of one check are a few times this)."""

@@ -27,7 +27,9 @@ them differently, so both label sets are offered (``CATEGORY_LABELS``).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -39,6 +41,7 @@ from typing import Any
 from memsim.memory.base import Turn
 from memsim.sim.core.errors import UserError
 from memsim.sim.events import Episode, Question, Session
+from memsim.static_benchmarks.data import LOCOMO_DEPTH, NestingGuard, check_year, is_unicode
 
 __all__ = [
     "CATEGORY_LABELS",
@@ -243,7 +246,7 @@ def parse_locomo_date(text: str) -> datetime:
         ValueError: the text is not in that shape.
     """
     parsed = datetime.strptime(" ".join(text.split()), _DATE_FORMAT)
-    return parsed.replace(tzinfo=timezone.utc)
+    return check_year(parsed.replace(tzinfo=timezone.utc))
 
 
 def clean_evidence(raw: Sequence[str], known_dia_ids: set[str] | frozenset[str]) -> tuple[list[str], Counter[str]]:
@@ -300,9 +303,12 @@ def load_locomo(path: str | Path) -> LocomoDataset:
         raise UserError(f"{path}: is a directory, expected the LoCoMo JSON file (locomo10.json)") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    NestingGuard(io.BytesIO(data), LOCOMO_DEPTH, str(path), "LoCoMo").read()
     try:
-        records = json.loads(data)
+        records = json.loads(data, parse_constant=_not_json)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    except ValueError as exc:  # NaN and Infinity, which Python's json accepts and JSON does not
         raise UserError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(records, list) or not records:
         raise UserError(
@@ -338,6 +344,10 @@ def load_locomo(path: str | Path) -> LocomoDataset:
     )
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _shape_error(path: Path, where: str, message: str) -> UserError:
     return UserError(f"{path}: not LoCoMo-shaped: {where}: {message}")
 
@@ -350,6 +360,8 @@ def _require(path: Path, where: str, obj: Mapping[str, Any], key: str, kind: typ
     if not isinstance(value, kind) or isinstance(value, bool):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise _shape_error(path, where, f"field {key!r} must be {names}, got {type(value).__name__}")
+    if isinstance(value, str) and not is_unicode(value):
+        raise _shape_error(path, where, f"field {key!r} holds text that is not valid Unicode (a lone surrogate escape)")
     return value
 
 
@@ -445,9 +457,10 @@ def _load_record(
         adversarial = None if adversarial is None else str(adversarial)
         if "answer" in raw and raw["answer"] is not None:
             answer_value = raw["answer"]
-            if isinstance(answer_value, bool) or not isinstance(answer_value, (str, int, float)):
+            if (isinstance(answer_value, bool) or not isinstance(answer_value, (str, int, float))
+                    or isinstance(answer_value, float) and not math.isfinite(answer_value)):
                 raise _shape_error(
-                    path, q_where, f"field 'answer' must be a string or number, got {type(answer_value).__name__}"
+                    path, q_where, f"field 'answer' must be a string or finite number, got {answer_value!r}"
                 )
             if not isinstance(answer_value, str):
                 counts["answers_int"] += 1

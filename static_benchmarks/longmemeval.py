@@ -65,6 +65,7 @@ import numpy as np
 from memsim.memory.base import Turn
 from memsim.sim.core.errors import UserError
 from memsim.sim.events import Episode, Question, Session
+from memsim.static_benchmarks.data import LONGMEMEVAL_DEPTH, NestingGuard, check_year, is_unicode
 
 if TYPE_CHECKING:
     from memsim.memory.base import Retrieved
@@ -251,7 +252,7 @@ def parse_lme_date(text: str) -> datetime:
         raise ValueError(f"cannot parse date {text!r}; expected like {_DATE_EXAMPLE!r}")
     year, month, day, hour, minute = (int(g) for g in m.groups())
     try:
-        return datetime(year, month, day, hour, minute, tzinfo=timezone.utc)
+        return check_year(datetime(year, month, day, hour, minute, tzinfo=timezone.utc))
     except ValueError as exc:
         raise ValueError(f"cannot parse date {text!r}: {exc}") from None
 
@@ -267,6 +268,8 @@ def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], sour
     if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         return _raise(_bad(source, qid, key, f"expected {names}, got {type(value).__name__}"))
+    if isinstance(value, str) and not is_unicode(value):
+        return _raise(_bad(source, qid, key, "text that is not valid Unicode (a lone surrogate escape)"))
     return value
 
 
@@ -353,8 +356,8 @@ def instance_from_json(
             if role not in _ROLES:
                 raise _bad(source, qid, f"{where}.role", f"got {role!r}; valid: {', '.join(_ROLES)}")
             content = t.get("content")
-            if not isinstance(content, str):
-                raise _bad(source, qid, f"{where}.content", "missing or not a string")
+            if not isinstance(content, str) or not is_unicode(content):
+                raise _bad(source, qid, f"{where}.content", "missing, not a string, or not valid Unicode")
             has = t.get("has_answer", False)
             if not isinstance(has, bool):
                 raise _bad(source, qid, f"{where}.has_answer", f"expected true or false, got {has!r}")
@@ -392,15 +395,15 @@ def _open_array(path: Path) -> Any:
         raise UserError(f"{path}: no such file (get the LongMemEval files as the README says)") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot open: {exc.strerror}") from None
-    head = f.read(4096).lstrip()
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:].lstrip()
+    head = f.read(4096)
+    bom = head.startswith(b"\xef\xbb\xbf")  # a UTF-8 byte order mark: allowed, and skipped for the parser
+    head = head[3 if bom else 0:].lstrip()
     if not head.startswith(b"["):
         f.close()
         what = "an empty file" if not head else f"a file starting with {head[:1]!r}"
         raise UserError(f"{path}: expected a JSON array of LongMemEval instances, got {what}")
-    f.seek(0)
-    return f
+    f.seek(3 if bom else 0)
+    return NestingGuard(f, LONGMEMEVAL_DEPTH, str(path), "LongMemEval")
 
 
 def iter_instances(
@@ -431,6 +434,7 @@ def iter_instances(
     wanted = None if indices is None else frozenset(indices)
     stop = max(wanted, default=-1) if wanted is not None else None
     last = "none (error before the first instance)"
+    seen: set[str] = set()
     n = 0
     with _open_array(p) as f:
         try:
@@ -439,12 +443,15 @@ def iter_instances(
                     return  # nothing wanted lies further on: the rest of a 2.7 GB file is not read
                 if wanted is None or n in wanted:
                     inst = instance_from_json(obj, source=str(p), index=n, warnings=warnings)
+                    if inst.question_id in seen:
+                        raise UserError(f"{p}: instance #{n}: duplicate question_id {inst.question_id!r}")
+                    seen.add(inst.question_id)
                     last = inst.question_id
                     yield inst
                 else:
                     last = obj.get("question_id", f"#{n}") if isinstance(obj, Mapping) else f"#{n}"
                 n += 1
-        except ijson.JSONError as exc:
+        except (ijson.JSONError, UnicodeDecodeError) as exc:  # a lone surrogate escape can decode to bad UTF-8
             raise UserError(
                 f"{p}: truncated or malformed JSON after {n} complete instances "
                 f"(last: {last}): {str(exc).strip() or type(exc).__name__}"
@@ -478,7 +485,7 @@ def scan_instances(path: str | Path) -> list[tuple[str, str]]:
                 elif prefix == "item" and event == "end_map":
                     out.append((qid if isinstance(qid, str) else f"#{len(out)}", qtype if isinstance(qtype, str) else ""))
                     qid = qtype = None
-        except ijson.JSONError as exc:
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
             last = out[-1][0] if out else "none"
             raise UserError(
                 f"{p}: truncated or malformed JSON after {len(out)} complete instances "

@@ -3,7 +3,11 @@
 Each subcommand lives in a module that exposes ``add_arguments(parser)`` and
 ``main(args) -> int``; only the chosen subcommand's module is imported, so
 ``memsim --help`` answers at once. Bad input raises ``UserError``, printed
-here as one line with exit code 2.
+here as one line with exit code 2. So do the failures bad input or a bad
+environment cause in any library below (``expected_failure``: I/O, parsing,
+validation, absurd sizes): one line naming what failed, exit 2. Anything else
+is a bug in memsim and keeps its traceback; ``--debug`` shows the traceback
+of every error.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import sys
 from collections.abc import Sequence
 
 from memsim.sim.answer.dryrun import DryRunFinished
-from memsim.sim.core.errors import UserError
+from memsim.sim.core.errors import UserError, expected_failure
+from memsim.sim.core.validate import NO_SIZE_LIMITS_ENV
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -78,7 +83,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Longitudinal benchmark simulator for conversational memory systems.",
     )
     parser.add_argument("--version", action="version", version=f"memsim {_version()}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--debug", "-v", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--no-size-limits", action="store_true",
+        help="accept sizes past memsim's sane upper bounds (users, months, sessions, turns, tick intervals); "
+        "sets $MEMSIM_NO_SIZE_LIMITS for this run",
+    )
     parser.add_argument(
         "--embed-backend", choices=EMBED_BACKENDS, default=None,
         help="how sentence vectors are computed: onnx (default), onnx-int8 (faster, slightly different "
@@ -106,20 +116,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.embed_backend is not None:
         # Through the environment, so that every embedder of the run (and child processes) uses it.
         os.environ["MEMSIM_EMBED_BACKEND"] = args.embed_backend
+    if args.no_size_limits:
+        os.environ[NO_SIZE_LIMITS_ENV] = "1"
     _, run = _load(args._target)
     try:
         return int(run(args) or 0)  # type: ignore[operator]
     except DryRunFinished as done:
         print(done.text)
         return 0
-    except UserError as exc:
-        if args.debug:
+    except Exception as exc:
+        message = exc if isinstance(exc, UserError) else expected_failure(exc)
+        if args.debug or message is None:
             raise
-        print(f"memsim: error: {exc}", file=sys.stderr)
+        print(f"memsim: error: {_one_line(str(message))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("memsim: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: a message from a library may span several."""
+    return " ".join(text.split()) or "(no message)"
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", type=int, default=None, help="memories retrieved per question (default: the config's)")
     add_out_argument(parser, help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
+    parser.add_argument("--keep-deleted-text", action="store_true", default=None,
+                        help="keep the text of turns deleted later in the run folder (default: redacted; for debugging)")
     parser.add_argument("--placebo", action=argparse.BooleanOptionalAction, default=None,
                         help="play each learning system's placebo (feedback calls with bits unrelated to the question, "
                              "at the same rate) beside its twin (default: the config's, else on); --no-placebo: twin only")
@@ -108,16 +110,30 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     if not systems and not config.run.systems:
         raise UserError(f"no systems: give --system or [run] systems in {config_path}; known: {', '.join(memory_names())}")
     spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args),
-                            placebo=args.placebo, balance_kinds=args.balance_kinds)
+                            placebo=args.placebo, balance_kinds=args.balance_kinds,
+                            keep_deleted_text=args.keep_deleted_text)
     out = args.out or default_out_dir(spec.scenario.name)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")
+    from memsim.sim.recorder import RunFolderRefused
+
     try:
         outcome = execute(spec, out_dir=out, progress=progress_bar(), report=not args.no_report)
+    except RunFolderRefused:
+        raise  # nothing was played: there is nothing to resume
     except UserError:
         print(f"stopped; every row committed so far is in {out} (rerun the same command to resume)", file=sys.stderr)
         raise
     print_outcome(outcome)
+    return exit_code(outcome, out)
+
+
+def exit_code(outcome: Any, out: Any) -> int:
+    """1 when a system failed mid-run (the run is incomplete; rerunning the command resumes it), else 0."""
+    failed = outcome.summary.metrics.get("failed_systems")
+    if failed:
+        print(f"incomplete: {', '.join(failed)} failed; rerun the same command to resume into {out}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -146,8 +162,10 @@ def embedding_line(info: dict[str, Any]) -> str | None:
     emb = info.get("embedding")
     if not emb:
         return None
+    repaired = f", {emb['repaired']} damaged entries recomputed" if emb.get("repaired") else ""
+    rebuilt = f"; {len(info['cache_repairs'])} damaged cache file(s) set aside and rebuilt" if info.get("cache_repairs") else ""
     return (f"embedding ({info.get('embedder')}): {emb['texts']} distinct texts, {emb['embedded']} embedded, "
-            f"{emb['cached']} found cached, {emb['seconds']:.1f} s")
+            f"{emb['cached']} found cached{repaired}, {emb['seconds']:.1f} s{rebuilt}")
 
 
 def print_outcome(outcome: Any) -> None:
@@ -178,6 +196,9 @@ def print_outcome(outcome: Any) -> None:
         print()
         print(f"{'system':<28} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
         for name, s in systems.items():
+            if s.get("failed"):
+                print(f"{name:<28} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
+                continue
             stale = s.get("stale_above_current")
             mb = (s.get("final_bytes") or 0) / 1e6
             lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
@@ -209,6 +230,8 @@ def print_outcome(outcome: Any) -> None:
               f"{timings['time_compression']:,.0f}x faster than real time")
     for f in m.get("failures", []):
         print(f"FAILED: {f['system']} during {f['operation']} at {f['time']}: {f['error']}")
+    if str(outcome.result.info.get("deleted_text", "")).startswith("kept"):
+        print("deleted text kept: the run folder holds the text of turns users asked to forget (--keep-deleted-text)")
     if outcome.out_dir is not None:
         report = Path(outcome.out_dir) / "report.html"
         if report.exists():

@@ -16,10 +16,18 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("system", nargs="?", default="naive", metavar="NAME[:k=v,...]",
                         help="registered system to serve (memsim list; default naive)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    parser.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
     add_cache_dir_argument(parser)
     parser.add_argument("--openapi", type=Path, default=None, metavar="PATH",
                         help="write the protocol's OpenAPI document to PATH and exit")
+
+
+def _port(text: str) -> int:
+    """A TCP port number, 0..65535 (argparse turns the ValueError into a one-line usage error)."""
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {port}")
+    return port
 
 
 def serve_main(args: argparse.Namespace) -> int:

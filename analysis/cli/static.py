@@ -144,6 +144,9 @@ def static_main(args: argparse.Namespace) -> int:
         print(line)
     for system in m["systems"]:
         print(f"\nsystem {system}")
+        if m["systems"][system].get("failed"):
+            print(f"FAILED ({m['systems'][system]['questions']} question rows kept, no figures): {m['systems'][system]['failed']}")
+            continue
         print(format_tables(m, system, kind_names=planned.kind_names))
         if spec.answer is not None:
             print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))
@@ -160,4 +163,6 @@ def static_main(args: argparse.Namespace) -> int:
     if "llm" in outcome.result.info:
         print(format_cost(outcome.result.info["llm"]))
     print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")
-    return 0
+    from memsim.analysis.cli.run import exit_code
+
+    return exit_code(outcome, out)
