@@ -291,12 +291,14 @@ def parse_system(text: str) -> SystemSpec:
     the registry and the args against the constructor.
     """
     parts = text.split(":", 2)
-    if len(parts) > 1 and _is_import_path(f"{parts[0]}:{parts[1]}"):
+    points = _entry_points()
+    known = parts[0] in _REGISTRY or parts[0] in points  # a known name wins: ``naive:oops`` is a bad argument
+    if len(parts) > 1 and not known and _is_import_path(f"{parts[0]}:{parts[1]}"):
         name, rest = f"{parts[0]}:{parts[1]}", parts[2] if len(parts) > 2 else ""
     else:
         name, _, rest = text.partition(":")
     label = ""
-    if name not in _REGISTRY and name in (points := _entry_points()):
+    if name not in _REGISTRY and name in points:
         # The spec records the import path, so a rerun or a worker rebuilds it even where the entry point is not installed.
         name, label = points[name], name
     _entry(name)

@@ -170,12 +170,13 @@ def print_outcome(outcome: Any) -> None:
     systems = m.get("systems", {})
     if systems:
         print()
-        print(f"{'system':<28} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
+        w = max(28, *(len(n) for n in systems))  # a long label (http[url=...]) widens the column, never shifts it
+        print(f"{'system':<{w}} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
         for name, s in systems.items():
             stale = s.get("stale_above_current")
             mb = (s.get("final_bytes") or 0) / 1e6
             lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
-            print(f"{name:<28} {('—' if stale is None else f'{100 * stale:.1f}'):>11} {s.get('final_items') or 0:>7} "
+            print(f"{name:<{w}} {('—' if stale is None else f'{100 * stale:.1f}'):>11} {s.get('final_items') or 0:>7} "
                   f"{mb:>7.2f} {lat.get('p50') or 0:>10.2f} {lat.get('p95') or 0:>10.2f} "
                   f"{(s.get('deleted_leaks') or 0) + (s.get('forget_probe_leaks') or 0):>5}")
             answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
