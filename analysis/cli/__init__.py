@@ -108,7 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["MEMSIM_EMBED_BACKEND"] = args.embed_backend
     _, run = _load(args._target)
     try:
-        return int(run(args) or 0)  # type: ignore[operator]
+        code = int(run(args) or 0)  # type: ignore[operator]
+        sys.stdout.flush()  # a reader that went away (``| head``) shows here, where it is caught, not at exit
+        return code
+    except BrokenPipeError:
+        # Output no one reads is dropped quietly (the Python docs' recipe), as ``cat | head`` does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except DryRunFinished as done:
         print(done.text)
         return 0
