@@ -48,3 +48,69 @@ def test_data_list_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     proc.wait(timeout=120)
     assert "BrokenPipeError" not in err and "Traceback" not in err, err
     assert proc.returncode == 141
+
+
+# --------------------------------------------------------------------------- memsim compare
+
+
+def _across(md: str) -> list[tuple[float, float, float]]:
+    """(mean, lo, hi) of every interval in the 'Across runs' section of compare.md."""
+    import re
+
+    part = md.split("## Across runs", 1)[1].split("##", 1)[0]
+    return [tuple(map(float, m)) for m in re.findall(r"([+-]?[\d.]+) \[([+-]?[\d.]+), ([+-]?[\d.]+)\] \(n=", part)]
+
+
+def test_compare_clamps_intervals_of_proportions(tmp_path: Path) -> None:
+    """A t interval over two seeds of a 97% system printed '91.3% [79.4, 103.1]'."""
+    from test_report import make_run
+
+    from memsim.analysis.report import compare_runs
+
+    systems = (("naive", 0.97, 0.97), ("gated", 0.9, 0.99), ("decay", 0.95, 0.97))
+    runs = [make_run(tmp_path / f"seed{s}", seed=s, reader=False, systems=systems) for s in range(2)]
+    compare_runs(runs, tmp_path / "cmp")
+    cells = _across((tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8"))
+    assert cells and all(-100.0 <= lo <= hi <= 100.0 for _, lo, hi in cells), cells
+    assert any(hi == 100.0 for _, _, hi in cells)  # the case that ran past 100 before
+
+
+def test_compare_counts_systems_across_run_folders(tmp_path: Path) -> None:
+    """Two runs with five systems between them said 'needs at least 3 systems, got 1'."""
+    from test_report import make_run
+
+    from memsim.analysis.report import compare_runs
+
+    a = make_run(tmp_path / "a", reader=False, systems=(("naive", 0.5, 0.5), ("s1", 0.4, 0.6), ("s2", 0.3, 0.3)))
+    b = make_run(tmp_path / "b", reader=False, systems=(("naive", 0.5, 0.5), ("s3", 0.4, 0.6), ("s4", 0.3, 0.3)))
+    compare_runs([a, b], tmp_path / "cmp")
+    md = (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
+    assert "5 systems across 2 runs, 1 in all of them (naive)" in md
+    assert "got 1" not in md
+
+
+@pytest.fixture(scope="module")
+def tied_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A one-seed sweep of naive and control-static (naive under another name: the two tie exactly)."""
+    from memsim.analysis.sweep import run_sweep, sweep_from_mapping
+
+    spec = sweep_from_mapping({
+        "systems": ["naive", "control-static"],
+        "sweep": {"name": "tie", "seeds": 1, "embedder": "hash"},
+        "scenario": {"name": "persona", "users": 2, "months": 1},
+        "run": {"seed": 0, "k": 5, "n_boot": 100},
+    })
+    out = tmp_path_factory.mktemp("tie") / "sweep"
+    run_sweep(spec, out, executor="local", workers=1)
+    return out
+
+
+def test_sweep_compare_ranks_ties_equally_and_renders_lists(tied_sweep: Path) -> None:
+    """Tied systems were ranked 1 and 2, and compare.html showed its bullets as literal '- '."""
+    from memsim.analysis.sweep_compare import compare_sweep
+
+    md = compare_sweep(tied_sweep).read_text(encoding="utf-8")
+    ranking = next(line for line in md.split("## Ranking on accuracy", 1)[1].splitlines() if line.startswith("- "))
+    assert "1. naive" in ranking and "1. control-static" in ranking and "2. " not in ranking, ranking
+    page = (tied_sweep / "compare" / "compare.html").read_text(encoding="utf-8")
+    assert "<li>" in page and "<table>" in page and "<p>- " not in page
