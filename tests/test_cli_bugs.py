@@ -114,3 +114,22 @@ def test_sweep_compare_ranks_ties_equally_and_renders_lists(tied_sweep: Path) ->
     assert "1. naive" in ranking and "1. control-static" in ranking and "2. " not in ranking, ranking
     page = (tied_sweep / "compare" / "compare.html").read_text(encoding="utf-8")
     assert "<li>" in page and "<table>" in page and "<p>- " not in page
+
+
+# --------------------------------------------------------------------------- memsim report
+
+
+def test_report_tables_order_cut_offs_numerically() -> None:
+    """The printed tables of a static run read @1 @10 @30 @5 @50 (metrics.json's string order of its keys)."""
+    import json
+
+    from memsim.analysis.summary import format_tables
+
+    scores = {f"{m}@{k}": {"mean": 0.5, "lo": 0.4, "hi": 0.6} for m in ("recall_all", "ndcg") for k in (1, 5, 10, 30, 50)}
+    overall = {"scores": scores, "questions": 4, "scored": 4, "episodes": 2, "excluded": {}}
+    metrics = json.loads(json.dumps({"metric": "recall_all@10", "systems": {"naive": {"per_kind": {}, "overall": overall}}},
+                                    sort_keys=True))  # as read back from metrics.json
+    lines = format_tables(metrics, "naive").splitlines()
+    header = next(line for line in lines if line.startswith("recall_all "))
+    assert header.split()[-5:] == ["@1", "@5", "@10", "@30", "@50"], header
+    assert lines[0].startswith("ndcg ")  # families keep their order
