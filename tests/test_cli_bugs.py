@@ -133,3 +133,70 @@ def test_report_tables_order_cut_offs_numerically() -> None:
     header = next(line for line in lines if line.startswith("recall_all "))
     assert header.split()[-5:] == ["@1", "@5", "@10", "@30", "@50"], header
     assert lines[0].startswith("ndcg ")  # families keep their order
+
+
+# --------------------------------------------------------------------------- run, demo, static, rerun
+
+LME_MINI = Path(__file__).parent / "fixtures" / "longmemeval_s_mini.json"
+SMALL = '[scenario]\nname = "persona"\nusers = 1\nmonths = 1\n[run]\nseed = 2\nk = 5\nn_boot = 100\n'
+
+
+def test_demo_dry_run_without_a_reader_writes_nothing_and_returns_at_once(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``memsim demo --dry-run`` played the whole demo for minutes and wrote a run folder."""
+    import time
+
+    started = time.perf_counter()
+    assert main(["demo", "--dry-run", "--out", str(tmp_path / "demo")]) == 0
+    assert time.perf_counter() - started < 30
+    assert "reader none makes no LLM calls" in capsys.readouterr().out
+    assert not (tmp_path / "demo").exists()
+
+
+def test_progress_is_off_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tqdm flooded non-terminal logs with carriage-return updates."""
+    from memsim.analysis.cli.run import progress_bar
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert progress_bar() is None
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert callable(progress_bar()) and progress_bar(enabled=False) is None
+
+
+def test_run_and_demo_take_no_progress_data_and_cache_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``run`` and ``demo`` had no ``--no-progress``, ``--data`` or ``--cache-dir`` (``static`` had them)."""
+    from memsim.analysis.cli import build_parser
+
+    for command in (["run", "x.toml"], ["demo"]):
+        args = build_parser(command[:1]).parse_args([*command, "--no-progress", "--data", "d.json", "--cache-dir", "c"])
+        assert (args.no_progress, args.data, args.cache_dir) == (True, "d.json", Path("c"))
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(SMALL, encoding="utf-8")
+    # --data goes to the scenario, which checks it as it checks scenario.data in a config
+    assert main(["run", str(cfg), "--system", "naive", "--data", "x.json"]) == 2
+    err = capsys.readouterr().err
+    assert "data" in err and "with --data" in err
+
+
+@pytest.mark.slow
+def test_run_with_cache_dir_embeds_into_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(SMALL, encoding="utf-8")
+    cache = tmp_path / "cache"
+    assert main(["run", str(cfg), "--system", "naive", "--out", str(tmp_path / "r"), "--no-report", "--no-progress",
+                 "--cache-dir", str(cache)]) == 0
+    assert any(cache.rglob("*")), "nothing was written to --cache-dir"
+
+
+@pytest.mark.slow
+def test_static_writes_its_report_and_its_rerun_prints_the_recall_tables(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``memsim static`` wrote no report.html; ``memsim rerun`` of a static run printed no recall table."""
+    out = tmp_path / "static"
+    assert main(["static", "longmemeval", "--data", str(LME_MINI), "--out", str(out), "--n-boot", "100",
+                 "--no-progress"]) == 0
+    assert (out / "report.html").is_file() and f"report: {out / 'report.html'}" in capsys.readouterr().out
+    assert main(["rerun", str(out), "--out", str(tmp_path / "again"), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "system naive" in printed and "overall " in printed and "turn_recall_all" in printed
+    assert "metrics.json identical to" in printed

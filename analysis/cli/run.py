@@ -23,7 +23,14 @@ __all__ = [
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from memsim.analysis.cli.options import add_answer_arguments, add_out_argument, add_seed_argument, add_system_argument
+    from memsim.analysis.cli.options import (
+        add_answer_arguments,
+        add_cache_dir_argument,
+        add_no_progress_argument,
+        add_out_argument,
+        add_seed_argument,
+        add_system_argument,
+    )
 
     add_system_argument(parser, default=[], help="system under test (repeatable); default: the config's [run] systems")
     add_seed_argument(parser, default=None, help="seed (default: the config's)")
@@ -34,6 +41,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="also play each learning system's placebo twin (feedback shuffled)")
     parser.add_argument("--balance-kinds", action="store_true", default=None,
                         help="weight questions so that both halves have the same question-kind mix")
+    parser.add_argument("--data", default=None, metavar="PATH",
+                        help="the scenario's data file (scenario.data of locomo_stream, longmemeval_stream: "
+                        "a path or a `memsim data` name)")
+    add_cache_dir_argument(parser)
+    add_no_progress_argument(parser)
     add_answer_arguments(parser)
 
 
@@ -98,6 +110,11 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     from memsim.sim.core.errors import UserError
 
     config = load_config(config_path)
+    if args.data is not None:  # checked against the scenario's own options, as a config's scenario.data is
+        from memsim.scenarios.config import config_from_mapping
+
+        config = config_from_mapping({**config.model_dump(exclude={"source"}, exclude_none=True),
+                                      "scenario": {**config.scenario, "data": args.data}}, source=f"{config_path} with --data")
     try:
         systems = [parse_system(s) for s in args.system]
     except ValueError as exc:
@@ -112,7 +129,8 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")
     try:
-        outcome = execute(spec, out_dir=out, progress=progress_bar(), report=not args.no_report)
+        outcome = execute(spec, out_dir=out, progress=progress_bar(enabled=not args.no_progress),
+                          report=not args.no_report, embedder_factory=cache_dir_embedder(args.cache_dir))
     except UserError:
         print(f"stopped; every row committed so far is in {out} (rerun the same command to resume)", file=sys.stderr)
         raise
@@ -120,8 +138,27 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     return 0
 
 
-def progress_bar() -> Any:
-    """A checkpoint callback: the totals once known, then a bar in simulated days or episodes."""
+def cache_dir_embedder(cache_dir: Path | None) -> Any:
+    """A factory of the shared embedder on ``--cache-dir``, or None (the default cache)."""
+    if cache_dir is None:
+        return None
+
+    def make() -> Any:
+        from memsim.memory.embed import Embedder
+
+        return Embedder(cache_dir=cache_dir)
+
+    return make
+
+
+def progress_bar(*, enabled: bool = True) -> Any:
+    """A checkpoint callback: the totals once known, then a bar in simulated days or episodes.
+
+    None (no bar) when not ``enabled`` or when stderr is not a terminal: a log file gets no
+    carriage-return updates.
+    """
+    if not enabled or not sys.stderr.isatty():
+        return None
     from tqdm import tqdm
 
     state: dict[str, Any] = {}
@@ -215,6 +252,9 @@ def rerun_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim rerun``."""
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (its spec.json is replayed)")
     parser.add_argument("--out", type=Path, default=None, help="new run folder (default: RUN_DIR-rerun)")
+    from memsim.analysis.cli.options import add_no_progress_argument
+
+    add_no_progress_argument(parser)
 
 
 def rerun_main(args: argparse.Namespace) -> int:
@@ -222,8 +262,14 @@ def rerun_main(args: argparse.Namespace) -> int:
     from memsim.analysis.pipeline import rerun
 
     out = args.out or args.run_dir.with_name(args.run_dir.name + "-rerun")
-    outcome = rerun(args.run_dir, out_dir=out, progress=progress_bar())
-    print_outcome(outcome)
+    outcome = rerun(args.run_dir, out_dir=out, progress=progress_bar(enabled=not args.no_progress))
+    if outcome.spec.kind == "static":  # its tables are the static command's (recall by kind), not the learning table
+        from memsim.analysis.cli.static import print_static
+
+        print_static(outcome)
+        print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")
+    else:
+        print_outcome(outcome)
     old, new = args.run_dir / "metrics.json", out / "metrics.json"
     if old.exists():
         same = old.read_bytes() == new.read_bytes()
