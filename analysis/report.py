@@ -246,6 +246,10 @@ def _overview_table(run: RunData) -> _Table:
     failures = run.metrics.get("failures") or []
     if failures:
         notes.append(f"{len(failures)} system failure(s) recorded (run.json)")
+    if run.info.get("llm"):  # the reader's and judges' calls, cached replies included (run.json llm)
+        from memsim.sim.answer.setup import format_cost
+
+        notes.append(format_cost(run.info["llm"]))
     return _Table(tuple(headers), tuple(rows), tuple(notes))
 
 

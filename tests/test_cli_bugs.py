@@ -200,3 +200,41 @@ def test_static_writes_its_report_and_its_rerun_prints_the_recall_tables(tmp_pat
     printed = capsys.readouterr().out
     assert "system naive" in printed and "overall " in printed and "turn_recall_all" in printed
     assert "metrics.json identical to" in printed
+
+
+# --------------------------------------------------------------------------- token and cost totals
+
+
+def test_token_totals_include_cached_replies() -> None:
+    """The run summary and metrics.json showed 758 prompt tokens of a run that used 7,638 (the rest cached)."""
+    from memsim.sim.answer.llm import Completion
+    from memsim.sim.answer.meter import Meter
+    from memsim.sim.answer.setup import format_cost
+
+    meter = Meter()
+    meter.record(Completion("a", 758, 40, 0.5), model="gpt-4o-mini", kind="openai")
+    meter.record(Completion("a", 6880, 300, 0.5, cached=True), model="gpt-4o-mini", kind="openai")
+    s = meter.summary()
+    assert (s["prompt_tokens"], s["cached_prompt_tokens"], s["cached_completion_tokens"]) == (758, 6880, 300)
+    assert s["cached_cost_usd"] == pytest.approx((6880 * 0.15 + 300 * 0.60) / 1e6)
+    assert s["by_role"][0]["cached_prompt_tokens"] == 6880
+    line = format_cost(s)
+    assert "7,638 prompt + 340 completion tokens with the cached replies' (758 + 40 sent now)" in line
+    assert "the cached replies cost $0.0012 when made" in line
+
+
+def test_report_shows_the_llm_totals(tmp_path: Path) -> None:
+    """report.html showed neither the tokens nor the cost of the reader's and judges' calls."""
+    import json
+
+    from test_report import make_run
+
+    from memsim.analysis.report import write_report
+
+    run = make_run(tmp_path / "run")
+    info = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    info["llm"] = {"calls": 3, "cached_calls": 2, "prompt_tokens": 300, "completion_tokens": 30, "latency_s": 1.5,
+                   "cost_usd": 0.0, "cached_prompt_tokens": 200, "cached_completion_tokens": 20, "cached_cost_usd": 0.0}
+    (run / "run.json").write_text(json.dumps(info), encoding="utf-8")
+    page = write_report(run).read_text(encoding="utf-8")
+    assert "LLM: 3 calls (2 cached), 500 prompt + 50 completion tokens with the cached replies&#39; (300 + 30 sent now)" in page

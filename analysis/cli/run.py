@@ -219,6 +219,10 @@ def print_outcome(outcome: Any) -> None:
             answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
             if answers:
                 print("    answers: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+    if outcome.result.info.get("llm"):
+        from memsim.sim.answer.setup import format_cost
+
+        print(format_cost(outcome.result.info["llm"]))
     load = m.get("load") or timings.get("load")
     if load:
         from memsim.analysis.load import format_load
