@@ -42,6 +42,7 @@ __all__ = [
     "ROLES",
     "memory_role",
     "memory_target",
+    "missing_extra",
     "build_memory",
     "parse_system",
 ]
@@ -93,6 +94,8 @@ class _Entry:
     standalone: bool
     learns: bool | None
     role: str
+    requires: tuple[str, str] | None = None
+    """(module, extra): the optional module the system imports and the extra that installs it."""
 
 
 _REGISTRY: dict[str, _Entry] = {}
@@ -112,6 +115,7 @@ def register_memory(
     standalone: bool = True,
     learns: bool | None = True,
     role: str = "system",
+    requires: tuple[str, str] | None = None,
 ) -> None:
     """Register ``target`` (``"module:callable"``) under ``name``.
 
@@ -124,7 +128,10 @@ def register_memory(
     construction); ``None`` means "as the factory's ``learns_from_args(args)``"
     where it has one, else "as its ``inner`` system". ``role`` is one of
     ``ROLES``: the demo plays the baselines and systems, never the ablations
-    or instruments. A duplicate name is an error.
+    or instruments. ``requires=(module, extra)`` names an optional module the
+    system needs and the extra that installs it: where the module is absent the
+    system is not standalone (the demo leaves it out and says which extra to
+    install). A duplicate name is an error.
     """
     if name in _REGISTRY:
         raise ValueError(f"memory system {name!r} is already registered")
@@ -132,7 +139,7 @@ def register_memory(
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
     if role not in ROLES:
         raise ValueError(f"memory system {name!r}: role {role!r} is not one of {', '.join(ROLES)}")
-    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns, role)
+    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns, role, requires)
 
 
 def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bool:
@@ -155,10 +162,18 @@ def memory_names(*, standalone_only: bool = False) -> list[str]:
     Entry-point systems are left out of ``standalone_only`` (the demo's list): listing them imports nothing,
     and a run plays them only when named.
     """
-    names = {n for n, e in _REGISTRY.items() if e.standalone or not standalone_only}
+    names = {n for n, e in _REGISTRY.items() if not standalone_only or (e.standalone and missing_extra(n) is None)}
     if not standalone_only:
         names |= set(_entry_points())
     return sorted(names)
+
+
+def missing_extra(name: str) -> str | None:
+    """The extra to install for system ``name`` when a module it needs is absent (``"nlp"``), else None."""
+    needs = _entry(name).requires
+    if needs is None or importlib.util.find_spec(needs[0]) is not None:
+        return None
+    return needs[1]
 
 
 def memory_role(name: str) -> str:
@@ -350,6 +365,7 @@ def _register_builtin() -> None:
         "memsim.memory.gated:MultiSignalMemory",
         description="as published: surprise OR temporal markers OR a novel (text, label) entity (spaCy), seen once checked",
         learns=False,
+        requires=("spacy", "nlp"),
     )
     register_memory(
         "multisignal-extended",
@@ -357,12 +373,14 @@ def _register_builtin() -> None:
         description="memsim's multisignal: wider temporal vocabulary, entities by text, known only from stored turns",
         defaults={"markers": "extended", "entity_key": "text", "entity_seen": "stored"},
         learns=False,
+        requires=("spacy", "nlp"),
     )
     register_memory(
         "neuroplastic",
         "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
         description="published mechanism on the multi-signal gate: strengthening with decay every 10 questions, "
         "Hebbian links, belief revision by inhibition, consolidation by inhibiting near-duplicates",
+        requires=("spacy", "nlp"),
     )
     # Ablations as published: each mechanism off in turn (no-ltp also stops the periodic decay).
     for mechanism in ("ltp", "associations", "inhibition", "consolidation"):
@@ -373,6 +391,7 @@ def _register_builtin() -> None:
             + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
             defaults={mechanism: False},
             role="ablation",
+            requires=("spacy", "nlp"),
         )
     register_memory(
         "neuroplastic-decay-only",
@@ -380,6 +399,7 @@ def _register_builtin() -> None:
         description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
         defaults={"strengthen": False},
         role="ablation",
+        requires=("spacy", "nlp"),
     )
     register_memory(
         "neuroplastic-daily-decay",
@@ -399,6 +419,7 @@ def _register_builtin() -> None:
         description="every turn stored; top-k by BM25 per user (bm25s)",
         learns=False,
         role="baseline",
+        requires=("bm25s", "lexical"),
     )
     register_memory(
         "hybrid",
@@ -406,6 +427,7 @@ def _register_builtin() -> None:
         description="BM25 and dense cosine rankings fused by reciprocal rank",
         learns=False,
         role="baseline",
+        requires=("bm25s", "lexical"),
     )
     register_memory(
         "recency",

@@ -238,3 +238,44 @@ def test_report_shows_the_llm_totals(tmp_path: Path) -> None:
     (run / "run.json").write_text(json.dumps(info), encoding="utf-8")
     page = write_report(run).read_text(encoding="utf-8")
     assert "LLM: 3 calls (2 cached), 500 prompt + 50 completion tokens with the cached replies&#39; (300 + 30 sent now)" in page
+
+
+# --------------------------------------------------------------------------- the lean install
+
+# The extras' packages made absent for one process: an import fails, and find_spec finds nothing, as in an
+# environment where they were never installed.
+_BLOCK = '''
+import importlib.util, sys
+BLOCKED = {"llama_cpp", "spacy", "dask", "distributed", "fastapi", "uvicorn", "mem0", "bm25s", "matplotlib"}
+class _Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _Absent())
+_find_spec = importlib.util.find_spec
+def find_spec(name, package=None):
+    return None if name.partition(".")[0] in BLOCKED else _find_spec(name, package)
+importlib.util.find_spec = find_spec
+'''
+
+
+def test_import_and_demo_without_the_optional_packages(tmp_path: Path) -> None:
+    """``import memsim``, ``memsim --help`` and the demo's set-up need none of the extras' packages."""
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text(_BLOCK, encoding="utf-8")
+    env = {"PYTHONPATH": f"{block}{os.pathsep}{SRC}"}
+    code = ("import importlib.util, memsim, memsim.sim, memsim.memory, memsim.analysis.cli\n"
+            "from memsim.analysis.cli.run import demo_systems\n"
+            "names = [s.name for s in demo_systems()]\n"
+            "assert 'naive' in names and 'bm25' not in names and 'neuroplastic' not in names, names\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+    proc = _memsim("demo", "--dry-run", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "bm25, hybrid left out: not installed (pip install 'memsim[lexical]')" in out
+    assert "neuroplastic left out: not installed (pip install 'memsim[nlp]')" in out

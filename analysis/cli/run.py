@@ -95,11 +95,20 @@ def run_main(args: argparse.Namespace) -> int:
 
 def demo_main(args: argparse.Namespace) -> int:
     """Run the demo: the persona scenario against every registered system."""
-    from memsim.memory.registry import memory_names
+    from memsim.memory.registry import memory_names, memory_role
 
     if not args.system:
         for name in sorted(set(DEMO_ASK_FIRST) & set(memory_names(standalone_only=True))):
             print(f"demo: {name} is installed but left out: {DEMO_ASK_FIRST[name]}")
+        from memsim.memory.registry import missing_extra
+
+        absent: dict[str, list[str]] = {}
+        for name in memory_names():
+            extra = missing_extra(name)
+            if extra is not None and memory_role(name) in ("baseline", "system"):
+                absent.setdefault(extra, []).append(name)
+        for extra, names in absent.items():
+            print(f"demo: {', '.join(names)} left out: not installed (pip install 'memsim[{extra}]')")
     return _run(args, args.config, default_systems=demo_systems())
 
 
