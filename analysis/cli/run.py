@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ __all__ = [
     "listing_arguments",
     "listing_main",
     "print_outcome",
+    "print_static",
     "embedding_line",
     "progress_bar",
 ]
@@ -277,8 +279,6 @@ def rerun_main(args: argparse.Namespace) -> int:
     out = args.out or args.run_dir.with_name(args.run_dir.name + "-rerun")
     outcome = rerun(args.run_dir, out_dir=out, progress=progress_bar(enabled=not args.no_progress))
     if outcome.spec.kind == "static":  # its tables are the static command's (recall by kind), not the learning table
-        from memsim.analysis.cli.static import print_static
-
         print_static(outcome)
         print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")
     else:
@@ -321,3 +321,31 @@ def listing_main(args: argparse.Namespace) -> int:
         for key, text in rows:
             print(f"  {key:<{width}}  {text}")
     return 0
+
+
+def print_static(outcome: Any, *, kind_names: Mapping[str, str] | None = None) -> None:
+    """A static run's tables: per system its scores by kind at every cut-off, answers, latency, storage, LLM cost."""
+    from memsim.analysis.summary import format_answer_accuracy, format_tables
+    from memsim.sim.answer.setup import format_cost
+
+    spec, m = outcome.spec, outcome.summary.metrics
+    totals = m["totals"]
+    print(f"\n{totals.get('episodes')} episodes, {totals.get('questions')} questions, k={spec.k} "
+          f"(retrieved {spec.fetch_k}), seed {spec.seed}")
+    line = embedding_line(outcome.result.info)
+    if line:
+        print(line)
+    for system in m["systems"]:
+        print(f"\nsystem {system}")
+        print(format_tables(m, system, kind_names=kind_names))
+        if spec.answer is not None:
+            print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))
+        lat = outcome.summary.timings["systems"][system]["retrieve_ms"]
+        if lat["p50"] is not None:
+            print(f"retrieve latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
+        report = m.get("system_reports", {}).get(system, {})
+        if "kept" in report:
+            print(f"stored {report['turns_stored']} of {report['turns_seen']} turns: "
+                  f"kept {report['kept']:.3f}, compression {report['compression']:.3f}")
+    if "llm" in outcome.result.info:
+        print(format_cost(outcome.result.info["llm"]))

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import types
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-__all__ = ["print_static", "static_arguments", "static_main", "static_spec"]
+__all__ = ["static_arguments", "static_main", "static_spec"]
 
 
 def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
@@ -107,7 +106,7 @@ def static_spec(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def static_main(args: argparse.Namespace) -> int:
     """Run the chosen benchmark and print its tables."""
-    from memsim.analysis.cli.run import progress_bar
+    from memsim.analysis.cli.run import print_static, progress_bar
     from memsim.analysis.pipeline import default_out_dir, execute
     from memsim.scenarios.registry import static_protocol
     from memsim.sim.core.errors import UserError
@@ -136,31 +135,3 @@ def static_main(args: argparse.Namespace) -> int:
     print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")
     return 0
 
-
-def print_static(outcome: Any, *, kind_names: Mapping[str, str] | None = None) -> None:
-    """A static run's tables: per system its scores by kind at every cut-off, answers, latency, storage, LLM cost."""
-    from memsim.analysis.cli.run import embedding_line
-    from memsim.analysis.summary import format_answer_accuracy, format_tables
-    from memsim.sim.answer.setup import format_cost
-
-    spec, m = outcome.spec, outcome.summary.metrics
-    totals = m["totals"]
-    print(f"\n{totals.get('episodes')} episodes, {totals.get('questions')} questions, k={spec.k} "
-          f"(retrieved {spec.fetch_k}), seed {spec.seed}")
-    line = embedding_line(outcome.result.info)
-    if line:
-        print(line)
-    for system in m["systems"]:
-        print(f"\nsystem {system}")
-        print(format_tables(m, system, kind_names=kind_names))
-        if spec.answer is not None:
-            print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))
-        lat = outcome.summary.timings["systems"][system]["retrieve_ms"]
-        if lat["p50"] is not None:
-            print(f"retrieve latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
-        report = m.get("system_reports", {}).get(system, {})
-        if "kept" in report:
-            print(f"stored {report['turns_stored']} of {report['turns_seen']} turns: "
-                  f"kept {report['kept']:.3f}, compression {report['compression']:.3f}")
-    if "llm" in outcome.result.info:
-        print(format_cost(outcome.result.info["llm"]))
