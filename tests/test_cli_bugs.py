@@ -36,7 +36,7 @@ def test_data_list_sees_the_file_memsim_locomo_points_at(tmp_path: Path, monkeyp
     row = next(line for line in out.splitlines() if line.strip().startswith("locomo "))
     assert "present, SHA256 MISMATCH" in row  # found, and hashed against the official file (this is not it)
     assert str(locomo) in out
-    assert f"locomo                      {locomo}" in out  # the 'read when no --data is given' line
+    assert f"locomo:                     {locomo}" in out  # the 'read when no --data is given' line
 
 
 def test_data_list_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def data_arguments(parser: argparse.ArgumentParser) -> None:
 
 def data_main(args: argparse.Namespace) -> int:
     """Fetch or list; a refused or failed download raises ``UserError``."""
-    from memsim.static_benchmarks.data import DATASETS, data_dir, fetch, fetch_hint, locate, sha256_file, status
+    from memsim.static_benchmarks.data import DATASETS, data_dir, env_path, fetch, fetch_hint, locate, sha256_file, status
 
     if args.action == "fetch":
         for name in args.names:
@@ -41,9 +41,9 @@ def data_main(args: argparse.Namespace) -> int:
     in_use = {kind: locate(kind) for kind in sorted({ds.kind for ds in DATASETS.values()})}
     for row in status(verify=args.verify):
         present, path, size, verified = row.present, row.path, row.size, row.verified
-        found = in_use[DATASETS[row.name].kind]
-        elsewhere = not present and found is not None and found.is_file() and found.name == row.path.name
-        if elsewhere:  # the same file, found where a run looks for it (e.g. $MEMSIM_LOCOMO)
+        found = env_path(DATASETS[row.name].kind)
+        if not present and found is not None and found.is_file() and found.name == row.path.name:
+            # the same file where the environment points a run ($MEMSIM_LOCOMO), hashed as a fetched copy is
             present, path, size = True, found, found.stat().st_size
             verified = (sha256_file(found) == row.expected) if (args.verify and row.expected) else None
         state = "present" if present else "absent"
@@ -55,5 +55,5 @@ def data_main(args: argparse.Namespace) -> int:
             print(f"  {'':<27} {path}")
     print("read when no --data is given:")
     for kind, found in in_use.items():
-        print(f"  {kind:<27} {found if found is not None else 'none: ' + fetch_hint(kind)}")
+        print(f"  {kind + ':':<27} {found if found is not None else 'none: ' + fetch_hint(kind)}")
     return 0
