@@ -24,3 +24,53 @@ def test_export_jsonl_has_one_row_per_question_and_system(tmp_path: Path, capsys
     assert main(["export", str(run), "--jsonl", "--out", "-"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 36
     assert main(["export", str(tmp_path / "nothing"), "--jsonl"]) == 2
+
+
+def _runs(tmp_path: Path) -> list[Path]:
+    from test_report import SYSTEMS, make_run, make_static_run
+
+    a = make_run(tmp_path / "seed0", seed=0, reader=False, systems=SYSTEMS + (("gated~twin", 0.3, 0.3),))
+    b = make_run(tmp_path / "seed1", seed=1, reader=False)
+    return [a, b, make_static_run(tmp_path / "static")]
+
+
+def test_board_ranks_runs_of_one_protocol_and_shows_others_apart(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    runs = _runs(tmp_path)
+    assert main(["board", *map(str, runs), "--out", str(tmp_path / "board")]) == 0
+    assert f"board: {tmp_path / 'board' / 'board.html'}" in capsys.readouterr().out
+    data = json.loads((tmp_path / "board" / "board.json").read_text(encoding="utf-8"))
+    assert [g["group"] for g in data] == ["longitudinal persona, recall_all@10, k=10", "static locomo, recall_all@10, k=10"]
+    first, apart = data
+    assert first["reason"] == "" and {r["run"] for r in first["ranking"]} == {str(runs[0]), str(runs[1])}
+    assert all(r["system"] != "gated~twin" for r in first["ranking"])  # twins are arms, not systems
+    heads = [r["headline"] for r in first["ranking"]]
+    assert heads == sorted(heads, reverse=True) and first["ranking"][0]["rank"] == 1
+    gated = next(r for r in first["ranking"] if r["system"] == "gated" and r["run"] == str(runs[0]))
+    metrics = json.loads((runs[0] / "metrics.json").read_text())["systems"]["gated"]
+    assert gated["headline"] == metrics["overall"]["scores"]["recall_all@10"]["mean"]
+    assert gated["gain_second"] == metrics["gain_second"] and gated["retrieve_p95_ms"] is not None
+    assert "other kind (longitudinal vs static)" in apart["reason"] and "other scenario (persona vs locomo)" in apart["reason"]
+    assert "## static locomo" in (tmp_path / "board" / "board.md").read_text(encoding="utf-8")
+
+
+def test_frontier() -> None:
+    from memsim.analysis.board import frontier
+
+    # (score, cost): higher score, lower cost better
+    assert frontier([(0.9, 10.0), (0.8, 1.0), (0.7, 5.0), (0.9, 12.0)]) == [True, True, False, False]
+
+
+@pytest.mark.slow
+def test_board_in_headless_chromium_has_the_ranking_and_frontier_plots(tmp_path: Path) -> None:
+    from test_report import _need_chromium, _render
+
+    from memsim.analysis.board import write_board
+
+    _need_chromium()
+    page = write_board(_runs(tmp_path), tmp_path / "board")
+    dom, console = _render(page)
+    assert console == []
+    assert dom.count('class="ranking"') == 2
+    assert 'id="frontier-latency-0"' in dom and 'id="frontier-cost-0"' in dom
+    assert "<circle" in dom and "gated" in dom

@@ -34,6 +34,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("sensitivity", "memsim.analysis.cli.sensitivity:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
     ("sweep", "memsim.analysis.cli.sweep:sweep", "scenarios x systems x seeds from a sweep spec, on a process pool or Dask, resumable"),
     ("data", "memsim.analysis.cli.data:data", "fetch the LoCoMo and LongMemEval files (sha256-verified) and list what is present"),
+    ("board", "memsim.analysis.cli.board:board", "one page ranking the systems of many run and sweep folders under the same protocol"),
     ("export", "memsim.analysis.cli.export:export", "a run folder's per-question rows as JSON Lines (--jsonl)"),
     ("check", "memsim.analysis.cli.check:check", "run the conformance checks on any system (registered, plugged in or http:url=...)"),
     ("serve", "memsim.analysis.cli.serve:serve", "serve a registered memory system over memsim's HTTP protocol"),
