@@ -1,4 +1,4 @@
-"""``memsim export``: a run's per-question rows as JSON Lines (the board itself is not built yet)."""
+"""``memsim board`` (runs and sweeps ranked under one protocol, frontier plots) and ``memsim export --jsonl``."""
 
 from __future__ import annotations
 
@@ -74,3 +74,21 @@ def test_board_in_headless_chromium_has_the_ranking_and_frontier_plots(tmp_path:
     assert dom.count('class="ranking"') == 2
     assert 'id="frontier-latency-0"' in dom and 'id="frontier-cost-0"' in dom
     assert "<circle" in dom and "gated" in dom
+
+
+def test_board_reads_the_cells_of_a_sweep(tmp_path: Path) -> None:
+    from memsim.analysis.board import write_board
+    from memsim.analysis.sweep import run_sweep, sweep_from_mapping
+
+    spec = sweep_from_mapping({
+        "systems": ["naive", "control-learner"],
+        "sweep": {"name": "b", "seeds": 2, "embedder": "hash"},
+        "scenario": {"name": "persona", "users": 2, "months": 1},
+        "run": {"seed": 0, "k": 5, "n_boot": 100},
+    })
+    run_sweep(spec, tmp_path / "sweep", executor="local", workers=1)
+    write_board([*_runs(tmp_path / "runs"), tmp_path / "sweep"], tmp_path / "board")
+    data = json.loads((tmp_path / "board" / "board.json").read_text(encoding="utf-8"))
+    cells = next(g for g in data if g["group"] == "longitudinal persona, recall_all@5, k=5")
+    assert len({r["run"] for r in cells["ranking"]}) == 4 and "other k (10 vs 5)" in cells["reason"]  # 2 systems x 2 seeds
+    assert {r["system"] for r in cells["ranking"]} == {"naive", "control-learner"}
