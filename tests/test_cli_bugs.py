@@ -246,7 +246,7 @@ def test_report_shows_the_llm_totals(tmp_path: Path) -> None:
 # environment where they were never installed.
 _BLOCK = '''
 import importlib.util, sys
-BLOCKED = {"llama_cpp", "spacy", "dask", "distributed", "fastapi", "uvicorn", "mem0", "bm25s", "matplotlib"}
+BLOCKED = {"llama_cpp", "spacy", "dask", "distributed", "fastapi", "uvicorn", "mem0", "bm25s"}
 class _Absent:
     def find_spec(self, name, path=None, target=None):
         if name.partition(".")[0] in BLOCKED:
