@@ -64,6 +64,11 @@ def answer_options(args: Any) -> AnswerOptions | None:
 
         PriceTable.load(options.prices)  # a missing or bad --prices file is an error even when no reader runs
     if not options.enabled:
+        if options.dry_run:  # nothing to count: say so at once instead of playing the whole run
+            from memsim.sim.answer.dryrun import DryRunFinished
+
+            raise DryRunFinished("dry run: reader none makes no LLM calls (0 calls, 0 tokens, $0); nothing was run "
+                                 "or written. Give --reader short or cot to count what a reader and its judges would spend.")
         return None
     from memsim.analysis.judge_check import judge_checks_for_run, stderr_progress
 

@@ -258,6 +258,10 @@ def _overview_table(run: RunData) -> _Table:
     failures = run.metrics.get("failures") or []
     if failures:
         notes.append(f"{len(failures)} system failure(s) recorded (run.json)")
+    if run.info.get("llm"):  # the reader's and judges' calls, cached replies included (run.json llm)
+        from memsim.sim.answer.setup import format_cost
+
+        notes.append(format_cost(run.info["llm"]))
     return _Table(tuple(headers), tuple(rows), tuple(notes))
 
 
@@ -868,7 +872,8 @@ def compare_runs(
         part = table.filter(pl.col("system") == system)
         cells = [system]
         for col in _COMPARED:
-            s = summarise_seeds(part[col].cast(pl.Float64).fill_null(math.nan).to_numpy())
+            s = summarise_seeds(part[col].cast(pl.Float64).fill_null(math.nan).to_numpy(),
+                                bounds=(0.0, 1.0) if col in pct else (-1.0, 1.0))
             fmt = _pct if col in pct else _pp
             cells.append("—" if s.n == 0 else f"{fmt(s.mean)} [{fmt(s.ci[0])}, {fmt(s.ci[1])}] (n={s.n})")
         seed_rows.append(tuple(cells))
@@ -881,6 +886,12 @@ def compare_runs(
     wide = table.pivot(on="run", index="system", values="overall", aggregate_function="first")
     if wide.height >= 3 and wide.width - 1 >= 2:
         complete = wide.drop_nulls()
+        shared = complete["system"].to_list()
+        if len(shared) < 3:  # said "needs at least 3 systems, got 1" of runs with five systems between them
+            ranking = [("p", f"No ranking: a Friedman ranking needs at least 3 systems scored in every run; "
+                             f"{wide.height} systems across {wide.width - 1} runs, {len(shared)} in all of them"
+                             + (f" ({', '.join(shared)})" if shared else ""))]
+    if wide.height >= 3 and wide.width - 1 >= 2 and not ranking:
         try:
             fr = friedman_ranking(complete)
         except UserError as exc:

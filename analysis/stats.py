@@ -464,8 +464,14 @@ def diff_in_diff(
 # ---------------------------------------------------------------------------
 
 
-def summarise_seeds(values: Sequence[float] | np.ndarray, *, alpha: float = 0.05) -> SeedSummary:
-    """Mean across seeds with a Student t interval (NaN seeds dropped)."""
+def summarise_seeds(
+    values: Sequence[float] | np.ndarray, *, alpha: float = 0.05, bounds: tuple[float, float] | None = None
+) -> SeedSummary:
+    """Mean across seeds with a Student t interval (NaN seeds dropped), clipped to ``bounds`` when given.
+
+    A proportion's t interval can pass 0 or 1 (91.3% [79.4, 103.1]); ``bounds=(0, 1)`` for a proportion
+    and ``(-1, 1)`` for a difference of two keep it to values the figure can take.
+    """
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
     n = int(v.size)
@@ -478,7 +484,10 @@ def summarise_seeds(values: Sequence[float] | np.ndarray, *, alpha: float = 0.05
     from scipy import stats as sps
 
     half = float(sps.t.ppf(1 - alpha / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
-    return SeedSummary(mean, (mean - half, mean + half), n)
+    lo, hi = mean - half, mean + half
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return SeedSummary(mean, (lo, hi), n)
 
 
 def _table_to_matrix(

@@ -578,6 +578,8 @@ def format_tables(
     for col in cols:
         fam, _, cut = col.partition("@")
         families.setdefault(fam if cut else col, []).append(col)
+    for members in families.values():  # metrics.json sorts its keys as strings (@1 @10 @5): numeric order here
+        members.sort(key=lambda c: int(c.partition("@")[2]) if c.partition("@")[2].isdigit() else 0)
     name_w = max(12, *(len(n) for n, _ in groups))
     lines: list[str] = []
     for fam, members in families.items():

@@ -214,7 +214,7 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
     Raises:
         UserError: naming the file and the dotted key at fault.
     """
-    from memsim.memory.registry import memory_names
+    from memsim.memory.registry import memory_target
     from memsim.sim.spec import RunSettings
 
     bad = f"bad sweep spec{_where(source)}"
@@ -239,7 +239,6 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
     if not raw_sys or not isinstance(raw_sys, list):
         raise UserError(f"{bad}: systems: missing (a list of names, or [[systems]] tables with a 'name' key)")
     systems = []
-    known = set(memory_names())
     for i, s in enumerate(raw_sys):
         key = f"systems[{i}]"
         if isinstance(s, str):
@@ -252,8 +251,10 @@ def sweep_from_mapping(data: Mapping[str, Any], *, source: str = "") -> SweepSpe
             s = {"name": ps.name, "args": dict(ps.args)}
         entry = _model(SystemGrid, {**s, "grid": _grid(s.get("grid"), key=f"{key}.grid", source=source)} if isinstance(s, Mapping) else s,
                        key=key, source=source)
-        if entry.name not in known:
-            raise UserError(f"{bad}: {key}.name: unknown memory system {entry.name!r}; known: {', '.join(sorted(known))}")
+        try:
+            memory_target(entry.name)  # a registered name, an entry point or package.module:Class
+        except ValueError as exc:
+            raise UserError(f"{bad}: {key}.name: {exc}") from None
         systems.append(entry)
 
     if not isinstance(data.get("run", {}), Mapping):

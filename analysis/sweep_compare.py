@@ -60,7 +60,8 @@ def aggregate(index: pl.DataFrame) -> pl.DataFrame:
                                "pending": part.filter(pl.col("state") == "pending").height,
                                "metric": part["metric"][0]}
         for col, _ in FIGURES:
-            s = summarise_seeds(done[col].cast(pl.Float64).fill_null(math.nan).to_numpy())
+            s = summarise_seeds(done[col].cast(pl.Float64).fill_null(math.nan).to_numpy(),
+                                bounds=(0.0, 1.0) if col == "accuracy" else (-1.0, 1.0))
             row.update({col: s.mean, f"{col}_lo": s.ci[0], f"{col}_hi": s.ci[1], f"{col}_n": s.n})
         rows.append(row)
     return pl.DataFrame(rows)
@@ -81,7 +82,9 @@ def rankings(index: pl.DataFrame, figure: str) -> dict[str, list[dict[str, Any]]
             continue
         means = part.group_by("system", maintain_order=True).agg(pl.col(figure).mean().alias("mean")).sort(
             ["mean", "system"], descending=[True, False])
-        entries = [{"system": s, "mean": m, "rank": i + 1} for i, (s, m) in enumerate(means.iter_rows())]
+        values = means["mean"].to_list()
+        # Standard competition ranking: tied systems share the better rank (1, 1, 3), never 1 and 2.
+        entries = [{"system": s, "mean": m, "rank": 1 + sum(v > m for v in values)} for s, m in means.iter_rows()]
         wide = part.pivot(on="seed", index="system", values=figure, aggregate_function="first").drop_nulls()
         if wide.height >= 3 and wide.width - 1 >= 2:
             try:
@@ -263,36 +266,13 @@ def compare_sweep(sweep_dir: str | Path, out_dir: str | Path | None = None) -> P
 
 
 def _html(md: str, name: str) -> str:
-    """A plain page of the Markdown: tables as tables, images as images, the rest as paragraphs."""
+    """The Markdown as a plain page (markdown-it-py, tables on): lists as lists, images as images."""
     import html
 
-    body: list[str] = []
-    rows: list[str] = []
+    from markdown_it import MarkdownIt
 
-    def flush() -> None:
-        if rows:
-            body.append("<table>" + "".join(rows) + "</table>")
-            rows.clear()
-
-    for line in md.splitlines():
-        if line.startswith("|"):
-            if set(line) <= set("|-: "):
-                continue
-            tag = "th" if not rows else "td"
-            cells = [html.escape(c.strip()) for c in line.strip("|").split("|")]
-            rows.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
-            continue
-        flush()
-        if line.startswith("!["):
-            src = line[line.index("(") + 1 : -1]
-            body.append(f'<p><img src="{html.escape(src)}" alt="{html.escape(src)}"></p>')
-        elif line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
-        elif line.strip():
-            body.append(f"<p>{html.escape(line)}</p>")
-    flush()
+    body = MarkdownIt("commonmark").enable("table").render(md)
     style = "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}" \
             "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}img{max-width:100%}"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+            f"<style>{style}</style></head><body>{body}</body></html>\n")

@@ -4,12 +4,21 @@ Factories are named by ``"module:attribute"`` strings and imported only when
 a system is built, so optional dependencies cost nothing until used. A system
 is ``name + args``; the args are JSON-serialisable and go into a run's spec,
 so ``build_memory(spec.name, spec.args, ...)`` rebuilds it.
+
+Systems from outside memsim need no edit here. A name may be an import path
+(``package.module:Class``), recorded as such in the spec, or the name of an
+entry point in the ``memsim.systems`` group of an installed package; either
+is resolved on first use, in whatever process (a sweep worker, a Dask worker,
+``memsim serve``) reads the spec.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.metadata
 import importlib.util
+import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +30,7 @@ if TYPE_CHECKING:
     from memsim.memory.base import MemorySystem
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "Resources",
     "SystemSpec",
     "UnknownSystemError",
@@ -31,6 +41,8 @@ __all__ = [
     "learns_from_feedback",
     "ROLES",
     "memory_role",
+    "memory_target",
+    "missing_extra",
     "build_memory",
     "parse_system",
 ]
@@ -82,9 +94,16 @@ class _Entry:
     standalone: bool
     learns: bool | None
     role: str
+    requires: tuple[str, str] | None = None
+    """(module, extra): the optional module the system imports and the extra that installs it."""
 
 
 _REGISTRY: dict[str, _Entry] = {}
+_PLUGINS: dict[str, _Entry] = {}
+"""Import paths and entry points resolved so far (kept apart: they are not registered names)."""
+
+ENTRY_POINT_GROUP = "memsim.systems"
+"""The entry-point group an installed package names its systems in (``name = "package.module:Class"``)."""
 
 
 def register_memory(
@@ -96,6 +115,7 @@ def register_memory(
     standalone: bool = True,
     learns: bool | None = True,
     role: str = "system",
+    requires: tuple[str, str] | None = None,
 ) -> None:
     """Register ``target`` (``"module:callable"``) under ``name``.
 
@@ -108,7 +128,10 @@ def register_memory(
     construction); ``None`` means "as the factory's ``learns_from_args(args)``"
     where it has one, else "as its ``inner`` system". ``role`` is one of
     ``ROLES``: the demo plays the baselines and systems, never the ablations
-    or instruments. A duplicate name is an error.
+    or instruments. ``requires=(module, extra)`` names an optional module the
+    system needs and the extra that installs it: where the module is absent the
+    system is not standalone (the demo leaves it out and says which extra to
+    install). A duplicate name is an error.
     """
     if name in _REGISTRY:
         raise ValueError(f"memory system {name!r} is already registered")
@@ -116,7 +139,7 @@ def register_memory(
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
     if role not in ROLES:
         raise ValueError(f"memory system {name!r}: role {role!r} is not one of {', '.join(ROLES)}")
-    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns, role)
+    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns, role, requires)
 
 
 def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bool:
@@ -125,8 +148,7 @@ def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bo
     if entry.learns is not None:
         return entry.learns
     merged = {**entry.defaults, **dict(args or {})}
-    module_name, attr = entry.target.split(":", 1)
-    asks = getattr(getattr(importlib.import_module(module_name), attr), "learns_from_args", None)
+    asks = getattr(_load(entry.target, name), "learns_from_args", None)
     if callable(asks):  # an outside system says for itself (e.g. a server's describe)
         return bool(asks(merged))
     inner = str(merged.get("inner", "naive"))
@@ -135,8 +157,23 @@ def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bo
 
 
 def memory_names(*, standalone_only: bool = False) -> list[str]:
-    """Registered names, sorted; with ``standalone_only``, those buildable without arguments."""
-    return sorted(n for n, e in _REGISTRY.items() if e.standalone or not standalone_only)
+    """Registered and entry-point names, sorted; with ``standalone_only``, the registered ones buildable without arguments.
+
+    Entry-point systems are left out of ``standalone_only`` (the demo's list): listing them imports nothing,
+    and a run plays them only when named.
+    """
+    names = {n for n, e in _REGISTRY.items() if not standalone_only or (e.standalone and missing_extra(n) is None)}
+    if not standalone_only:
+        names |= set(_entry_points())
+    return sorted(names)
+
+
+def missing_extra(name: str) -> str | None:
+    """The extra to install for system ``name`` when a module it needs is absent (``"nlp"``), else None."""
+    needs = _entry(name).requires
+    if needs is None or importlib.util.find_spec(needs[0]) is not None:
+        return None
+    return needs[1]
 
 
 def memory_role(name: str) -> str:
@@ -149,12 +186,54 @@ def memory_description(name: str) -> str:
     return _entry(name).description
 
 
+def memory_target(name: str) -> str:
+    """The ``module:attribute`` that system ``name`` is built from (its import path for a plugin)."""
+    return _entry(name).target
+
+
+def _is_import_path(text: str) -> bool:
+    """Whether ``text`` reads ``package.module:Attribute`` (not ``name:key=value``)."""
+    module, sep, attr = text.partition(":")
+    return bool(sep) and attr.isidentifier() and all(part.isidentifier() for part in module.split("."))
+
+
+def _entry_points() -> dict[str, str]:
+    """Installed packages' systems: entry-point name -> ``module:attribute`` (read anew, so a fresh install is seen)."""
+    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def _entry(name: str) -> _Entry:
+    entry = _REGISTRY.get(name) or _PLUGINS.get(name)
+    if entry is not None:
+        return entry
+    target = _entry_points().get(name) or (name if _is_import_path(name) else None)
+    if target is None:
+        known = memory_names()
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UnknownSystemError(
+            f"unknown memory system {name!r}; {hint}known systems: {', '.join(known)} "
+            f"(or package.module:Class, or an entry point in group {ENTRY_POINT_GROUP!r})"
+        )
+    factory = _load(target, name)
+    # A plugin says whether it learns: ``learns_from_args(args)`` or a ``learns`` attribute; by default it
+    # is taken to learn, so that the run plays its twin and placebo rather than assume a zero gain.
+    learns = None if callable(getattr(factory, "learns_from_args", None)) else bool(getattr(factory, "learns", True))
+    doc = (inspect.getdoc(factory) or "").strip().splitlines()
+    entry = _Entry(target, doc[0] if doc else f"plugged in from {target}", {}, False, learns, "system")
+    _PLUGINS[name] = entry
+    return entry
+
+
+def _load(target: str, name: str) -> Any:
+    """The factory named by ``target``; an import that fails is an unknown system, with the reason."""
+    module_name, attr = target.split(":", 1)
     try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(memory_names())
-        raise UnknownSystemError(f"unknown memory system {name!r}; known systems: {known}") from None
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        if name in _REGISTRY:  # a registered system's optional dependency: the error names it as it is
+            raise
+        raise UnknownSystemError(f"memory system {name!r}: cannot import {target}: {exc}") from None
 
 
 def build_memory(
@@ -162,8 +241,7 @@ def build_memory(
 ) -> MemorySystem:
     """Build the registered system ``name`` with ``args``."""
     entry = _entry(name)
-    module_name, attr = entry.target.split(":", 1)
-    factory = getattr(importlib.import_module(module_name), attr)
+    factory = _load(entry.target, name)
     merged = {**entry.defaults, **dict(args or {})}
     resources = resources or Resources()
     if resources.builder is None:  # wrappers build their inner system through it (no import of this module)
@@ -181,14 +259,12 @@ def check_system_args(name: str, args: Mapping[str, Any] | None = None) -> None:
     every value must fit its annotation (``ltp=maybe`` for a ``bool`` is an
     error). Raises ``ValueError`` naming the system, the key and what it takes.
     """
-    import inspect
     import typing
 
     from pydantic import TypeAdapter, ValidationError
 
     entry = _entry(name)
-    module_name, attr = entry.target.split(":", 1)
-    factory = getattr(importlib.import_module(module_name), attr)
+    factory = _load(entry.target, name)
     init = factory.__init__ if inspect.isclass(factory) else factory
     params = {
         n: p for n, p in inspect.signature(init).parameters.items()
@@ -221,12 +297,25 @@ def check_system_args(name: str, args: Mapping[str, Any] | None = None) -> None:
 
 
 def parse_system(text: str) -> SystemSpec:
-    """Parse a command-line system: ``name`` or ``name:key=value,key=value``.
+    """Parse a command-line system: ``name[:key=value,...]`` or ``package.module:Class[:key=value,...]``.
 
-    Values are read as JSON where they parse (numbers, true/false), else as
-    strings. The name is checked against the registry.
+    ``name`` is a registered system or an entry point of group
+    ``memsim.systems``. Values are read as JSON where they parse (numbers,
+    true/false), else as strings. ``label=TEXT`` (any system) names the
+    system in tables instead of ``name[args]``. The name is checked against
+    the registry and the args against the constructor.
     """
-    name, _, rest = text.partition(":")
+    parts = text.split(":", 2)
+    points = _entry_points()
+    known = parts[0] in _REGISTRY or parts[0] in points  # a known name wins: ``naive:oops`` is a bad argument
+    if len(parts) > 1 and not known and _is_import_path(f"{parts[0]}:{parts[1]}"):
+        name, rest = f"{parts[0]}:{parts[1]}", parts[2] if len(parts) > 2 else ""
+    else:
+        name, _, rest = text.partition(":")
+    label = ""
+    if name not in _REGISTRY and name in points:
+        # The spec records the import path, so a rerun or a worker rebuilds it even where the entry point is not installed.
+        name, label = points[name], name
     _entry(name)
     args: dict[str, Any] = {}
     if rest:
@@ -238,8 +327,9 @@ def parse_system(text: str) -> SystemSpec:
                 args[key.strip()] = json.loads(raw)
             except json.JSONDecodeError:
                 args[key.strip()] = raw
+    label = args.pop("label", label)
     check_system_args(name, args)
-    return SystemSpec(name=name, args=args)
+    return SystemSpec(name=name, args=args, label=str(label))
 
 
 def _register_builtin() -> None:
@@ -275,6 +365,7 @@ def _register_builtin() -> None:
         "memsim.memory.gated:MultiSignalMemory",
         description="as published: surprise OR temporal markers OR a novel (text, label) entity (spaCy), seen once checked",
         learns=False,
+        requires=("spacy", "nlp"),
     )
     register_memory(
         "multisignal-extended",
@@ -282,12 +373,14 @@ def _register_builtin() -> None:
         description="memsim's multisignal: wider temporal vocabulary, entities by text, known only from stored turns",
         defaults={"markers": "extended", "entity_key": "text", "entity_seen": "stored"},
         learns=False,
+        requires=("spacy", "nlp"),
     )
     register_memory(
         "neuroplastic",
         "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
         description="published mechanism on the multi-signal gate: strengthening with decay every 10 questions, "
         "Hebbian links, belief revision by inhibition, consolidation by inhibiting near-duplicates",
+        requires=("spacy", "nlp"),
     )
     # Ablations as published: each mechanism off in turn (no-ltp also stops the periodic decay).
     for mechanism in ("ltp", "associations", "inhibition", "consolidation"):
@@ -298,6 +391,7 @@ def _register_builtin() -> None:
             + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
             defaults={mechanism: False},
             role="ablation",
+            requires=("spacy", "nlp"),
         )
     register_memory(
         "neuroplastic-no-abstractions",
@@ -320,6 +414,7 @@ def _register_builtin() -> None:
         description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
         defaults={"strengthen": False},
         role="ablation",
+        requires=("spacy", "nlp"),
     )
     register_memory(
         "neuroplastic-daily-decay",
@@ -339,6 +434,7 @@ def _register_builtin() -> None:
         description="every turn stored; top-k by BM25 per user (bm25s)",
         learns=False,
         role="baseline",
+        requires=("bm25s", "lexical"),
     )
     register_memory(
         "hybrid",
@@ -346,6 +442,7 @@ def _register_builtin() -> None:
         description="BM25 and dense cosine rankings fused by reciprocal rank",
         learns=False,
         role="baseline",
+        requires=("bm25s", "lexical"),
     )
     register_memory(
         "recency",

@@ -39,6 +39,7 @@ __all__ = [
     "recorded_hashes",
     "fetch",
     "locate",
+    "env_path",
     "resolve_given",
     "fetch_hint",
     "sha256_file",
@@ -270,6 +271,12 @@ def resolve_given(given: str, kind: Kind) -> Path:
     if not cached.is_file():
         raise UserError(f"--data {given}: not fetched yet; get it with `memsim data fetch {given}`")
     return cached
+
+
+def env_path(kind: Kind) -> Path | None:
+    """The file the environment variable of ``kind`` names (``$MEMSIM_LOCOMO``), or None when unset."""
+    env = os.environ.get(_ENV[kind])
+    return Path(env).expanduser() if env else None
 
 
 def locate(kind: Kind) -> Path | None:

@@ -40,6 +40,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("sensitivity", "memsim.analysis.cli.sensitivity:sensitivity", "how a system's DiD moves with re-ask rate, topic skew, change rate, feedback delay"),
     ("sweep", "memsim.analysis.cli.sweep:sweep", "scenarios x systems x seeds from a sweep spec, on a process pool or Dask, resumable"),
     ("data", "memsim.analysis.cli.data:data", "fetch the LoCoMo and LongMemEval files (sha256-verified) and list what is present"),
+    ("board", "memsim.analysis.cli.board:board", "one page ranking the systems of many run and sweep folders under the same protocol"),
+    ("export", "memsim.analysis.cli.export:export", "a run folder's per-question rows as JSON Lines (--jsonl)"),
+    ("check", "memsim.analysis.cli.check:check", "run the conformance checks on any system (registered, plugged in or http:url=...)"),
     ("serve", "memsim.analysis.cli.serve:serve", "serve a registered memory system over memsim's HTTP protocol"),
     ("judge-check", "memsim.analysis.cli.judge_check:judge_check", "check every judge on labelled answers: accuracy, false accepts/rejects, kappa"),
 )
@@ -120,7 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[NO_SIZE_LIMITS_ENV] = "1"
     _, run = _load(args._target)
     try:
-        return int(run(args) or 0)  # type: ignore[operator]
+        code = int(run(args) or 0)  # type: ignore[operator]
+        sys.stdout.flush()  # a reader that went away (``| head``) shows here, where it is caught, not at exit
+        return code
+    except BrokenPipeError:
+        # Output no one reads is dropped quietly (the Python docs' recipe), as ``cat | head`` does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except DryRunFinished as done:
         print(done.text)
         return 0

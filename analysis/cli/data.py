@@ -23,7 +23,7 @@ def data_arguments(parser: argparse.ArgumentParser) -> None:
 
 def data_main(args: argparse.Namespace) -> int:
     """Fetch or list; a refused or failed download raises ``UserError``."""
-    from memsim.static_benchmarks.data import data_dir, fetch, status
+    from memsim.static_benchmarks.data import DATASETS, data_dir, env_path, fetch, fetch_hint, locate, sha256_file, status
 
     if args.action == "fetch":
         for name in args.names:
@@ -37,12 +37,23 @@ def data_main(args: argparse.Namespace) -> int:
             print(f"  licence {got.licence}")
         return 0
     print(f"data folder: {data_dir()}")
+    # What a run reads when no --data is given ($MEMSIM_LOCOMO, $MEMSIM_LONGMEMEVAL, the data folder, ../shared).
+    in_use = {kind: locate(kind) for kind in sorted({ds.kind for ds in DATASETS.values()})}
     for row in status(verify=args.verify):
-        state = "present" if row.present else "absent"
-        if row.verified is not None:
-            state += ", sha256 ok" if row.verified else ", SHA256 MISMATCH"
-        size = f"{row.size / 1e6:.1f} MB" if row.present else ""
-        print(f"  {row.name:<27} {state:<20} {size:>10}  {row.description}")
-        if row.present:
-            print(f"  {'':<27} {row.path}")
+        present, path, size, verified = row.present, row.path, row.size, row.verified
+        found = env_path(DATASETS[row.name].kind)
+        if not present and found is not None and found.is_file() and found.name == row.path.name:
+            # the same file where the environment points a run ($MEMSIM_LOCOMO), hashed as a fetched copy is
+            present, path, size = True, found, found.stat().st_size
+            verified = (sha256_file(found) == row.expected) if (args.verify and row.expected) else None
+        state = "present" if present else "absent"
+        if verified is not None:
+            state += ", sha256 ok" if verified else ", SHA256 MISMATCH"
+        shown = f"{size / 1e6:.1f} MB" if present else ""
+        print(f"  {row.name:<27} {state:<20} {shown:>10}  {row.description}")
+        if present:
+            print(f"  {'':<27} {path}")
+    print("read when no --data is given:")
+    for kind, found in in_use.items():
+        print(f"  {kind + ':':<27} {found if found is not None else 'none: ' + fetch_hint(kind)}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,21 @@ __all__ = [
     "listing_arguments",
     "listing_main",
     "print_outcome",
+    "print_static",
     "embedding_line",
     "progress_bar",
 ]
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from memsim.analysis.cli.options import add_answer_arguments, add_out_argument, add_seed_argument, add_system_argument
+    from memsim.analysis.cli.options import (
+        add_answer_arguments,
+        add_cache_dir_argument,
+        add_no_progress_argument,
+        add_out_argument,
+        add_seed_argument,
+        add_system_argument,
+    )
 
     add_system_argument(parser, default=[], help="system under test (repeatable); default: the config's [run] systems")
     add_seed_argument(parser, default=None, help="seed (default: the config's)")
@@ -37,6 +46,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "at the same rate) beside its twin (default: the config's, else on); --no-placebo: twin only")
     parser.add_argument("--balance-kinds", action="store_true", default=None,
                         help="weight questions so that both halves have the same question-kind mix")
+    parser.add_argument("--data", default=None, metavar="PATH",
+                        help="the scenario's data file (scenario.data of locomo_stream, longmemeval_stream: "
+                        "a path or a `memsim data` name)")
+    add_cache_dir_argument(parser)
+    add_no_progress_argument(parser)
     add_answer_arguments(parser)
 
 
@@ -86,11 +100,20 @@ def run_main(args: argparse.Namespace) -> int:
 
 def demo_main(args: argparse.Namespace) -> int:
     """Run the demo: the persona scenario against every registered system."""
-    from memsim.memory.registry import memory_names
+    from memsim.memory.registry import memory_names, memory_role
 
     if not args.system:
         for name in sorted(set(DEMO_ASK_FIRST) & set(memory_names(standalone_only=True))):
             print(f"demo: {name} is installed but left out: {DEMO_ASK_FIRST[name]}")
+        from memsim.memory.registry import missing_extra
+
+        absent: dict[str, list[str]] = {}
+        for name in memory_names():
+            extra = missing_extra(name)
+            if extra is not None and memory_role(name) in ("baseline", "system"):
+                absent.setdefault(extra, []).append(name)
+        for extra, names in absent.items():
+            print(f"demo: {', '.join(names)} left out: not installed (pip install 'memsim[{extra}]')")
     return _run(args, args.config, default_systems=demo_systems())
 
 
@@ -101,6 +124,11 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     from memsim.sim.core.errors import UserError
 
     config = load_config(config_path)
+    if args.data is not None:  # checked against the scenario's own options, as a config's scenario.data is
+        from memsim.scenarios.config import config_from_mapping
+
+        config = config_from_mapping({**config.model_dump(exclude={"source"}, exclude_none=True),
+                                      "scenario": {**config.scenario, "data": args.data}}, source=f"{config_path} with --data")
     try:
         systems = [parse_system(s) for s in args.system]
     except ValueError as exc:
@@ -118,7 +146,8 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     from memsim.sim.recorder import RunFolderRefused
 
     try:
-        outcome = execute(spec, out_dir=out, progress=progress_bar(), report=not args.no_report)
+        outcome = execute(spec, out_dir=out, progress=progress_bar(enabled=not args.no_progress),
+                          report=not args.no_report, embedder_factory=cache_dir_embedder(args.cache_dir))
     except RunFolderRefused:
         raise  # nothing was played: there is nothing to resume
     except UserError:
@@ -137,8 +166,27 @@ def exit_code(outcome: Any, out: Any) -> int:
     return 0
 
 
-def progress_bar() -> Any:
-    """A checkpoint callback: the totals once known, then a bar in simulated days or episodes."""
+def cache_dir_embedder(cache_dir: Path | None) -> Any:
+    """A factory of the shared embedder on ``--cache-dir``, or None (the default cache)."""
+    if cache_dir is None:
+        return None
+
+    def make() -> Any:
+        from memsim.memory.embed import Embedder
+
+        return Embedder(cache_dir=cache_dir)
+
+    return make
+
+
+def progress_bar(*, enabled: bool = True) -> Any:
+    """A checkpoint callback: the totals once known, then a bar in simulated days or episodes.
+
+    None (no bar) when not ``enabled`` or when stderr is not a terminal: a log file gets no
+    carriage-return updates.
+    """
+    if not enabled or not sys.stderr.isatty():
+        return None
     from tqdm import tqdm
 
     state: dict[str, Any] = {}
@@ -194,20 +242,25 @@ def print_outcome(outcome: Any) -> None:
     systems = m.get("systems", {})
     if systems:
         print()
-        print(f"{'system':<28} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
+        w = max(28, *(len(n) for n in systems))  # a long label (http[url=...]) widens the column, never shifts it
+        print(f"{'system':<{w}} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
         for name, s in systems.items():
             if s.get("failed"):
-                print(f"{name:<28} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
+                print(f"{name:<{w}} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
                 continue
             stale = s.get("stale_above_current")
             mb = (s.get("final_bytes") or 0) / 1e6
             lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
-            print(f"{name:<28} {('—' if stale is None else f'{100 * stale:.1f}'):>11} {s.get('final_items') or 0:>7} "
+            print(f"{name:<{w}} {('—' if stale is None else f'{100 * stale:.1f}'):>11} {s.get('final_items') or 0:>7} "
                   f"{mb:>7.2f} {lat.get('p50') or 0:>10.2f} {lat.get('p95') or 0:>10.2f} "
                   f"{(s.get('deleted_leaks') or 0) + (s.get('forget_probe_leaks') or 0):>5}")
             answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
             if answers:
                 print("    answers: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+    if outcome.result.info.get("llm"):
+        from memsim.sim.answer.setup import format_cost
+
+        print(format_cost(outcome.result.info["llm"]))
     load = m.get("load") or timings.get("load")
     if load:
         from memsim.analysis.load import format_load
@@ -243,6 +296,9 @@ def rerun_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim rerun``."""
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (its spec.json is replayed)")
     parser.add_argument("--out", type=Path, default=None, help="new run folder (default: RUN_DIR-rerun)")
+    from memsim.analysis.cli.options import add_no_progress_argument
+
+    add_no_progress_argument(parser)
 
 
 def rerun_main(args: argparse.Namespace) -> int:
@@ -250,8 +306,12 @@ def rerun_main(args: argparse.Namespace) -> int:
     from memsim.analysis.pipeline import rerun
 
     out = args.out or args.run_dir.with_name(args.run_dir.name + "-rerun")
-    outcome = rerun(args.run_dir, out_dir=out, progress=progress_bar())
-    print_outcome(outcome)
+    outcome = rerun(args.run_dir, out_dir=out, progress=progress_bar(enabled=not args.no_progress))
+    if outcome.spec.kind == "static":  # its tables are the static command's (recall by kind), not the learning table
+        print_static(outcome)
+        print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")
+    else:
+        print_outcome(outcome)
     old, new = args.run_dir / "metrics.json", out / "metrics.json"
     if old.exists():
         same = old.read_bytes() == new.read_bytes()
@@ -290,3 +350,37 @@ def listing_main(args: argparse.Namespace) -> int:
         for key, text in rows:
             print(f"  {key:<{width}}  {text}")
     return 0
+
+
+def print_static(outcome: Any, *, kind_names: Mapping[str, str] | None = None) -> None:
+    """A static run's tables: per system its scores by kind at every cut-off, answers, latency, storage, LLM cost."""
+    from memsim.analysis.summary import format_answer_accuracy, format_compression, format_tables
+    from memsim.sim.answer.setup import format_cost
+
+    spec, m = outcome.spec, outcome.summary.metrics
+    totals = m["totals"]
+    print(f"\n{totals.get('episodes')} episodes, {totals.get('questions')} questions, k={spec.k} "
+          f"(retrieved {spec.fetch_k}), seed {spec.seed}")
+    line = embedding_line(outcome.result.info)
+    if line:
+        print(line)
+    for system in m["systems"]:
+        print(f"\nsystem {system}")
+        if m["systems"][system].get("failed"):
+            print(f"FAILED ({m['systems'][system]['questions']} question rows kept, no figures): {m['systems'][system]['failed']}")
+            continue
+        print(format_tables(m, system, kind_names=kind_names))
+        if spec.answer is not None:
+            print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))
+        lat = outcome.summary.timings["systems"][system]["retrieve_ms"]
+        if lat["p50"] is not None:
+            print(f"retrieve latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
+        report = m.get("system_reports", {}).get(system, {})
+        if "kept" in report:
+            print(f"stored {report['turns_stored']} of {report['turns_seen']} turns: "
+                  f"kept {report['kept']:.3f}, compression {report['compression']:.3f}")
+    gated = format_compression(m, spec.metric)
+    if gated:
+        print("\n" + gated)
+    if "llm" in outcome.result.info:
+        print(format_cost(outcome.result.info["llm"]))

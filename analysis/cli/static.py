@@ -26,6 +26,7 @@ def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples per interval (default 2000)")
     p.add_argument("--out", type=Path, default=None,
                    help=f"run folder (default runs/static-{protocol.name}-<time>); an unfinished run there is resumed")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html")
     add_cache_dir_argument(p)
     add_no_progress_argument(p)
     add_answer_arguments(p)
@@ -77,13 +78,9 @@ def _resources(args: argparse.Namespace) -> Any:
     from memsim.memory.registry import Resources
     from memsim.sim.core.streams import streams
 
-    def on_cache_dir() -> Any:
-        from memsim.memory.embed import Embedder
+    from memsim.analysis.cli.run import cache_dir_embedder
 
-        return Embedder(cache_dir=args.cache_dir)
-
-    factory = on_cache_dir if args.cache_dir is not None else None
-    return Resources(rng=streams(args.seed)["systems"], embedder_factory=factory)
+    return Resources(rng=streams(args.seed)["systems"], embedder_factory=cache_dir_embedder(args.cache_dir))
 
 
 def static_spec(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -109,11 +106,9 @@ def static_spec(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def static_main(args: argparse.Namespace) -> int:
     """Run the chosen benchmark and print its tables."""
-    from memsim.analysis.cli.run import embedding_line, progress_bar
+    from memsim.analysis.cli.run import exit_code, print_static, progress_bar
     from memsim.analysis.pipeline import default_out_dir, execute
-    from memsim.analysis.summary import format_answer_accuracy, format_compression, format_tables
     from memsim.scenarios.registry import static_protocol
-    from memsim.sim.answer.setup import format_cost
     from memsim.sim.core.errors import UserError
 
     protocol = static_protocol(args.benchmark)
@@ -130,39 +125,15 @@ def static_main(args: argparse.Namespace) -> int:
             out_dir=out,
             resources=_resources(args),
             default_judges=protocol.judges,
-            progress=None if args.no_progress else progress_bar(),
+            progress=progress_bar(enabled=not args.no_progress),
+            report=not args.no_report,
         )
     except UserError:
         print(f"stopped; every finished episode is in {out} (rerun the same command to resume)")
         raise
-    m = outcome.summary.metrics
-    totals = m["totals"]
-    print(f"\n{totals.get('episodes')} episodes, {totals.get('questions')} questions, k={spec.k} "
-          f"(retrieved {spec.fetch_k}), seed {spec.seed}")
-    line = embedding_line(outcome.result.info)
-    if line:
-        print(line)
-    for system in m["systems"]:
-        print(f"\nsystem {system}")
-        if m["systems"][system].get("failed"):
-            print(f"FAILED ({m['systems'][system]['questions']} question rows kept, no figures): {m['systems'][system]['failed']}")
-            continue
-        print(format_tables(m, system, kind_names=planned.kind_names))
-        if spec.answer is not None:
-            print(format_answer_accuracy(m, outcome.result.probes, system, column=spec.metric))
-        lat = outcome.summary.timings["systems"][system]["retrieve_ms"]
-        if lat["p50"] is not None:
-            print(f"retrieve latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
-        report = m.get("system_reports", {}).get(system, {})
-        if "kept" in report:
-            print(f"stored {report['turns_stored']} of {report['turns_seen']} turns: "
-                  f"kept {report['kept']:.3f}, compression {report['compression']:.3f}")
-    gated = format_compression(m, spec.metric)
-    if gated:
-        print("\n" + gated)
-    if "llm" in outcome.result.info:
-        print(format_cost(outcome.result.info["llm"]))
+    print_static(outcome, kind_names=planned.kind_names)
+    if not args.no_report:
+        print(f"report: {Path(out) / 'report.html'}")
     print(f"wall {outcome.result.wall_seconds:.1f} s; run folder: {out}")
-    from memsim.analysis.cli.run import exit_code
-
     return exit_code(outcome, out)
+

@@ -129,13 +129,19 @@ class _Tally:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cost_usd: float = 0.0
+    cached_prompt_tokens: int = 0
+    cached_completion_tokens: int = 0
+    cached_cost_usd: float = 0.0
 
 
 class Meter:
     """Adds up what LLM calls cost, per role (``reader``, ``judge``) and model.
 
-    Cached replies are counted apart and cost nothing: no call was made.
-    Thread-safe.
+    Cached replies are counted apart: no call was made, so they add nothing
+    to ``calls``, ``prompt_tokens`` or ``cost_usd`` (what this run spent);
+    their tokens and what they cost when first made are in the ``cached_*``
+    keys, so the run's whole use of the model is ``prompt_tokens +
+    cached_prompt_tokens``. Thread-safe.
     """
 
     def __init__(self, prices: PriceTable | None = None) -> None:
@@ -152,46 +158,37 @@ class Meter:
         """Count one reply of ``model`` served by a ``kind`` client at ``endpoint``."""
         with self._lock:
             t = self._tallies.setdefault((role, kind, model), _Tally())
+            cost = self.prices.cost(model, completion.prompt_tokens, completion.completion_tokens, kind, endpoint)
             if completion.cached:
                 t.cached_calls += 1
+                t.cached_prompt_tokens += completion.prompt_tokens
+                t.cached_completion_tokens += completion.completion_tokens
+                t.cached_cost_usd += cost
                 return
             t.calls += 1
             t.prompt_tokens += completion.prompt_tokens
             t.completion_tokens += completion.completion_tokens
             t.latency_s += completion.latency_s
-            t.cost_usd += self.prices.cost(
-                model, completion.prompt_tokens, completion.completion_tokens, kind, endpoint
-            )
+            t.cost_usd += cost
 
     def summary(self) -> dict[str, Any]:
         """Totals and a breakdown per role and model (plain JSON data).
 
         Keys: ``calls``, ``cached_calls``, ``prompt_tokens``,
         ``completion_tokens``, ``latency_s``, ``cost_usd`` (NaN when some
-        model has no price) and ``by_role``: a list of the same per
-        (role, kind, model).
+        model has no price), ``cached_prompt_tokens``,
+        ``cached_completion_tokens``, ``cached_cost_usd`` (the cached
+        replies' tokens and what they cost when made) and ``by_role``: a
+        list of the same per (role, kind, model).
         """
         with self._lock:
             rows = [
-                {
-                    "role": role,
-                    "kind": kind,
-                    "model": model,
-                    "calls": t.calls,
-                    "cached_calls": t.cached_calls,
-                    "prompt_tokens": t.prompt_tokens,
-                    "completion_tokens": t.completion_tokens,
-                    "latency_s": t.latency_s,
-                    "cost_usd": t.cost_usd,
-                }
+                {"role": role, "kind": kind, "model": model, **{k: getattr(t, k) for k in _Tally.__slots__}}
                 for (role, kind, model), t in sorted(self._tallies.items())
             ]
-        total: dict[str, Any] = {
-            k: sum(r[k] for r in rows)
-            for k in ("calls", "cached_calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd")
-        }
+        total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in _Tally.__slots__}
         if not rows:
-            total["cost_usd"] = 0.0
+            total["cost_usd"] = total["cached_cost_usd"] = 0.0
         total["by_role"] = rows
         return total
 

@@ -369,11 +369,24 @@ def format_dry_run(summary: dict[str, Any], *, exact: bool) -> str:
 
 
 def format_cost(summary: dict[str, Any]) -> str:
-    """One line for a summary table: calls, tokens, model time and cost."""
-    cost = summary.get("cost_usd", 0.0)
-    cost_text = "unknown (no price for a model)" if isinstance(cost, float) and math.isnan(cost) else f"${cost:.4f}"
-    return (
-        f"LLM: {summary.get('calls', 0)} calls ({summary.get('cached_calls', 0)} cached), "
-        f"{summary.get('prompt_tokens', 0):,} prompt + {summary.get('completion_tokens', 0):,} "
-        f"completion tokens, {summary.get('latency_s', 0.0):.1f} s, cost {cost_text}"
-    )
+    """One line for a summary table: calls, tokens (cached replies included), model time and cost.
+
+    The tokens are every reply's, a cached one's too; the cost is what this run spent, with what
+    the cached replies cost when they were made beside it.
+    """
+
+    def usd(v: Any) -> str:
+        return "unknown (no price for a model)" if isinstance(v, float) and math.isnan(v) else f"${v:.4f}"
+
+    sent, got = summary.get("prompt_tokens", 0), summary.get("completion_tokens", 0)
+    cached = summary.get("cached_calls", 0)
+    tokens = f"{sent:,} prompt + {got:,} completion tokens"
+    if cached:  # the run's whole use of the model, and what of it was sent now
+        tokens = (f"{sent + summary.get('cached_prompt_tokens', 0):,} prompt + "
+                  f"{got + summary.get('cached_completion_tokens', 0):,} completion tokens with the cached replies' "
+                  f"({sent:,} + {got:,} sent now)")
+    line = (f"LLM: {summary.get('calls', 0)} calls ({cached} cached), {tokens}, {summary.get('latency_s', 0.0):.1f} s, "
+            f"cost {usd(summary.get('cost_usd', 0.0))}")
+    if cached:
+        line += f" (the cached replies cost {usd(summary.get('cached_cost_usd', 0.0))} when made)"
+    return line

@@ -1,0 +1,76 @@
+"""``memsim check SYSTEM``: the conformance suite (``memory/checks.py``) on any system, one line per check.
+
+SYSTEM is what ``--system`` takes: a registered name, an entry point of group
+``memsim.systems``, ``package.module:Class`` or ``http:url=...``, each with
+``:key=value`` arguments. Exit code 0 when every check passed or was
+skipped, 1 when one failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+
+__all__ = ["check_arguments", "check_main"]
+
+
+def check_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim check``."""
+    p.add_argument("system", metavar="SYSTEM",
+                   help="name[:key=value,...], package.module:Class[:key=value,...] or http:url=http://host:port")
+    p.add_argument("--embedder", choices=("hash", "minilm"), default="hash",
+                   help="hash: deterministic hashed vectors, no model, seconds (default); "
+                   "minilm: the packaged all-MiniLM-L6-v2, whose cosines make merging systems merge for real")
+    p.add_argument("--only", action="append", default=[], metavar="CHECK",
+                   help="run only this check (repeatable); ids as printed")
+    p.add_argument("--seed", type=int, default=7, help="seed of the resources every built system gets")
+
+
+def check_main(args: argparse.Namespace) -> int:
+    """Run every conformance check on the system and print PASS, FAIL or SKIP with the reason."""
+    import numpy as np
+
+    from memsim.memory.checks import CheckSkipped, CheckSubject, iter_checks
+    from memsim.memory.registry import Resources, parse_system
+    from memsim.sim.core.errors import UserError
+
+    try:
+        spec = parse_system(args.system)
+    except ValueError as exc:
+        raise UserError(f"memsim check {args.system}: {exc}") from None
+    checks = dict(iter_checks())
+    unknown = sorted(set(args.only) - set(checks))
+    if unknown:
+        raise UserError(f"--only: unknown check(s) {', '.join(unknown)}; checks: {', '.join(checks)}")
+    if args.embedder == "hash":
+        from memsim.memory.embed import HashEmbedder as make_embedder
+    else:
+        from memsim.memory.embed import Embedder as make_embedder
+    subject = CheckSubject(
+        name=spec.name, args=dict(spec.args),
+        make_resources=lambda: Resources(rng=np.random.default_rng(args.seed), embedder_factory=make_embedder),
+    )
+    print(f"memsim check {spec.display} ({args.embedder} embedder)")
+    failed = skipped = 0
+    chosen = [(cid, fn) for cid, fn in checks.items() if not args.only or cid in args.only]
+    for cid, fn in chosen:
+        started = time.perf_counter()
+        try:
+            fn(subject)
+        except CheckSkipped as exc:
+            skipped += 1
+            print(f"  SKIP  {cid}: {exc}")
+            continue
+        except Exception as exc:  # a failing check, or the system raising: both are what the user must see
+            failed += 1
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"  FAIL  {cid}: {reason}")
+            if args.debug:
+                traceback.print_exc(file=sys.stderr)
+            continue
+        print(f"  PASS  {cid} ({time.perf_counter() - started:.2f} s)")
+    passed = len(chosen) - failed - skipped
+    print(f"{passed} passed, {failed} failed, {skipped} skipped of {len(chosen)} checks")
+    return 1 if failed else 0
