@@ -110,7 +110,7 @@ def test_sweep_compare_ranks_ties_equally_and_renders_lists(tied_sweep: Path) ->
     from memsim.analysis.sweep_compare import compare_sweep
 
     md = compare_sweep(tied_sweep).read_text(encoding="utf-8")
-    ranking = next(line for line in md.split("## Ranking on accuracy", 1)[1].splitlines() if line.startswith("- "))
+    ranking = next(line for line in md.split("## Ranking on ", 1)[1].splitlines() if line.startswith("- "))
     assert "1. naive" in ranking and "1. control-static" in ranking and "2. " not in ranking, ranking
     page = (tied_sweep / "compare" / "compare.html").read_text(encoding="utf-8")
     assert "<li>" in page and "<table>" in page and "<p>- " not in page
