@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import random
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -133,6 +134,7 @@ class _Life:
     def __init__(self, cfg: LifeConfig, user_id: str, rng: np.random.Generator, ids: _Ids, seen: set[str],
                  span_days: float) -> None:
         self.cfg, self.user_id, self.rng, self.ids, self.seen, self.span = cfg, user_id, rng, ids, seen, span_days
+        self.words = random.Random(int(rng.integers(2**63)))  # the text's choices (life_text)
         sampled = W.sample_user(rng)
         start_people = copy.deepcopy(sampled["people"])
         life_events = W.sample_events(rng, sampled, span_days, cfg.event_rate)
@@ -143,6 +145,7 @@ class _Life:
             "attributes": sampled["attributes"], "people": copy.deepcopy(self.people),
             "events": [{**e, "date": self._iso(e["day"])} for e in life_events], "tellings": [], "deletions": [],
         }
+        self.index: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.facts: dict[str, list[str]] = {}
         self.specs: dict[str, dict[str, Any]] = {}
         self.pending = self._initial_tellings() + self._event_tellings(life_events)
@@ -233,7 +236,7 @@ class _Life:
         return out
 
     def _session(self, day: float, queue: list[dict[str, Any]], introduced: set[str]) -> Session:
-        cfg, rng = self.cfg, self.rng
+        cfg, rng, words = self.cfg, self.rng, self.words
         when = self.cfg.start + timedelta(days=day)
         sid = self.ids("s")
         n_pairs = max(2, int(rng.poisson(cfg.turns_per_session / 2)))
@@ -245,7 +248,7 @@ class _Life:
         for t in chosen:
             queue.remove(t)
         slots = set(int(i) for i in rng.choice(n_pairs, size=len(chosen), replace=False))
-        theme = X.pick(rng, X.THEMES)
+        theme = X.pick(words, X.THEMES)
         relations = sorted({p["relation"] for p in self.people.values()})
         turns: list[Turn] = []
 
@@ -258,17 +261,17 @@ class _Life:
         for p in range(n_pairs):
             telling = chosen.pop(0) if p in slots else None
             for _ in range(12):  # redraw until the text is new: no turn text repeats
-                d = X.session_details(rng, relations)
+                d = X.session_details(words, relations)
                 strings: list[str] = []
                 clause = None
                 if telling is not None:
                     who = self.people.get(telling["subject"]) if telling["subject"] != "me" else None
-                    clause, strings = X.fact_clause(rng, telling, who, day - telling["day"])
-                distract = X.distractor(rng, current) if rng.random() < cfg.distractor_rate else None
-                text = X.user_turn(rng, theme, d, clause, distract)
-                if p == 0 and rng.random() < 0.5:
-                    text = f"{X.pick(rng, X.GREETINGS)} {text}"
-                reply, title = X.assistant_turn(rng, theme, d)
+                    clause, strings = X.fact_clause(words, telling, who, day - telling["day"])
+                distract = X.distractor(words, current) if words.random() < cfg.distractor_rate else None
+                text = X.user_turn(words, theme, d, clause, distract)
+                if p == 0 and words.random() < 0.5:
+                    text = f"{X.pick(words, X.GREETINGS)} {text}"
+                reply, title = X.assistant_turn(words, theme, d)
                 if text not in self.seen and reply not in self.seen:
                     break
             self.seen.update((text, reply))
@@ -287,15 +290,18 @@ class _Life:
     def _record(self, telling: dict[str, Any], turn_id: str, when: datetime, strings: list[str]) -> None:
         told = {k: v for k, v in telling.items() if k not in ("day", "news", "after")}
         told.update(turn=turn_id, valid=self._iso(telling["day"]), said=when.isoformat(), deleted=None)
-        self.truth["tellings"].append(told)
+        both = [told]
         if telling.get("person"):
             # Naming the partner also introduces them: a hop through the partner starts here.
-            self.truth["tellings"].append({**told, "subject": telling["person"], "attr": "name", "mode": "intro"})
+            both.append({**told, "subject": telling["person"], "attr": "name", "mode": "intro"})
+        for t in both:
+            self.truth["tellings"].append(t)
+            self.index.setdefault((t["subject"], t["attr"]), []).append(t)
         self.facts[turn_id] = strings
 
     def _latest(self, attr: str) -> str:
-        told = [t for t in self.truth["tellings"] if t["subject"] == "me" and t["attr"] == attr]
-        return told[-1]["value"] if told else ""
+        said = self.index.get(("me", attr))
+        return str(said[-1]["value"]) if said else ""
 
     # -- deletions and questions -------------------------------------------------------
 
@@ -305,11 +311,11 @@ class _Life:
         out: list[Deletion] = []
         for day in sorted(float(x) for x in rng.uniform(0.0, self.span, size=n)):
             when = self._iso(day)
-            options = [a for a in _DELETABLE if W._told(self.truth, "me", a, when)]
+            options = [a for a in _DELETABLE if W.told(self.index, "me", a, when)]
             if not options:
                 continue
-            attr = X.pick(rng, options)
-            gone = {t["turn"] for t in W._told(self.truth, "me", attr, when)}
+            attr = options[int(rng.integers(len(options)))]
+            gone = {t["turn"] for t in W.told(self.index, "me", attr, when)}
             for t in self.truth["tellings"]:
                 if t["turn"] in gone:
                     t["deleted"] = when
@@ -321,10 +327,10 @@ class _Life:
     def _candidates(self, when: str) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
         """Answerable question specs at ``when`` by kind, each with the context its wording needs."""
         out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {k: [] for k in QUESTION_WEIGHTS}
-        truth = self.truth
+        index = self.index
 
-        def told(subject: str, attr: str) -> list[dict[str, Any]]:
-            return W._latest_by_valid(W._told(truth, subject, attr, when))
+        def told(subject: str, attr: str) -> list[Any]:
+            return W.by_valid(W.told(index, subject, attr, when))
 
         for attr in ("city", "employer", "occupation", "partner", "music"):
             t = told("me", attr)
@@ -358,7 +364,7 @@ class _Life:
         relations = [p["relation"] for p in self.people.values()]
         for pid, p in self.people.items():
             rel = p["relation"]
-            if relations.count(rel) != 1 or rel not in _RELATIVES or not W._told(truth, pid, "name", when):
+            if relations.count(rel) != 1 or rel not in _RELATIVES or not W.told(index, pid, "name", when):
                 continue
             if rel == "partner" and (not partner_now or partner_now[-1]["value"] != p["name"]):
                 continue
@@ -366,8 +372,9 @@ class _Life:
             for attr in ("city", "employer", "occupation"):
                 if told(pid, attr):
                     out["hop"].append(({"kind": "hop", "subject": pid, "attr": attr}, {"rel": rel}))
-        for t in W._told(truth, "assistant", "book", when) + W._told(truth, "assistant", "film", when):
-            out["assistant"].append(({"kind": "assistant", "attr": t["attr"], "value": t["value"]}, {"cur": t["genre"]}))
+        for attr in ("book", "film"):
+            for genre in sorted({t["genre"] for t in W.told(index, "assistant", attr, when)}):
+                out["assistant"].append(({"kind": "assistant", "attr": attr, "genre": genre}, {"cur": genre}))
         for topic in _ABSTAIN_TOPICS:
             out["abstain"].append(({"kind": "abstain", "attr": topic}, {}))
         for rel in ("sister", "brother"):
@@ -386,8 +393,8 @@ class _Life:
             kinds = sorted(options)
             w = np.array([QUESTION_WEIGHTS[k] for k in kinds])
             kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
-            spec, ctx = X.pick(rng, options[kind])
-            gold = W.derive(self.truth, spec, when)
+            spec, ctx = options[kind][int(rng.integers(len(options[kind])))]
+            gold = W.derive(self.index, spec, when)
             if spec["kind"] != "abstain" and not gold["evidence"]:
                 continue
             qid = self.ids("q")
@@ -395,7 +402,7 @@ class _Life:
             topic = spec["attr"] if spec.get("subject", "me") == "me" else f"{ctx['rel']}.{spec['attr']}"
             out.append(Question(
                 question_id=qid, user_id=self.user_id, time=datetime.fromisoformat(when),
-                text=X.question_text(rng, spec, ctx), gold=gold["gold"], kind=spec["kind"],
+                text=X.question_text(self.words, spec, ctx), gold=gold["gold"], kind=spec["kind"],
                 evidence=tuple(gold["evidence"]), superseded=tuple(gold["superseded"]), topic=topic,
                 excluded="abstention" if spec["kind"] == "abstain" else None,
             ))

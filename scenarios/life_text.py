@@ -12,15 +12,17 @@ about later. Questions have their own wording, not the evidence's.
 
 Each ``fact`` function returns the clause and the strings of which at least
 one appears in it (the value, or the alias the clause used), so that a
-rewritten turn can be checked to still carry its fact.
+rewritten turn can be checked to still carry its fact. Text is drawn from a
+``random.Random`` that the scenario seeds from its generator (one per user):
+a turn takes dozens of choices, and the standard library's are many times
+cheaper than numpy's one at a time.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from memsim.scenarios import life_truth as W
 
@@ -94,19 +96,19 @@ THEMES = ("recipe", "writing", "code", "budget", "training", "gift", "repair", "
 """The kinds of task a session is about."""
 
 
-def pick(rng: np.random.Generator, options: Sequence[Any]) -> Any:
+def pick(rng: random.Random, options: Sequence[Any]) -> Any:
     """One of ``options``, uniformly."""
-    return options[int(rng.integers(len(options)))]
+    return options[rng.randrange(len(options))]
 
 
-def _n(rng: np.random.Generator, lo: int, hi: int) -> int:
-    return int(rng.integers(lo, hi + 1))
+def _n(rng: random.Random, lo: int, hi: int) -> int:
+    return rng.randint(lo, hi)
 
 
 # -- task chat --------------------------------------------------------------------
 
 
-def _task_request(rng: np.random.Generator, theme: str, d: Mapping[str, Any]) -> str:
+def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
     dish, ing, doc, who = d["dish"], d["ingredient"], d["doc"], d["who"]
     lang, task = d["code"]
     bank = {
@@ -137,7 +139,7 @@ def _task_request(rng: np.random.Generator, theme: str, d: Mapping[str, Any]) ->
                    f"Is {d['repair']} a job for a beginner, honestly?"),
         "language": (f"How would I say 'see you on {d['day']}' in {d['lang']}?",
                      f"Can you give me {d['n']} useful {d['lang']} phrases for ordering food?",
-                     f"Quiz me on {d['lang']} numbers up to {d['rows']}, please."),
+                     f"Quiz me on {d['lang']} numbers up to {10 * d['rest']}, please."),
         "reading": (f"I'm after {d['genre']} for the evenings, any suggestion?",
                     f"Can you recommend {d['genre']}? I finished my last book on {d['day']}.",
                     f"What should I read next if I want {d['genre']}?"),
@@ -150,7 +152,7 @@ def _task_request(rng: np.random.Generator, theme: str, d: Mapping[str, Any]) ->
     return pick(rng, bank)
 
 
-def _task_answer(rng: np.random.Generator, theme: str, d: Mapping[str, Any]) -> str:
+def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
     dish, ing = d["dish"], d["ingredient"]
     lang, task = d["code"]
     bank = {
@@ -191,7 +193,7 @@ def _task_answer(rng: np.random.Generator, theme: str, d: Mapping[str, Any]) -> 
     return pick(rng, bank[theme]) if theme in bank else ""
 
 
-def session_details(rng: np.random.Generator, relations: Sequence[str]) -> dict[str, Any]:
+def session_details(rng: random.Random, relations: Sequence[str]) -> dict[str, Any]:
     """The per-session details task chat is written with (dish, document, code task, amounts, days)."""
     who_options = ("my boss", "a neighbour", "my best friend", "a colleague", "my landlord", *[f"my {r}" for r in relations])
     return {
@@ -223,7 +225,7 @@ def _ago(gap_days: float) -> str:
     return "last month" if gap_days < 45 else "a while back"
 
 
-def fact_clause(rng: np.random.Generator, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
+def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
                 gap_days: float) -> tuple[str, list[str]]:
     """The clause stating one telling, and the strings one of which it contains.
 
@@ -326,7 +328,7 @@ def fact_clause(rng: np.random.Generator, telling: Mapping[str, Any], who: Mappi
     raise ValueError(f"no phrasing for attribute {attr!r}")
 
 
-def distractor(rng: np.random.Generator, truth_values: Mapping[str, str]) -> str:
+def distractor(rng: random.Random, truth_values: Mapping[str, str]) -> str:
     """A hypothetical, negation or remark about someone unnamed, with values of the same types as the facts."""
     city = pick(rng, [c for c in W.CITIES if c != truth_values.get("city")])
     employer = pick(rng, [e for s in W.SECTORS.values() for e in s if e != truth_values.get("employer")])
@@ -348,18 +350,18 @@ def _join(parts: Sequence[str]) -> str:
     return " ".join(out)
 
 
-def user_turn(rng: np.random.Generator, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None) -> str:
+def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None) -> str:
     """One user turn: the task request, the fact clause, a distractor, in a varied order."""
     parts = [_task_request(rng, theme, d)]
     if fact is not None:
         glue = pick(rng, ("By the way, ", "Oh, and ", "Context: ", "", "Side note: ", "Anyway, "))
-        parts.insert(int(rng.integers(2)), glue + fact)
+        parts.insert(rng.randrange(2), glue + fact)
     if distract is not None:
         parts.append(distract)
     return _join(parts)
 
 
-def assistant_turn(rng: np.random.Generator, theme: str, d: Mapping[str, Any], echo: str | None = None) -> tuple[str, str | None]:
+def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], echo: str | None = None) -> tuple[str, str | None]:
     """One assistant turn, and the title it recommends (reading and film themes) or None."""
     title = None
     if theme == "reading":
@@ -380,7 +382,7 @@ def assistant_turn(rng: np.random.Generator, theme: str, d: Mapping[str, Any], e
 # -- questions ---------------------------------------------------------------------
 
 
-def question_text(rng: np.random.Generator, spec: Mapping[str, Any], ctx: Mapping[str, Any]) -> str:
+def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str, Any]) -> str:
     """The wording of a question (never the evidence's wording).
 
     Args:
@@ -431,9 +433,9 @@ def question_text(rng: np.random.Generator, spec: Mapping[str, Any], ctx: Mappin
         ("hop", "employer"): (f"Where does my {rel} work?", f"Which company is my {rel} with now?"),
         ("hop", "occupation"): (f"What does my {rel} do for work?",),
         ("assistant", "book"): (f"What was the title of the book you suggested when I wanted {cur}?",
-                                "Which novel did you recommend to me for the evenings?"),
+                                f"Which novel did you point me to when I was after {cur}?"),
         ("assistant", "film"): (f"What was that film you told me to watch, the one that's {cur}?",
-                                "Which movie did you recommend to me?"),
+                                f"Which movie did you recommend when I asked for {cur}?"),
         ("abstain", "car"): ("What colour is my car?", "Which car do I drive?"),
         ("abstain", "school"): ("Where did I go to university?", "What did I study at college?"),
         ("abstain", "allergy"): ("What am I allergic to?",),

@@ -20,7 +20,7 @@ are derived from the tellings (``derive``), never from the text, and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,8 @@ from memsim.sim.events import Deletion, Question, Session
 __all__ = [
     "CITIES", "SECTORS", "OCCUPATIONS", "NAMES", "DESTINATIONS", "ILLNESSES", "PURCHASES", "HABITS",
     "DIETS", "CUISINES", "MUSIC", "BOOK_GENRES", "PET_SPECIES", "PET_NAMES", "REPLACING", "ACCUMULATING",
-    "EVENT_RATES", "ABSTAIN", "sample_user", "sample_events", "derive", "check_world",
+    "EVENT_RATES", "ABSTAIN", "Index", "sample_user", "sample_events", "index_tellings", "told", "by_valid", "derive",
+    "check_world",
 ]
 
 CITIES = (
@@ -318,13 +319,25 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
 # -- gold from the truth ------------------------------------------------------
 
 
-def _told(truth: Mapping[str, Any], subject: str, attr: str, when: str) -> list[dict[str, Any]]:
-    """Tellings of ``subject``'s ``attr`` said before ``when`` and not deleted by then, oldest first."""
-    return [t for t in truth["tellings"] if t["subject"] == subject and t["attr"] == attr and t["said"] < when
-            and (t["deleted"] is None or t["deleted"] > when)]
+Index = Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]
+"""A user's tellings by ``(subject, attr)``, in the order they were said (``index_tellings``)."""
 
 
-def _latest_by_valid(tellings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def index_tellings(tellings: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """A user's tellings (``meta["truth"][user]["tellings"]``) grouped by subject and attribute."""
+    out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for t in tellings:
+        out.setdefault((t["subject"], t["attr"]), []).append(t)
+    return out
+
+
+def told(index: Index, subject: str, attr: str, when: str) -> list[Mapping[str, Any]]:
+    """Tellings of ``subject``'s ``attr`` said before ``when`` (ISO) and not deleted by then, as said."""
+    return [t for t in index.get((subject, attr), ()) if t["said"] < when and (t["deleted"] is None or t["deleted"] > when)]
+
+
+def by_valid(tellings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Tellings ordered by the date from which their value held (then as said)."""
     return sorted(tellings, key=lambda t: (t["valid"], t["said"], t["turn"]))
 
 
@@ -335,11 +348,11 @@ def _months_text(days: float) -> str:
     return f"about {round(days / 30.0)} months"
 
 
-def derive(truth: Mapping[str, Any], spec: Mapping[str, Any], when: str) -> dict[str, Any]:
-    """The gold of one question from a user's truth: its answer, evidence and superseded turns.
+def derive(index: Index, spec: Mapping[str, Any], when: str) -> dict[str, Any]:
+    """The gold of one question from a user's tellings: its answer, evidence and superseded turns.
 
     Args:
-        truth: the user's entry of ``meta["truth"]`` (JSON: ISO strings for times).
+        index: the user's tellings (``index_tellings`` of ``meta["truth"][user]["tellings"]``).
         spec: the question's entry of ``meta["questions"]`` (``kind``, ``subject``, ``attr`` and ``at`` where used).
         when: the question's time (ISO).
 
@@ -347,33 +360,36 @@ def derive(truth: Mapping[str, Any], spec: Mapping[str, Any], when: str) -> dict
         ``{"gold", "evidence", "superseded"}``; ``evidence`` empty for an abstention.
     """
     kind, subject, attr = spec["kind"], spec.get("subject", "me"), spec.get("attr", "")
-    told = _latest_by_valid(_told(truth, subject, attr, when))
+    said = by_valid(told(index, subject, attr, when))
     out: dict[str, Any] = {"gold": ABSTAIN, "evidence": [], "superseded": []}
     if kind == "abstain":
         return out
     if kind == "assistant":
-        recs = [t for t in _told(truth, "assistant", attr, when) if t["value"] == spec["value"]]
-        return {**out, "gold": spec["value"], "evidence": [recs[-1]["turn"]]} if recs else out
-    if not told:
+        # "The book you suggested when I wanted a short read": the latest suggestion for that request.
+        recs = [t for t in told(index, "assistant", attr, when) if t["genre"] == spec["genre"]]
+        if not recs:
+            return out
+        return {"gold": recs[-1]["value"], "evidence": [recs[-1]["turn"]],
+                "superseded": [t["turn"] for t in recs if t["value"] != recs[-1]["value"]]}
+    if not said:
         return out
-    cur = told[-1]
-    stale = [t["turn"] for t in told if t["value"] != cur["value"]]
-    if kind in ("current", "preference"):
-        same = [t["turn"] for t in told if t["value"] == cur["value"]] if kind == "preference" else [cur["turn"]]
-        # A preference shows in every telling of the current value since the last change.
-        since = [t for t in told if t["valid"] >= cur["valid"]] if kind == "preference" else [cur]
-        evidence = [t["turn"] for t in since if t["turn"] in same]
-        return {"gold": cur["value"], "evidence": evidence, "superseded": stale}
+    cur = said[-1]
+    stale = [t["turn"] for t in said if t["value"] != cur["value"]]
+    if kind == "current":
+        return {"gold": cur["value"], "evidence": [cur["turn"]], "superseded": stale}
+    if kind == "preference":
+        # A preference shows in every telling of the current value since it began to hold.
+        same = [t["turn"] for t in said if t["value"] == cur["value"] and t["valid"] >= cur["valid"]]
+        return {"gold": cur["value"], "evidence": same, "superseded": stale}
     if kind == "previous":
-        older = [t for t in told if t["value"] != cur["value"]]
-        prev = older[-1]
+        prev = [t for t in said if t["value"] != cur["value"]][-1]
         return {"gold": prev["value"], "evidence": [prev["turn"], cur["turn"]], "superseded": []}
     if kind == "as_of":
-        then = [t for t in told if t["valid"] <= spec["at"]]
+        then = [t for t in said if t["valid"] <= spec["at"]]
         if not then:
             return out
         hit = then[-1]
-        later = [t["turn"] for t in told if t["valid"] > spec["at"] and t["value"] != hit["value"]]
+        later = [t["turn"] for t in said if t["valid"] > spec["at"] and t["value"] != hit["value"]]
         return {"gold": hit["value"], "evidence": [hit["turn"]], "superseded": later}
     if kind == "since":
         days = (datetime.fromisoformat(when) - datetime.fromisoformat(cur["valid"])).total_seconds() / 86400.0
@@ -381,10 +397,10 @@ def derive(truth: Mapping[str, Any], spec: Mapping[str, Any], when: str) -> dict
     if kind == "latest":
         return {"gold": cur["value"], "evidence": [cur["turn"]], "superseded": []}
     if kind == "count":
-        return {"gold": str(len(told)), "evidence": [t["turn"] for t in told], "superseded": []}
+        return {"gold": str(len(said)), "evidence": [t["turn"] for t in said], "superseded": []}
     if kind == "hop":
-        # "Where does my sister work": who the relative is (the introduction) and the relative's value.
-        intro = _told(truth, subject, "name", when)
+        # "Where does my sister work": who the relative is (the introduction), then the relative's value.
+        intro = told(index, subject, "name", when)
         if not intro:
             return out
         return {"gold": cur["value"], "evidence": [intro[-1]["turn"], cur["turn"]], "superseded": stale}
@@ -412,12 +428,18 @@ def check_world(stream: ScenarioStream) -> list[str]:
         if isinstance(e, Deletion):
             for tid in e.turn_ids:
                 gone.setdefault(tid, e.time)
+    indexes = {uid: index_tellings(user["tellings"]) for uid, user in truth.items()}
+    for uid, user in truth.items():
+        for t in user["tellings"]:
+            if t["subject"] != "assistant" and not _holds(user, t):
+                problems.append(f"{uid}: turn {t['turn']} tells {t['subject']}.{t['attr']} = {t['value']!r}, "
+                                f"which the events do not give on {t['valid']}")
     for q in (e for e in stream.events if isinstance(e, Question)):
         spec = specs.get(q.question_id)
         if spec is None:
             problems.append(f"{q.question_id}: no entry in meta['questions']")
             continue
-        want = derive(truth[q.user_id], spec, q.time.isoformat())
+        want = derive(indexes[q.user_id], spec, q.time.isoformat())
         got = {"gold": q.gold, "evidence": list(q.evidence), "superseded": list(q.superseded)}
         if got != want:
             problems.append(f"{q.question_id} ({q.kind}): stream has {got}, the truth gives {want}")
@@ -436,6 +458,18 @@ def check_world(stream: ScenarioStream) -> list[str]:
     return problems
 
 
-def value_days(value: float, start: datetime) -> str:
-    """ISO time of ``value`` days after ``start`` (the truth's clock)."""
-    return (start + timedelta(days=value)).isoformat()
+def _holds(user: Mapping[str, Any], telling: Mapping[str, Any]) -> bool:
+    """Whether a telling states what the user's initial attributes and dated events make true on its date."""
+    subject, attr, value = telling["subject"], telling["attr"], telling["value"]
+    if attr == "name":
+        return bool(user["people"][subject]["name"] == value)
+    start = user["attributes"] if subject == "me" else user["people"][subject]
+    state: Any = list(start[attr]) if attr in ACCUMULATING else start[attr]
+    for e in user["events"]:
+        if e["date"] > telling["valid"]:
+            break
+        for c in e["consequences"]:
+            if c["subject"] == subject and c["attr"] == attr:
+                state = [*state, c["value"]] if attr in ACCUMULATING else c["value"]
+    return value in state if attr in ACCUMULATING else bool(state == value)
+
