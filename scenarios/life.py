@@ -371,7 +371,7 @@ class _Life:
             out["name"].append(({"kind": "current", "subject": pid, "attr": "name"}, {"rel": rel}))
             for attr in ("city", "employer", "occupation"):
                 if told(pid, attr):
-                    out["hop"].append(({"kind": "hop", "subject": pid, "attr": attr}, {"rel": rel}))
+                    out["hop"].append(({"kind": "hop", "subject": pid, "attr": attr}, {"rel": rel, "name": p["name"]}))
         for attr in ("book", "film"):
             for genre in sorted({t["genre"] for t in W.told(index, "assistant", attr, when)}):
                 out["assistant"].append(({"kind": "assistant", "attr": attr, "genre": genre}, {"cur": genre}))

@@ -225,12 +225,55 @@ def _ago(gap_days: float) -> str:
     return "last month" if gap_days < 45 else "a while back"
 
 
+_FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
+    # A second sentence on the same topic, without the value: a fact is talked about, not just dropped.
+    "city": ("the neighbourhood is quieter than I expected", "the rent is higher but the flat gets more light",
+             "I still get lost walking home", "the commute is shorter from here", "there's a market on our street on Saturdays",
+             "the city feels different in winter", "I'm still learning which bus goes where"),
+    "employer": ("my team there is small but friendly", "the office is a twenty-minute cycle away",
+                 "the work is more interesting than at my last place", "there's a big deadline at work on Friday",
+                 "my manager there is very hands-off", "the company canteen is surprisingly good"),
+    "occupation": ("the job has its stressful weeks", "I spend half my day in meetings", "the work suits me",
+                   "my job keeps me on my feet"),
+    "partner": ("we've been together a while now", "they plan far better than I do", "we're trying to cook at home more",
+                "we argue about the thermostat"),
+    "diet": ("so most recipes need a swap or two", "eating out is easier than it sounds", "I read food labels a lot",
+             "my diet matters more to me than any recipe"),
+    "cuisine": ("we go at least once a month", "the spicier the better", "I've even tried cooking it at home",
+                "it's my comfort food"),
+    "music": ("it helps me concentrate", "I've been making playlists for the car", "the neighbours must know every track"),
+    "pets": ("feeding time is chaos", "the vet says all is well", "the walks keep me fit", "it sleeps most of the day"),
+    "habits": ("it's the best part of my week", "I keep it up even when I'm tired", "my progress is slow but steady"),
+    "trips": ("the food was incredible", "we walked about twenty kilometres a day", "I've got hundreds of photos to sort",
+              "the flights were a nightmare", "I'd go back in a heartbeat"),
+    "illnesses": ("the doctor told me to rest", "I'm still a bit tired", "work was understanding about it"),
+    "purchases": ("it cost more than I planned", "I use it almost every day", "setting it up took a whole evening"),
+    "person": ("we talk most weekends", "we don't see each other enough", "we were close growing up",
+               "they always give me good advice", "they sound happy about it"),
+}
+
+
 def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
                 gap_days: float) -> tuple[str, list[str]]:
+    """The sentences stating one telling (the clause, then one more on its topic), and the strings one of which they contain.
+
+    Args:
+        rng: the user's text generator.
+        telling: as for ``_clause``.
+        who: the person the telling is about (None for the user).
+        gap_days: days between the event and the session that tells it.
+    """
+    clause, strings = _clause(rng, telling, who, gap_days)
+    topic = "person" if who is not None else telling["attr"]
+    return f"{clause}. {pick(rng, _FOLLOW_ON[topic])}", strings
+
+
+def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
+            gap_days: float) -> tuple[str, list[str]]:
     """The clause stating one telling, and the strings one of which it contains.
 
     Args:
-        rng: the scenario's generator.
+        rng: the user's text generator.
         telling: ``{"subject", "attr", "value", "mode", ...}`` (``mode``: ``state`` for what was so at the
             start, ``change`` for news, ``intro`` for naming a person, ``behaviour`` for a preference shown).
         who: the person the telling is about (None for the user).
@@ -261,13 +304,15 @@ def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str
         return pick(rng, bank), [v]
     if attr == "city":
         bank = ((f"here in {v} the trams stop running early", f"{v} has been home for a few years now",
-                 f"the weather in {v} has been grim", f"everything in {v} shuts on Sundays")
+                 f"the weather in {v} has been grim", f"everything in {v} shuts on Sundays",
+                 f"I live in {v}", f"my flat in {v} is tiny")
                 if mode == "state" else
                 (f"{we} finally got the keys to the new flat in {v}", f"the boxes are mostly unpacked here in {v}",
                  f"{we} moved to {v} {ago}", f"{we} relocated to {v} {ago}, still finding my way around"))
         return pick(rng, bank), [v]
     if attr == "employer":
-        bank = ((f"things at {v} are hectic", f"my team at {v} has a deadline", f"{v} pays on the last Friday")
+        bank = ((f"things at {v} are hectic", f"my job at {v} is busy this month", f"I work at {v}",
+                 f"work at {v} has been intense")
                 if mode == "state" else
                 (f"my first day at {v} was {ago}", f"I started at {v} {ago}", f"I've just joined {v}",
                  f"I handed my notice in and began at {v} {ago}"))
@@ -344,18 +389,24 @@ def distractor(rng: random.Random, truth_values: Mapping[str, str]) -> str:
 
 def _join(parts: Sequence[str]) -> str:
     out = []
-    for p in parts:
-        p = p.strip()
-        out.append(p[0].upper() + p[1:] + ("" if p[-1] in ".?!" else "."))
+    for part in parts:
+        for p in part.split(". "):
+            p = p.strip()
+            out.append(p[0].upper() + p[1:] + ("" if p[-1] in ".?!" else "."))
     return " ".join(out)
 
 
-def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None) -> str:
-    """One user turn: the task request, the fact clause, a distractor, in a varied order."""
-    parts = [_task_request(rng, theme, d)]
-    if fact is not None:
-        glue = pick(rng, ("By the way, ", "Oh, and ", "Context: ", "", "Side note: ", "Anyway, "))
-        parts.insert(rng.randrange(2), glue + fact)
+def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None,
+              task_share: float = 0.35) -> str:
+    """One user turn: the task request or a fact (with the task, a share ``task_share`` of the time), maybe a distractor."""
+    if fact is None:
+        parts = [_task_request(rng, theme, d)]
+    else:
+        # A turn with news is mostly about the news; now and then it also carries the task.
+        glue = pick(rng, ("By the way, ", "Oh, and ", "Quick update: ", "", "Side note: ", "Anyway, ", "News: "))
+        parts = [glue + fact]
+        if rng.random() < task_share:
+            parts.insert(rng.randrange(2), _task_request(rng, theme, d))
     if distract is not None:
         parts.append(distract)
     return _join(parts)
@@ -391,16 +442,16 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ctx: ``rel`` (the relative's relation word), ``cur`` (a value the question may name), ``date`` (as-of date text).
     """
     kind, attr = spec["kind"], spec.get("attr", "")
-    rel, cur, date = ctx.get("rel", ""), ctx.get("cur", ""), ctx.get("date", "")
+    rel, cur, date, name = ctx.get("rel", ""), ctx.get("cur", ""), ctx.get("date", ""), ctx.get("name", "")
     label = {"city": "living", "employer": "working", "occupation": "doing for a living"}.get(attr, attr)
     banks: dict[tuple[str, str], tuple[str, ...]] = {
-        ("current", "city"): ("Which town am I living in these days?", "Where's home for me at the moment?",
-                              "Remind me which city I'm based in now?"),
-        ("current", "employer"): ("Who am I working for at the moment?", "Which company pays my salary now?",
-                                  "What's the name of my current workplace?"),
-        ("current", "occupation"): ("What do I do for a living?", "What's my job title these days?"),
-        ("current", "partner"): ("Who am I seeing at the moment?", "What's my partner called?"),
-        ("current", "music"): ("What sort of music am I into lately?", "Which genre have I been playing most?"),
+        ("current", "city"): ("Which city am I living in these days?", "Where's home for me at the moment?",
+                              "Remind me which city I live in now?", "What city is my flat in now?"),
+        ("current", "employer"): ("Which company am I working for at the moment?", "Where do I work these days?",
+                                  "What's the name of the company I work at now?", "Who is my employer now?"),
+        ("current", "occupation"): ("What do I do for a living?", "What's my job these days?", "What work do I do?"),
+        ("current", "partner"): ("Who am I seeing at the moment?", "What's my partner called?", "Who is my partner?"),
+        ("current", "music"): ("What sort of music am I into lately?", "Which music have I been listening to most?"),
         ("current", "name"): (f"What's my {rel}'s name?", f"Remind me what my {rel} is called?"),
         ("previous", "city"): (f"Where was I living before {cur}?", f"Which city did I leave to go to {cur}?"),
         ("previous", "employer"): (f"Which company did I work for before {cur}?", f"Where was my job before {cur}?"),
@@ -413,7 +464,7 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("since", "illnesses"): (f"How long ago was I laid up with {cur}?", f"When roughly was I ill with {cur}?"),
         ("since", "purchases"): (f"How long have I had {cur}?",),
         ("count", "trips"): ("How many trips have I told you about?", "How many holidays have I had so far?",
-                             "Count the places I've travelled to since we started talking."),
+                             "How many places have I travelled to since we started talking?"),
         ("count", "pets"): ("How many animals live with me?", "How many pets have I got?"),
         ("count", "purchases"): ("How many big purchases have I mentioned?", "How many things have I splashed out on?"),
         ("count", "illnesses"): ("How many times have I been sick since we started chatting?",
@@ -424,14 +475,17 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("latest", "illnesses"): ("What was the last thing that made me ill?",),
         ("latest", "pets"): ("What's the newest animal in our home called?",),
         ("latest", "habits"): ("What's the most recent hobby I picked up?",),
-        ("preference", "diet"): ("Plan me a dinner menu for Saturday that I can actually eat.",
-                                 "What should I order at the work lunch, given how I eat?",
+        ("preference", "diet"): ("Plan me a dinner menu for Saturday that fits my diet.",
+                                 "What should I order at the work lunch, given what I eat?",
                                  "Suggest a week of lunches that respects my diet."),
-        ("preference", "cuisine"): ("Where should I book for my birthday dinner?", "What takeaway would cheer me up?",
-                                    "Pick a restaurant style for a date night I'd love."),
-        ("hop", "city"): (f"Where does my {rel} live now?", f"Which city is my {rel} in these days?"),
-        ("hop", "employer"): (f"Where does my {rel} work?", f"Which company is my {rel} with now?"),
-        ("hop", "occupation"): (f"What does my {rel} do for work?",),
+        ("preference", "cuisine"): ("What kind of restaurant should I book for my birthday dinner?",
+                                    "What food would cheer me up tonight, knowing my favourites?",
+                                    "Pick a restaurant for a date night with the food I love."),
+        ("hop", "city"): (f"Where does my {rel} live now?", f"Which city is my {rel} in these days?",
+                          f"Which city does my {rel} {name} live in?"),
+        ("hop", "employer"): (f"Where does my {rel} work?", f"Which company is my {rel} with now?",
+                              f"Where does my {rel} {name} work these days?"),
+        ("hop", "occupation"): (f"What does my {rel} do for work?", f"What is my {rel} {name}'s job?"),
         ("assistant", "book"): (f"What was the title of the book you suggested when I wanted {cur}?",
                                 f"Which novel did you point me to when I was after {cur}?"),
         ("assistant", "film"): (f"What was that film you told me to watch, the one that's {cur}?",

@@ -32,10 +32,12 @@ def profile(stream: ScenarioStream, embedder: Any, *, k: int = 10) -> dict[str, 
     scored = [q for q in questions if q.excluded is None and q.evidence]
     ids = list(turns)
     index = {tid: i for i, tid in enumerate(ids)}
-    raw = embedder.encode(texts)
     rendered = embedder.encode([render_turn(turns[t]) for t in ids])
-    qvec = embedder.encode([q.text for q in scored]) if scored else np.zeros((0, raw.shape[1]))
-    cos = [float(raw[index[t]] @ qvec[i]) for i, q in enumerate(scored) for t in q.evidence if t in index]
+    qvec = embedder.encode([q.text for q in scored]) if scored else np.zeros((0, rendered.shape[1]))
+    # The cosine is of the plain texts (no date prefix): only the evidence turns need them.
+    evidence = sorted({t for q in scored for t in q.evidence if t in index})
+    raw = dict(zip(evidence, embedder.encode([turns[t].text for t in evidence])))
+    cos = [float(raw[t] @ qvec[i]) for i, q in enumerate(scored) for t in q.evidence if t in index]
 
     store: dict[str, list[tuple[Any, int]]] = defaultdict(list)
     for e in stream.events:
