@@ -50,7 +50,6 @@ QUESTION_WEIGHTS: Mapping[str, float] = {
 _DELETABLE = ("city", "partner", "illnesses", "employer")
 _ABSTAIN_TOPICS = ("car", "school", "allergy", "salary", "anniversary")
 _RELATIVES = ("partner", "sister", "brother", "mother", "father", "daughter", "son")
-_DAY = 86400.0
 
 
 class LifeConfig(BaseModel):

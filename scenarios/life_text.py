@@ -352,24 +352,24 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
     if attr == "pets":
         name, species = v.split(" the ")
         if mode == "change":
-            return pick(rng, (f"{we} adopted a {species} {ago}, called {name}", f"{name}, our new {species}, arrived {ago}",
-                              f"{we} brought home a {species} named {name}")), [name]
-        return pick(rng, (f"{name} (my {species}) is asleep on my feet", f"{name} the {species} needs a walk soon",
-                          f"I had to stop {name} chewing the cable, typical {species}")), [name]
+            return pick(rng, (f"{we} adopted a {species} {ago}, called {name}", f"{name}, our new pet {species}, arrived {ago}",
+                              f"{we} brought home a pet {species} named {name}")), [name]
+        return pick(rng, (f"{name} (my pet {species}) is asleep on my feet", f"{name} the {species} needs a walk soon",
+                          f"I had to stop {name}, my {species}, chewing the cable")), [name]
     if attr == "habits":
-        return pick(rng, (f"I've been keeping up with {v}", f"I took up {v} {ago}", f"{v} is part of my week now",
-                          f"after {v} I'm usually starving")), [v]
+        return pick(rng, (f"my new hobby is {v}", f"I took up {v} {ago} as a hobby", f"{v} is part of my weekly routine now",
+                          f"I've been keeping up my {v} routine")), [v]
     if attr == "trips":
         comp = telling.get("companion_name")
         with_ = f" with {comp}" if comp else ""
-        return pick(rng, (f"I got back from {v}{with_} {ago}", f"the trip to {v}{with_} was unforgettable",
-                          f"I'm still jet-lagged from {v}", f"I spent {telling.get('nights', 5)} nights in {v}{with_}")), [v]
+        return pick(rng, (f"I got back from my trip to {v}{with_} {ago}", f"the holiday in {v}{with_} was unforgettable",
+                          f"I'm still jet-lagged from the {v} trip", f"I spent {telling.get('nights', 5)} nights travelling in {v}{with_}")), [v]
     if attr == "illnesses":
-        return pick(rng, (f"I was off sick with {v} {ago}", f"I'm finally over {v}",
-                          f"{v} knocked me out {ago}", f"I'm recovering from {v}")), [v]
+        return pick(rng, (f"I was off sick with {v} {ago}", f"I'm finally over {v}, being ill is no fun",
+                          f"{v} made me ill {ago}", f"I'm recovering from {v} and still feel sick")), [v]
     if attr == "purchases":
-        return pick(rng, (f"I bought {v} {ago}", f"I finally treated myself to {v}", f"{v} arrived {ago}",
-                          f"I splurged on {v}")), [v]
+        return pick(rng, (f"I bought {v} {ago}", f"I finally bought myself {v}", f"{v} I bought arrived {ago}",
+                          f"I splurged and bought {v}")), [v]
     raise ValueError(f"no phrasing for attribute {attr!r}")
 
 
@@ -417,12 +417,12 @@ def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], echo: s
     title = None
     if theme == "reading":
         title, author = pick(rng, BOOKS)
-        body = pick(rng, (f"Try {title} by {author}: it is {d['genre']} with short chapters, good for evenings.",
+        body = pick(rng, (f"I recommend {title} by {author}: it is {d['genre']} with short chapters, good for evenings.",
                           f"I'd suggest {title} ({author}); readers who want {d['genre']} tend to love it.",
                           f"{title} by {author} fits: {d['genre']}, about {d['words']} pages, and it ends well."))
     elif theme == "film":
         title = pick(rng, FILMS)
-        body = pick(rng, (f"Watch {title}; it is {d['genre']} and runs under two hours.",
+        body = pick(rng, (f"I'd recommend the film {title}; it is {d['genre']} and runs under two hours.",
                           f"{title} would suit {d['n']} of you: {d['genre']}, and nobody needs to have seen a prequel."))
     else:
         body = _task_answer(rng, theme, d)
@@ -465,16 +465,16 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("since", "purchases"): (f"How long have I had {cur}?",),
         ("count", "trips"): ("How many trips have I told you about?", "How many holidays have I had so far?",
                              "How many places have I travelled to since we started talking?"),
-        ("count", "pets"): ("How many animals live with me?", "How many pets have I got?"),
-        ("count", "purchases"): ("How many big purchases have I mentioned?", "How many things have I splashed out on?"),
-        ("count", "illnesses"): ("How many times have I been sick since we started chatting?",
-                                 "How often have I been unwell, in total?"),
-        ("count", "habits"): ("How many regular activities do I have going on?", "How many routines have I told you about?"),
-        ("latest", "trips"): ("Where did I travel most recently?", "What was my last trip abroad?"),
-        ("latest", "purchases"): ("What's the last big thing I bought?",),
-        ("latest", "illnesses"): ("What was the last thing that made me ill?",),
-        ("latest", "pets"): ("What's the newest animal in our home called?",),
-        ("latest", "habits"): ("What's the most recent hobby I picked up?",),
+        ("count", "pets"): ("How many pets live with me?", "How many pets have I got?"),
+        ("count", "purchases"): ("How many big things have I bought?", "How many purchases have I told you about?"),
+        ("count", "illnesses"): ("How many times have I been ill since we started chatting?",
+                                 "How often have I been off sick, in total?"),
+        ("count", "habits"): ("How many hobbies and routines do I have going on?", "How many hobbies have I told you about?"),
+        ("latest", "trips"): ("Where did I travel on my most recent trip?", "Where was my last holiday?"),
+        ("latest", "purchases"): ("What's the last big thing I bought?", "What did I buy most recently?"),
+        ("latest", "illnesses"): ("What was the last illness I had?", "What made me ill most recently?"),
+        ("latest", "pets"): ("What's the name of our newest pet?",),
+        ("latest", "habits"): ("What's the most recent hobby I picked up?", "Which routine did I start most recently?"),
         ("preference", "diet"): ("Plan me a dinner menu for Saturday that fits my diet.",
                                  "What should I order at the work lunch, given what I eat?",
                                  "Suggest a week of lunches that respects my diet."),
@@ -486,10 +486,10 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("hop", "employer"): (f"Where does my {rel} work?", f"Which company is my {rel} with now?",
                               f"Where does my {rel} {name} work these days?"),
         ("hop", "occupation"): (f"What does my {rel} do for work?", f"What is my {rel} {name}'s job?"),
-        ("assistant", "book"): (f"What was the title of the book you suggested when I wanted {cur}?",
-                                f"Which novel did you point me to when I was after {cur}?"),
-        ("assistant", "film"): (f"What was that film you told me to watch, the one that's {cur}?",
-                                f"Which movie did you recommend when I asked for {cur}?"),
+        ("assistant", "book"): (f"What was the title of the book you recommended when I wanted {cur}?",
+                                f"Which book did you recommend to me when I was after {cur}?"),
+        ("assistant", "film"): (f"What was that film you recommended, the one that's {cur}?",
+                                f"Which film did you recommend when I asked for {cur}?"),
         ("abstain", "car"): ("What colour is my car?", "Which car do I drive?"),
         ("abstain", "school"): ("Where did I go to university?", "What did I study at college?"),
         ("abstain", "allergy"): ("What am I allergic to?",),

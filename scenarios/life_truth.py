@@ -375,12 +375,9 @@ def derive(index: Index, spec: Mapping[str, Any], when: str) -> dict[str, Any]:
         return out
     cur = said[-1]
     stale = [t["turn"] for t in said if t["value"] != cur["value"]]
-    if kind == "current":
+    if kind in ("current", "preference"):
+        # A preference is shown, not asked for by name: the latest turn that showed it is the evidence.
         return {"gold": cur["value"], "evidence": [cur["turn"]], "superseded": stale}
-    if kind == "preference":
-        # A preference shows in every telling of the current value since it began to hold.
-        same = [t["turn"] for t in said if t["value"] == cur["value"] and t["valid"] >= cur["valid"]]
-        return {"gold": cur["value"], "evidence": same, "superseded": stale}
     if kind == "previous":
         prev = [t for t in said if t["value"] != cur["value"]][-1]
         return {"gold": prev["value"], "evidence": [prev["turn"], cur["turn"]], "superseded": []}
