@@ -42,8 +42,8 @@ __all__ = ["LifeConfig", "LifeScenario", "QUESTION_WEIGHTS", "check_world"]
 check_world = W.check_world
 
 QUESTION_WEIGHTS: Mapping[str, float] = {
-    "current": 0.17, "previous": 0.09, "as_of": 0.07, "since": 0.09, "count": 0.12, "latest": 0.05,
-    "preference": 0.10, "hop": 0.13, "assistant": 0.08, "abstain": 0.06, "name": 0.04,
+    "current": 0.15, "previous": 0.11, "as_of": 0.07, "since": 0.09, "count": 0.14, "latest": 0.04,
+    "preference": 0.08, "hop": 0.16, "assistant": 0.07, "abstain": 0.06, "name": 0.03,
 }
 """How often each kind of question is asked, among those a user's tellings make answerable."""
 
