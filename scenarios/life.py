@@ -187,7 +187,13 @@ class _Life:
         for e in life_events:
             day = e["day"]
             if e["type"] == "trip":
-                day += e["details"]["nights"]  # told once back home
+                # A trip is talked about before (a plan: a hard negative for "my last trip") and told once back home.
+                lead = float(self.rng.uniform(5.0, 30.0))
+                if day - lead > 0:
+                    out.append({"subject": "me", "attr": "trip_plans", "value": e["consequences"][0]["value"],
+                                "mode": "plan", "day": day - lead, "news": True,
+                                "with_partner": e["details"]["companion"] is not None})
+                day += e["details"]["nights"]
             for c in e["consequences"]:
                 if c["subject"] != "me" and e["type"] == "move":
                     continue  # "we moved" tells the partner's city too; no separate telling

@@ -244,6 +244,8 @@ _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
     "music": ("it helps me concentrate", "I've been making playlists for the car", "the neighbours must know every track"),
     "pets": ("feeding time is chaos", "the vet says all is well", "the walks keep me fit", "it sleeps most of the day"),
     "habits": ("it's the best part of my week", "I keep it up even when I'm tired", "my progress is slow but steady"),
+    "trip_plans": ("I still need to sort out travel insurance", "the packing list is already a page long",
+                   "I've started a list of places to eat"),
     "trips": ("the food was incredible", "we walked about twenty kilometres a day", "I've got hundreds of photos to sort",
               "the flights were a nightmare", "I'd go back in a heartbeat"),
     "illnesses": ("the doctor told me to rest", "I'm still a bit tired", "work was understanding about it"),
@@ -359,6 +361,10 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
     if attr == "habits":
         return pick(rng, (f"my new hobby is {v}", f"I took up {v} {ago} as a hobby", f"{v} is part of my weekly routine now",
                           f"I've been keeping up my {v} routine")), [v]
+    if attr == "trip_plans":
+        return pick(rng, (f"{we} have a trip to {v} planned soon", f"{we} booked flights to {v} for later this month",
+                          f"if the weather holds, {v} in a few weeks will be amazing",
+                          f"I'm already daydreaming about {v}, it's only weeks away")), [v]
     if attr == "trips":
         comp = telling.get("companion_name")
         with_ = f" with {comp}" if comp else ""

@@ -460,6 +460,9 @@ def _holds(user: Mapping[str, Any], telling: Mapping[str, Any]) -> bool:
     subject, attr, value = telling["subject"], telling["attr"], telling["value"]
     if attr == "name":
         return bool(user["people"][subject]["name"] == value)
+    if attr == "trip_plans":  # a plan holds when the trip happens after it was made
+        return any(e["type"] == "trip" and e["date"] > telling["valid"] and e["consequences"][0]["value"] == value
+                   for e in user["events"])
     start = user["attributes"] if subject == "me" else user["people"][subject]
     state: Any = list(start[attr]) if attr in ACCUMULATING else start[attr]
     for e in user["events"]:
