@@ -193,6 +193,35 @@ def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
     return pick(rng, bank[theme]) if theme in bank else ""
 
 
+_CONTEXT: Mapping[str, tuple[str, ...]] = {
+    # A second sentence of a task request, with details of its own: task chat never repeats itself.
+    "recipe": ("I've got {ingredient2} left over and about {mins} minutes", "the oven only goes to {temp} degrees",
+               "{n} of us are eating around {mins} past seven"),
+    "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
+    "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
+    "budget": ("my income is about {money}", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
+    "training": ("I have {mins} minutes on {day}", "I train {times} times a week", "I rest {rest} seconds between sets"),
+    "gift": ("the party is on {day}", "I can spend {small}", "{who} already has {gift2}"),
+    "repair": ("it's been like that for {times} weeks", "I have {mins} minutes before guests arrive on {day}",
+               "I own a {tool} and not much else"),
+    "language": ("I practise {mins} minutes a day", "my trip is in {times} weeks", "I know about {words} words so far"),
+    "reading": ("I read about {mins} minutes before bed", "I get through {times} books a month",
+                "my last read took {nights} nights"),
+    "film": ("we start around {mins} past eight", "{n} people will be watching",
+             "it's for {day} night"),
+    "planning": ("I start at {times} in the morning", "I have {n} errands on {day}", "I'm away for {nights} nights"),
+}
+_CLOSINGS = (
+    "If that takes longer than {mins2} minutes, skip step {half}.", "Tell me on {day} how it went.",
+    "Budget roughly {small} if you need to buy anything.", "Try it {times} times before changing anything.",
+    "Step {half} is the one people rush; give it {mins2} minutes.", "Keep notes for {nights} days and compare.",
+)
+
+
+def _context(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    return pick(rng, _CONTEXT[theme]).format(**d)
+
+
 def session_details(rng: random.Random, relations: Sequence[str]) -> dict[str, Any]:
     """The per-session details task chat is written with (dish, document, code task, amounts, days)."""
     who_options = ("my boss", "a neighbour", "my best friend", "a colleague", "my landlord", *[f"my {r}" for r in relations])
@@ -406,7 +435,7 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
               task_share: float = 0.35) -> str:
     """One user turn: the task request or a fact (with the task, a share ``task_share`` of the time), maybe a distractor."""
     if fact is None:
-        parts = [_task_request(rng, theme, d)]
+        parts = [_task_request(rng, theme, d), _context(rng, theme, d)]
     else:
         # A turn with news is mostly about the news; now and then it also carries the task.
         glue = pick(rng, ("By the way, ", "Oh, and ", "Quick update: ", "", "Side note: ", "Anyway, ", "News: "))
@@ -431,7 +460,7 @@ def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], echo: s
         body = pick(rng, (f"I'd recommend the film {title}; it is {d['genre']} and runs under two hours.",
                           f"{title} would suit {d['n']} of you: {d['genre']}, and nobody needs to have seen a prequel."))
     else:
-        body = _task_answer(rng, theme, d)
+        body = f"{_task_answer(rng, theme, d)} {pick(rng, _CLOSINGS).format(**d)}"
     lead = echo or pick(rng, ("", "Good question. ", "Sure. ", "Happy to help. ", "Of course. ", "Right. "))
     return (lead + body).strip(), title
 
