@@ -18,22 +18,15 @@ from memsim.sim.core.streams import streams
 
 
 @pytest.fixture(scope="module")
-def embedder():
-    from memsim.memory.embed import Embedder
-
-    return Embedder()
-
-
-@pytest.fixture(scope="module")
-def locomo_cosine(embedder, locomo_path) -> float:
+def locomo_cosine(minilm, locomo_path) -> float:
     stream = build_scenario("locomo_stream", {"data": str(locomo_path)}).generate(streams(0)["scenario"])
-    return float(profile(stream, embedder)["cosine_median"])
+    return float(profile(stream, minilm)["cosine_median"])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_life_meets_the_calibration_targets(seed: int, embedder, locomo_cosine: float) -> None:
-    got = profile(build_scenario("life", {"users": 6}).generate(streams(seed)["scenario"]), embedder)
+def test_life_meets_the_calibration_targets(seed: int, minilm, locomo_cosine: float) -> None:
+    got = profile(build_scenario("life", {"users": 6}).generate(streams(seed)["scenario"]), minilm)
     assert 0.40 <= got["naive_recall_all@10_first_half"] <= 0.75, got
     assert abs(got["cosine_median"] - locomo_cosine) <= 0.05, (got, locomo_cosine)
     assert got["distinct_text_ratio"] >= 0.9
