@@ -146,6 +146,7 @@ def static_protocol(name: str) -> StaticProtocol:
 
 
 register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")
+register_scenario("life", "memsim.scenarios.life:LifeScenario", description="synthetic users from a network of attributes, living through dated events over months of task chat")
 register_scenario("locomo_stream", "memsim.scenarios.locomo_stream:LocomoStreamScenario", description="LoCoMo conversations on their real calendar, questions interleaved")
 register_scenario("longmemeval_stream", "memsim.scenarios.longmemeval_stream:LongMemEvalStreamScenario", description="LongMemEval haystack sessions on their dates, questions at their question dates")
 register_scenario("world", "memsim.scenarios.world_file:WorldScenario", description="a hashed world file (memsim scenario render) replayed offline")

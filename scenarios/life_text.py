@@ -1,0 +1,538 @@
+"""The text of the ``life`` world: phrase banks and the functions that compose turns from them.
+
+The truth (``memsim.scenarios.life_truth``) says what is told; this module
+says how. A user turn is composed of clauses: a task request (recipes,
+planning, writing, code, budgets, training, gifts, repairs, languages,
+reading) with per-session details, at most one fact of the user's life
+stated in one of many direct or indirect ways, and now and then a
+distractor (a hypothetical, a negation, or a passing remark about someone
+else with a value of the same type). An assistant turn answers the task with
+concrete details and sometimes recommends a book or a film the user may ask
+about later. Questions have their own wording, not the evidence's.
+
+Each ``fact`` function returns the clause and the strings of which at least
+one appears in it (the value, or the alias the clause used), so that a
+rewritten turn can be checked to still carry its fact. Text is drawn from a
+``random.Random`` that the scenario seeds from its generator (one per user):
+a turn takes dozens of choices, and the standard library's are many times
+cheaper than numpy's one at a time.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memsim.scenarios import life_truth as W
+
+__all__ = [
+    "THEMES", "DIET_ALIASES", "BOOKS", "FILMS", "GREETINGS", "pick", "fact_clause", "user_turn", "assistant_turn",
+    "question_text",
+]
+
+GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Evening.", "Hi there.")
+"""The only texts that may repeat."""
+
+DIET_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "vegetarian": ("vegetarian", "don't eat meat", "meat-free", "no meat"),
+    "vegan": ("vegan", "plant-based", "no animal products"),
+    "pescatarian": ("pescatarian", "fish but no meat", "only fish"),
+    "gluten-free": ("gluten-free", "no gluten", "coeliac"),
+    "dairy-free": ("dairy-free", "no dairy", "lactose"),
+    "omnivore": ("omnivore", "eat anything", "not fussy"),
+}
+
+BOOKS = (
+    ("The Salt Road", "Inez Marlow"), ("A Clock Made of Rain", "Tobias Fenn"), ("Northern Lanterns", "Ada Quist"),
+    ("The Cartographer's Daughter", "Milo Arden"), ("Seven Bridges Down", "Ruth Okafor"), ("Glass Orchards", "Pia Lund"),
+    ("The Quiet Harbour", "Samir Haddad"), ("Winter Apprentice", "Lena Vogt"), ("The Lighthouse Ledger", "Owen Carr"),
+    ("Under the Copper Hill", "Dara Moss"), ("The Paper Astronomer", "Jun Takeda"), ("Field Notes on Ghosts", "Maren Holt"),
+    ("An Orchard in Exile", "Karim Bensaid"), ("The Last Ferryman", "Beatrix Lowe"), ("Tides of the Iron Coast", "Felix Grau"),
+    ("The Honey Thief", "Noemi Russo"), ("Small Gods of Tuesday", "Arlo Finch"), ("The Map Room", "Greta Sund"),
+)
+FILMS = (
+    "The Long Weekend in Oporto", "Static Summer", "A House for Ravens", "The Night Garden Heist", "Blue Hour Motel",
+    "Paper Moons Over Tallinn", "The Reluctant Tenor", "Dust and Marigolds", "Harbour Lights", "The Accountant's Tango",
+    "Seven Kinds of Snow", "The Orchard Keeper's Son", "Lanterns in July", "The Borrowed Bicycle",
+)
+
+_DISHES = (
+    "mushroom risotto", "lentil dal", "shakshuka", "vegetable lasagne", "pad thai", "chickpea curry", "paella",
+    "ramen", "bibimbap", "moussaka", "pierogi", "falafel wraps", "minestrone", "black bean tacos", "gnocchi",
+    "stuffed peppers", "banana bread", "focaccia", "miso aubergine", "pumpkin soup", "carrot cake", "fish pie",
+)
+_INGREDIENTS = (
+    "smoked paprika", "feta", "coconut milk", "fresh dill", "tahini", "capers", "leeks", "chickpeas", "saffron",
+    "lemon zest", "brown butter", "miso paste", "spinach", "roasted garlic", "pine nuts", "sumac", "chilli flakes",
+)
+_DOCS = (
+    "cover letter", "wedding toast", "newsletter intro", "complaint email to my landlord", "birthday card",
+    "grant proposal summary", "LinkedIn post", "resignation letter", "thank-you note", "team update",
+    "conference abstract", "eulogy", "product description", "apology email", "short story opening",
+)
+_CODE = (
+    ("Python", "parse a CSV with messy dates"), ("SQL", "find duplicate customer rows"), ("JavaScript", "debounce a search box"),
+    ("Bash", "rename a folder of photos by date"), ("Python", "merge two dictionaries of lists"),
+    ("R", "plot monthly averages"), ("SQL", "compute a running total per month"), ("Python", "retry a flaky HTTP call"),
+    ("JavaScript", "sort a table by two columns"), ("Bash", "back up a folder every night"),
+    ("Python", "count words in a text file"), ("Excel", "look up prices from another sheet"),
+)
+_ERRORS = ("a KeyError", "an off-by-one bug", "a timeout", "a null value", "an encoding error", "a syntax error",
+           "a permissions error", "a type mismatch")
+_EXERCISES = ("squats", "lunges", "push-ups", "planks", "deadlifts", "kettlebell swings", "burpees", "step-ups",
+              "hill sprints", "rowing intervals")
+_GIFTS = ("a cast-iron pan", "a star map print", "a cooking class", "noise-cancelling headphones", "a plant subscription",
+          "a leather notebook", "concert tickets", "a board game", "a fountain pen", "a weekend spa voucher")
+_REPAIRS = ("a leaking tap", "a squeaky door", "a wobbly table leg", "peeling paint in the hall", "a blocked sink",
+            "a draughty window", "a loose shelf", "a flickering light")
+_LANGS = ("Spanish", "Italian", "German", "Portuguese", "Japanese", "French", "Dutch", "Greek")
+_BUDGET = ("groceries", "eating out", "the holiday fund", "transport", "subscriptions", "rent", "savings", "hobbies")
+_GENRES = ("a slow-burn mystery", "something funny", "a big sprawling novel", "a short read", "a historical saga",
+           "something hopeful", "a page-turner")
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+THEMES = ("recipe", "writing", "code", "budget", "training", "gift", "repair", "language", "reading", "film", "planning")
+"""The kinds of task a session is about."""
+
+
+def pick(rng: random.Random, options: Sequence[Any]) -> Any:
+    """One of ``options``, uniformly."""
+    return options[rng.randrange(len(options))]
+
+
+def _n(rng: random.Random, lo: int, hi: int) -> int:
+    return rng.randint(lo, hi)
+
+
+# -- task chat --------------------------------------------------------------------
+
+
+def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    dish, ing, doc, who = d["dish"], d["ingredient"], d["doc"], d["who"]
+    lang, task = d["code"]
+    bank = {
+        "recipe": (f"Can you give me a {dish} recipe for {d['n']} people that uses {ing}?",
+                   f"I want to make {dish} tonight; how long does it need if I add {ing}?",
+                   f"What can I use instead of {ing} in {dish}? I'm cooking for {d['n']}.",
+                   f"Is {dish} something I can prepare the day before, for {d['n']} guests?",
+                   f"My {dish} came out bland last time; would {ing} help, and how much?"),
+        "writing": (f"Could you help me tighten this {doc}? It runs to about {d['words']} words.",
+                    f"I need a {doc} for {who}, warm but not gushing, under {d['words']} words.",
+                    f"Can you suggest an opening line for a {doc}? It's going to {who}.",
+                    f"Please make my {doc} sound less stiff; {who} will read it on {d['day']}."),
+        "code": (f"How do I {task} in {lang}? I keep hitting {d['error']}.",
+                 f"Can you show me a small {lang} example to {task}?",
+                 f"My {lang} script to {task} fails with {d['error']} on row {d['row']}. Any idea why?",
+                 f"What's the cleanest way to {task} with {lang}? The file has {d['rows']} rows."),
+        "budget": (f"Help me split {d['money']} a month between {d['cat']} and savings.",
+                   f"I overspent on {d['cat']} by {d['small']} this month; how do I claw it back?",
+                   f"Is {d['small']} a week reasonable for {d['cat']}, roughly?"),
+        "training": (f"Can you put together a {d['mins']}-minute session with {d['ex']}?",
+                     f"How many sets of {d['ex']} should I do if I train {d['times']} times a week?",
+                     f"My knees complain after {d['ex']}; what should I swap in for a {d['mins']}-minute workout?"),
+        "gift": (f"Is {d['gift']} a good present for {who}? Budget is around {d['small']}.",
+                 f"I need a gift idea for {who} by {d['day']}, ideally under {d['small']}.",
+                 f"Would {who} prefer {d['gift']} or something handmade, do you think?"),
+        "repair": (f"How do I fix {d['repair']} without calling someone in?",
+                   f"What tools do I need for {d['repair']}? I have maybe {d['mins']} minutes on {d['day']}.",
+                   f"Is {d['repair']} a job for a beginner, honestly?"),
+        "language": (f"How would I say 'see you on {d['day']}' in {d['lang']}?",
+                     f"Can you give me {d['n']} useful {d['lang']} phrases for ordering food?",
+                     f"Quiz me on {d['lang']} numbers up to {10 * d['rest']}, please."),
+        "reading": (f"I'm after {d['genre']} for the evenings, any suggestion?",
+                    f"Can you recommend {d['genre']}? I finished my last book on {d['day']}.",
+                    f"What should I read next if I want {d['genre']}?"),
+        "film": (f"What's a film for a quiet {d['day']} night, {d['genre']} if possible?",
+                 f"Can you suggest a movie for {d['n']} of us, something like {d['genre']}?"),
+        "planning": (f"Help me plan {d['day']}: errands, a {d['mins']}-minute walk and dinner for {d['n']}.",
+                     f"Can you make me a packing list for {d['nights']} nights away?",
+                     f"I have {d['n']} things due by {d['day']}; how should I order them?"),
+    }[theme]
+    return pick(rng, bank)
+
+
+def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    dish, ing = d["dish"], d["ingredient"]
+    lang, task = d["code"]
+    bank = {
+        "recipe": (f"For {dish} for {d['n']}, soften the base for {d['mins']} minutes, stir in {ing} near the end "
+                   f"and give it {d['mins2']} more minutes at {d['temp']} degrees.",
+                   f"Yes: {dish} keeps well overnight. Add the {ing} when you reheat it, and allow about {d['mins']} minutes.",
+                   f"Swap the {ing} for {d['ingredient2']}, about {d['spoons']} tablespoons for {d['n']} servings of {dish}."),
+        "writing": (f"Here's a tighter version: I cut it to about {d['words'] - d['cut']} words and moved the key point "
+                    f"to the first line, which suits a {d['doc']}.",
+                    f"Try opening with something specific about {d['who']}, then one sentence of thanks; "
+                    f"a {d['doc']} lands better when it is short.",
+                    f"I'd drop the second paragraph and end on the date, {d['day']}; that keeps the {d['doc']} warm."),
+        "code": (f"In {lang}, to {task}, read it in chunks and check for {d['error']} before row {d['row']}; "
+                 f"a try/except around the parse step tells you which row breaks.",
+                 f"Here's the idea in {lang}: build the result in one pass, then {task} with a key function; "
+                 f"{d['error']} usually means one input is empty.",
+                 f"{d['error'].capitalize()} at row {d['row']} is usually bad input there. For {d['rows']} rows "
+                 f"in {lang}, print that row first, then {task}."),
+        "budget": (f"Put {d['pct']}% of {d['money']} aside on payday, cap {d['cat']} at {d['small']} a week, "
+                   f"and review after {d['times']} weeks.",
+                   f"Move {d['small']} from {d['cat']} into savings for {d['times']} weeks and it evens out."),
+        "training": (f"Warm up for {d['times']} minutes, then {d['sets']} rounds of {d['ex']} with "
+                     f"{d['rest']} seconds rest; that fills {d['mins']} minutes.",
+                     f"At {d['times']} sessions a week, {d['sets']} sets of {d['ex']} is plenty; add reps before weight."),
+        "gift": (f"{d['gift'].capitalize()} is a safe bet for {d['who']} under {d['small']}; add a handwritten note.",
+                 f"For {d['who']}, I'd go with {d['gift2']}; it is personal and fits {d['small']}."),
+        "repair": (f"For {d['repair']}, turn off the supply, take photos before you undo anything, and give "
+                   f"yourself {d['mins']} minutes; a {d['tool']} does most of it.",
+                   f"{d['repair'].capitalize()} is beginner-friendly: you need a {d['tool']}, patience and about "
+                   f"{d['mins']} minutes."),
+        "language": (f"In {d['lang']} that depends on formality; I'd learn the polite form first and practise "
+                     f"it {d['times']} times a day.",
+                     f"Here are {d['n']} {d['lang']} phrases for ordering, from the menu request to the bill."),
+        "planning": (f"Do the errands first thing on {d['day']}, walk for {d['mins']} minutes after lunch and "
+                     f"start dinner for {d['n']} by six.",
+                     f"For {d['nights']} nights: layers, one smart outfit, chargers, and laundry after night {d['half']}."),
+    }
+    return pick(rng, bank[theme]) if theme in bank else ""
+
+
+_CONTEXT: Mapping[str, tuple[str, ...]] = {
+    # A second sentence of a task request, with details of its own: task chat never repeats itself.
+    "recipe": ("I've got {ingredient2} left over and about {mins} minutes", "the oven only goes to {temp} degrees",
+               "{n} of us are eating around {mins} past seven"),
+    "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
+    "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
+    "budget": ("my income is about {money}", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
+    "training": ("I have {mins} minutes on {day}", "I train {times} times a week", "I rest {rest} seconds between sets"),
+    "gift": ("the party is on {day}", "I can spend {small}", "{who} already has {gift2}"),
+    "repair": ("it's been like that for {times} weeks", "I have {mins} minutes before guests arrive on {day}",
+               "I own a {tool} and not much else"),
+    "language": ("I practise {mins} minutes a day", "my trip is in {times} weeks", "I know about {words} words so far"),
+    "reading": ("I read about {mins} minutes before bed", "I get through {times} books a month",
+                "my last read took {nights} nights"),
+    "film": ("we start around {mins} past eight", "{n} people will be watching",
+             "it's for {day} night"),
+    "planning": ("I start at {times} in the morning", "I have {n} errands on {day}", "I'm away for {nights} nights"),
+}
+_CLOSINGS = (
+    "If that takes longer than {mins2} minutes, skip step {half}.", "Tell me on {day} how it went.",
+    "Budget roughly {small} if you need to buy anything.", "Try it {times} times before changing anything.",
+    "Step {half} is the one people rush; give it {mins2} minutes.", "Keep notes for {nights} days and compare.",
+)
+
+
+def _context(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    return pick(rng, _CONTEXT[theme]).format(**d)
+
+
+def session_details(rng: random.Random, relations: Sequence[str]) -> dict[str, Any]:
+    """The per-session details task chat is written with (dish, document, code task, amounts, days)."""
+    who_options = ("my boss", "a neighbour", "my best friend", "a colleague", "my landlord", *[f"my {r}" for r in relations])
+    return {
+        "dish": pick(rng, _DISHES), "ingredient": pick(rng, _INGREDIENTS), "ingredient2": pick(rng, _INGREDIENTS),
+        "doc": pick(rng, _DOCS), "who": pick(rng, who_options), "code": pick(rng, _CODE), "error": pick(rng, _ERRORS),
+        "ex": pick(rng, _EXERCISES), "gift": pick(rng, _GIFTS), "gift2": pick(rng, _GIFTS), "repair": pick(rng, _REPAIRS),
+        "lang": pick(rng, _LANGS), "cat": pick(rng, _BUDGET), "genre": pick(rng, _GENRES), "day": pick(rng, _WEEKDAYS),
+        "tool": pick(rng, ("adjustable spanner", "screwdriver set", "putty knife", "spirit level", "drill")),
+        "n": _n(rng, 2, 9), "mins": _n(rng, 10, 55), "mins2": _n(rng, 5, 25), "temp": 10 * _n(rng, 16, 22),
+        "words": 50 * _n(rng, 3, 16), "cut": 10 * _n(rng, 3, 9), "row": _n(rng, 12, 4800), "rows": _n(rng, 200, 90000),
+        "money": f"{50 * _n(rng, 20, 120)} euros", "small": f"{5 * _n(rng, 4, 60)} euros", "pct": 5 * _n(rng, 2, 8),
+        "times": _n(rng, 2, 6), "sets": _n(rng, 3, 6), "rest": 15 * _n(rng, 2, 6), "spoons": _n(rng, 1, 4),
+        "nights": _n(rng, 2, 12), "half": _n(rng, 2, 5),
+    }
+
+
+# -- facts of a life ------------------------------------------------------------
+
+
+def _ago(gap_days: float) -> str:
+    if gap_days < 1.5:
+        return "yesterday"
+    if gap_days < 6.5:
+        return f"{round(gap_days)} days ago"
+    if gap_days < 13:
+        return "last week"
+    if gap_days < 24:
+        return "a couple of weeks ago"
+    return "last month" if gap_days < 45 else "a while back"
+
+
+_FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
+    # A second sentence on the same topic, without the value: a fact is talked about, not just dropped.
+    "city": ("the neighbourhood is quieter than I expected", "the rent is higher but the flat gets more light",
+             "I still get lost walking home", "the commute is shorter from here", "there's a market on our street on Saturdays",
+             "the city feels different in winter", "I'm still learning which bus goes where"),
+    "employer": ("my team there is small but friendly", "the office is a twenty-minute cycle away",
+                 "the work is more interesting than at my last place", "there's a big deadline at work on Friday",
+                 "my manager there is very hands-off", "the company canteen is surprisingly good"),
+    "occupation": ("the job has its stressful weeks", "I spend half my day in meetings", "the work suits me",
+                   "my job keeps me on my feet"),
+    "partner": ("we've been together a while now", "they plan far better than I do", "we're trying to cook at home more",
+                "we argue about the thermostat"),
+    "diet": ("so most recipes need a swap or two", "eating out is easier than it sounds", "I read food labels a lot",
+             "my diet matters more to me than any recipe"),
+    "cuisine": ("we go at least once a month", "the spicier the better", "I've even tried cooking it at home",
+                "it's my comfort food"),
+    "music": ("it helps me concentrate", "I've been making playlists for the car", "the neighbours must know every track"),
+    "pets": ("feeding time is chaos", "the vet says all is well", "the walks keep me fit", "it sleeps most of the day"),
+    "habits": ("it's the best part of my week", "I keep it up even when I'm tired", "my progress is slow but steady"),
+    "trip_plans": ("I still need to sort out travel insurance", "the packing list is already a page long",
+                   "I've started a list of places to eat"),
+    "trips": ("the food was incredible", "we walked about twenty kilometres a day", "I've got hundreds of photos to sort",
+              "the flights were a nightmare", "I'd go back in a heartbeat"),
+    "illnesses": ("the doctor told me to rest", "I'm still a bit tired", "work was understanding about it"),
+    "purchases": ("it cost more than I planned", "I use it almost every day", "setting it up took a whole evening"),
+    "person": ("we talk most weekends", "we don't see each other enough", "we were close growing up",
+               "they always give me good advice", "they sound happy about it"),
+}
+
+
+def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
+                gap_days: float) -> tuple[str, list[str]]:
+    """The sentences stating one telling (the clause, then one more on its topic), and the strings one of which they contain.
+
+    Args:
+        rng: the user's text generator.
+        telling: as for ``_clause``.
+        who: the person the telling is about (None for the user).
+        gap_days: days between the event and the session that tells it.
+    """
+    clause, strings = _clause(rng, telling, who, gap_days)
+    topic = "person" if who is not None else telling["attr"]
+    return f"{clause}. {pick(rng, _FOLLOW_ON[topic])}", strings
+
+
+def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
+            gap_days: float) -> tuple[str, list[str]]:
+    """The clause stating one telling, and the strings one of which it contains.
+
+    Args:
+        rng: the user's text generator.
+        telling: ``{"subject", "attr", "value", "mode", ...}`` (``mode``: ``state`` for what was so at the
+            start, ``change`` for news, ``intro`` for naming a person, ``behaviour`` for a preference shown).
+        who: the person the telling is about (None for the user).
+        gap_days: days between the event and the session that tells it.
+    """
+    attr, v, mode = telling["attr"], str(telling["value"]), telling["mode"]
+    ago = _ago(gap_days)
+    we = "we" if telling.get("with_partner") else "I"
+    if who is not None and mode == "intro":
+        rel, name = who["relation"], who["name"]
+        bank = (f"my {rel} {name} is visiting soon", f"{name}, my {rel}, asked me the same thing",
+                f"I was on the phone with my {rel} {name} for an hour", f"my {rel} {name} says hi",
+                f"{name} (my {rel}) would laugh at this", f"I'm meeting my {rel} {name} for lunch")
+        return pick(rng, bank), [name]
+    if who is not None:
+        name = who["name"]
+        bank = {
+            "city": ((f"{name} has lived in {v} for years", f"{name} loves life in {v}", f"{name} is still based in {v}")
+                     if mode == "state" else
+                     (f"{name} just moved to {v}", f"{name} packed up and relocated to {v} {ago}",
+                      f"{name} finally found a place in {v}")),
+            "employer": ((f"{name} works at {v}", f"{name}'s office is at {v}", f"{name} has been with {v} for ages")
+                         if mode == "state" else
+                         (f"{name} started a new job at {v} {ago}", f"{name} jumped ship to {v}",
+                          f"{name} accepted an offer from {v}")),
+            "occupation": (f"{name} works as a {v}", f"{name} trained as a {v}", f"{name} is a {v} by trade"),
+        }[attr]
+        return pick(rng, bank), [v]
+    if attr == "city":
+        bank = ((f"here in {v} the trams stop running early", f"{v} has been home for a few years now",
+                 f"the weather in {v} has been grim", f"everything in {v} shuts on Sundays",
+                 f"I live in {v}", f"my flat in {v} is tiny")
+                if mode == "state" else
+                (f"{we} finally got the keys to the new flat in {v}", f"the boxes are mostly unpacked here in {v}",
+                 f"{we} moved to {v} {ago}", f"{we} relocated to {v} {ago}, still finding my way around"))
+        return pick(rng, bank), [v]
+    if attr == "employer":
+        bank = ((f"things at {v} are hectic", f"my job at {v} is busy this month", f"I work at {v}",
+                 f"work at {v} has been intense")
+                if mode == "state" else
+                (f"my first day at {v} was {ago}", f"I started at {v} {ago}", f"I've just joined {v}",
+                 f"I handed my notice in and began at {v} {ago}"))
+        return pick(rng, bank), [v]
+    if attr == "occupation":
+        bank = (f"as a {v} I'm used to long days", f"working as a {v} teaches you patience",
+                f"my job as a {v} keeps me busy", f"I'm a {v}, so weekends matter")
+        if mode == "change":
+            bank = (f"the new role as a {v} started {ago}", f"I've moved into a {v} position", f"I'm a {v} now")
+        return pick(rng, bank), [v]
+    if attr == "partner":
+        if v == "single":
+            phrase = pick(rng, ("broke up", "split up", "separated"))
+            return pick(rng, (f"my partner and I {phrase} {ago}, so it's quiet at home",
+                              f"we {phrase} {ago}; it was mutual")), ["broke up", "split up", "separated"]
+        bank = ((f"my partner {v} is cooking tonight", f"{v}, my partner, thinks I overplan",
+                 f"my other half {v} wants to come too")
+                if mode != "change" else
+                (f"I've started seeing someone, {v}, and it's going well",
+                 f"{v} and I have been dating since {ago}", f"I met {v} {ago} and we're officially together"))
+        return pick(rng, bank), [v]
+    if attr == "diet":
+        alias = pick(rng, DIET_ALIASES[v])
+        if mode == "change":
+            return pick(rng, (f"I switched to {alias} eating {ago}", f"I've gone {alias} since {ago}",
+                              f"since {ago} it's {alias} for me")), [alias]
+        return pick(rng, (f"keep it {alias}, that's how I eat", f"remember it has to be {alias} for me",
+                          f"I'm {alias}, so adjust anything that clashes", f"it needs to work for someone who is {alias}")), [alias]
+    if attr == "cuisine":
+        return pick(rng, (f"I could eat {v} food every week", f"our favourite place is a {v} restaurant",
+                          f"nothing beats {v} cooking for me", f"I keep craving {v} dishes")), [v]
+    if attr == "music":
+        if mode == "change":
+            return pick(rng, (f"I've been listening to nothing but {v} lately", f"I got hooked on {v} {ago}")), [v]
+        return pick(rng, (f"I had {v} on the whole time", f"{v} is my go-to while working",
+                          f"I put on some {v} to get through it")), [v]
+    if attr == "pets":
+        name, species = v.split(" the ")
+        if mode == "change":
+            return pick(rng, (f"{we} adopted a {species} {ago}, called {name}", f"{name}, our new pet {species}, arrived {ago}",
+                              f"{we} brought home a pet {species} named {name}")), [name]
+        return pick(rng, (f"{name} (my pet {species}) is asleep on my feet", f"{name} the {species} needs a walk soon",
+                          f"I had to stop {name}, my {species}, chewing the cable")), [name]
+    if attr == "habits":
+        return pick(rng, (f"my new hobby is {v}", f"I took up {v} {ago} as a hobby", f"{v} is part of my weekly routine now",
+                          f"I've been keeping up my {v} routine")), [v]
+    if attr == "trip_plans":
+        return pick(rng, (f"{we} have a trip to {v} planned soon", f"{we} booked flights to {v} for later this month",
+                          f"if the weather holds, {v} in a few weeks will be amazing",
+                          f"I'm already daydreaming about {v}, it's only weeks away")), [v]
+    if attr == "trips":
+        comp = telling.get("companion_name")
+        with_ = f" with {comp}" if comp else ""
+        return pick(rng, (f"I got back from my trip to {v}{with_} {ago}", f"the holiday in {v}{with_} was unforgettable",
+                          f"I'm still jet-lagged from the {v} trip", f"I spent {telling.get('nights', 5)} nights travelling in {v}{with_}")), [v]
+    if attr == "illnesses":
+        return pick(rng, (f"I was off sick with {v} {ago}", f"I'm finally over {v}, being ill is no fun",
+                          f"{v} made me ill {ago}", f"I'm recovering from {v} and still feel sick")), [v]
+    if attr == "purchases":
+        return pick(rng, (f"I bought {v} {ago}", f"I finally bought myself {v}", f"{v} I bought arrived {ago}",
+                          f"I splurged and bought {v}")), [v]
+    raise ValueError(f"no phrasing for attribute {attr!r}")
+
+
+def distractor(rng: random.Random, truth_values: Mapping[str, str]) -> str:
+    """A hypothetical, negation or remark about someone unnamed, with values of the same types as the facts."""
+    city = pick(rng, [c for c in W.CITIES if c != truth_values.get("city")])
+    employer = pick(rng, [e for s in W.SECTORS.values() for e in s if e != truth_values.get("employer")])
+    dest, music = pick(rng, W.DESTINATIONS), pick(rng, [m for m in W.MUSIC if m != truth_values.get("music")])
+    bank = (f"if I ever left, I'd probably pick {city}", f"a colleague of mine just moved to {city}",
+            f"my neighbour got a job at {employer}", f"I'd never work for {employer}, to be honest",
+            f"someday I'd love to see {dest}", f"I haven't been to {dest}, despite what people think",
+            f"I can't stand {music}", f"a friend keeps sending me {music} playlists",
+            f"we nearly booked {dest} but it fell through", f"maybe next year we'll look at flats in {city}",
+            f"my cousin swears by {pick(rng, W.PURCHASES)}", f"I'm not getting {pick(rng, W.PURCHASES)}, whatever the ads say")
+    return pick(rng, bank)
+
+
+def _join(parts: Sequence[str]) -> str:
+    out = []
+    for part in parts:
+        for p in part.split(". "):
+            p = p.strip()
+            out.append(p[0].upper() + p[1:] + ("" if p[-1] in ".?!" else "."))
+    return " ".join(out)
+
+
+def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None,
+              task_share: float = 0.35) -> str:
+    """One user turn: the task request or a fact (with the task, a share ``task_share`` of the time), maybe a distractor."""
+    if fact is None:
+        parts = [_task_request(rng, theme, d), _context(rng, theme, d)]
+    else:
+        # A turn with news is mostly about the news; now and then it also carries the task.
+        glue = pick(rng, ("By the way, ", "Oh, and ", "Quick update: ", "", "Side note: ", "Anyway, ", "News: "))
+        parts = [glue + fact]
+        if rng.random() < task_share:
+            parts.insert(rng.randrange(2), _task_request(rng, theme, d))
+    if distract is not None:
+        parts.append(distract)
+    return _join(parts)
+
+
+def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], echo: str | None = None) -> tuple[str, str | None]:
+    """One assistant turn, and the title it recommends (reading and film themes) or None."""
+    title = None
+    if theme == "reading":
+        title, author = pick(rng, BOOKS)
+        body = pick(rng, (f"I recommend {title} by {author}: it is {d['genre']} with short chapters, good for evenings.",
+                          f"I'd suggest {title} ({author}); readers who want {d['genre']} tend to love it.",
+                          f"{title} by {author} fits: {d['genre']}, about {d['words']} pages, and it ends well."))
+    elif theme == "film":
+        title = pick(rng, FILMS)
+        body = pick(rng, (f"I'd recommend the film {title}; it is {d['genre']} and runs under two hours.",
+                          f"{title} would suit {d['n']} of you: {d['genre']}, and nobody needs to have seen a prequel."))
+    else:
+        body = f"{_task_answer(rng, theme, d)} {pick(rng, _CLOSINGS).format(**d)}"
+    lead = echo or pick(rng, ("", "Good question. ", "Sure. ", "Happy to help. ", "Of course. ", "Right. "))
+    return (lead + body).strip(), title
+
+
+# -- questions ---------------------------------------------------------------------
+
+
+def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str, Any]) -> str:
+    """The wording of a question (never the evidence's wording).
+
+    Args:
+        rng: the scenario's generator.
+        spec: ``{"kind", "subject", "attr", ...}`` as in ``meta["questions"]``.
+        ctx: ``rel`` (the relative's relation word), ``cur`` (a value the question may name), ``date`` (as-of date text).
+    """
+    kind, attr = spec["kind"], spec.get("attr", "")
+    rel, cur, date, name = ctx.get("rel", ""), ctx.get("cur", ""), ctx.get("date", ""), ctx.get("name", "")
+    label = {"city": "living", "employer": "working", "occupation": "doing for a living"}.get(attr, attr)
+    banks: dict[tuple[str, str], tuple[str, ...]] = {
+        ("current", "city"): ("Which city am I living in these days?", "Where's home for me at the moment?",
+                              "Remind me which city I live in now?", "What city is my flat in now?"),
+        ("current", "employer"): ("Which company am I working for at the moment?", "Where do I work these days?",
+                                  "What's the name of the company I work at now?", "Who is my employer now?"),
+        ("current", "occupation"): ("What do I do for a living?", "What's my job these days?", "What work do I do?"),
+        ("current", "partner"): ("Who am I seeing at the moment?", "What's my partner called?", "Who is my partner?"),
+        ("current", "music"): ("What sort of music am I into lately?", "Which music have I been listening to most?"),
+        ("current", "name"): (f"What's my {rel}'s name?", f"Remind me what my {rel} is called?"),
+        ("previous", "city"): (f"Where was I living before {cur}?", f"Which city did I leave to go to {cur}?"),
+        ("previous", "employer"): (f"Which company did I work for before {cur}?", f"Where was my job before {cur}?"),
+        ("previous", "occupation"): (f"What was my role before I became a {cur}?",),
+        ("previous", "music"): (f"Before {cur}, what music was I listening to?",),
+        ("previous", "partner"): ("Who was I with before my current relationship?",),
+        ("since", "city"): (f"How long have I been in {cur}?", f"How long ago did I relocate to {cur}?"),
+        ("since", "employer"): (f"How long ago did I start at {cur}?", f"How long have I been working for {cur}?"),
+        ("since", "trips"): (f"How long ago was my {cur} holiday?", f"How many weeks since I came back from {cur}?"),
+        ("since", "illnesses"): (f"How long ago was I laid up with {cur}?", f"When roughly was I ill with {cur}?"),
+        ("since", "purchases"): (f"How long have I had {cur}?",),
+        ("count", "trips"): ("How many trips have I told you about?", "How many holidays have I had so far?",
+                             "How many places have I travelled to since we started talking?"),
+        ("count", "pets"): ("How many pets live with me?", "How many pets have I got?"),
+        ("count", "purchases"): ("How many big things have I bought?", "How many purchases have I told you about?"),
+        ("count", "illnesses"): ("How many times have I been ill since we started chatting?",
+                                 "How often have I been off sick, in total?"),
+        ("count", "habits"): ("How many hobbies and routines do I have going on?", "How many hobbies have I told you about?"),
+        ("latest", "trips"): ("Where did I travel on my most recent trip?", "Where was my last holiday?"),
+        ("latest", "purchases"): ("What's the last big thing I bought?", "What did I buy most recently?"),
+        ("latest", "illnesses"): ("What was the last illness I had?", "What made me ill most recently?"),
+        ("latest", "pets"): ("What's the name of our newest pet?",),
+        ("latest", "habits"): ("What's the most recent hobby I picked up?", "Which routine did I start most recently?"),
+        ("preference", "diet"): ("Plan me a dinner menu for Saturday that fits my diet.",
+                                 "What should I order at the work lunch, given what I eat?",
+                                 "Suggest a week of lunches that respects my diet."),
+        ("preference", "cuisine"): ("What kind of restaurant should I book for my birthday dinner?",
+                                    "What food would cheer me up tonight, knowing my favourites?",
+                                    "Pick a restaurant for a date night with the food I love."),
+        ("hop", "city"): (f"Where does my {rel} live now?", f"Which city is my {rel} in these days?",
+                          f"Which city does my {rel} {name} live in?"),
+        ("hop", "employer"): (f"Where does my {rel} work?", f"Which company is my {rel} with now?",
+                              f"Where does my {rel} {name} work these days?"),
+        ("hop", "occupation"): (f"What does my {rel} do for work?", f"What is my {rel} {name}'s job?"),
+        ("assistant", "book"): (f"What was the title of the book you recommended when I wanted {cur}?",
+                                f"Which book did you recommend to me when I was after {cur}?"),
+        ("assistant", "film"): (f"What was that film you recommended, the one that's {cur}?",
+                                f"Which film did you recommend when I asked for {cur}?"),
+        ("abstain", "car"): ("What colour is my car?", "Which car do I drive?"),
+        ("abstain", "school"): ("Where did I go to university?", "What did I study at college?"),
+        ("abstain", "allergy"): ("What am I allergic to?",),
+        ("abstain", "salary"): ("How much do I earn?",),
+        ("abstain", "relative"): (f"Where does my {rel} work?", f"What's my {rel}'s job?"),
+        ("abstain", "anniversary"): ("When is my wedding anniversary?",),
+    }
+    if kind == "as_of":
+        return pick(rng, (f"As of {date}, where was I {label}?", f"Back on {date}, where was I {label}?",
+                          f"On {date}, what was my {attr}?")) if attr in ("city", "employer") else f"On {date}, what was my {attr}?"
+    return pick(rng, banks[(kind, attr)])

@@ -1,0 +1,181 @@
+"""The life world: gold correct by construction, nothing visible reveals it, same seed same stream, its shape."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsim.scenarios.config import CONFIG_DIR, load_config
+from memsim.scenarios.life import LifeScenario, check_world
+from memsim.scenarios.life_text import GREETINGS
+from memsim.scenarios.life_truth import ABSTAIN
+from memsim.scenarios.registry import build_scenario, scenario_names
+from memsim.sim.core.errors import UserError
+from memsim.sim.core.streams import streams
+from memsim.sim.events import Deletion, Question, Session
+
+SMALL = {"users": 4, "months": 4}
+
+
+def _stream(seed: int = 0, **args):
+    return build_scenario("life", {**SMALL, **args}).generate(streams(seed)["scenario"])
+
+
+@pytest.fixture(scope="module", params=[0, 1, 2], ids=lambda s: f"seed{s}")
+def stream(request):
+    return _stream(request.param)
+
+
+def _questions(stream) -> list[Question]:
+    return [e for e in stream.events if isinstance(e, Question)]
+
+
+def _turns(stream) -> list:
+    return [t for e in stream.events if isinstance(e, Session) for t in e.turns]
+
+
+def test_registered_and_built_from_args():
+    assert "life" in scenario_names()
+    scenario = build_scenario("life", {"users": 2})
+    assert isinstance(scenario, LifeScenario)
+    json.dumps(scenario.spec_args())
+    assert scenario.spec_args()["users"] == 2
+
+
+def test_check_world_finds_nothing_wrong(stream):
+    assert check_world(stream) == []
+
+
+def test_same_seed_same_stream_bytes_other_seed_differs():
+    a, b, c = _stream(3, users=2), _stream(3, users=2), _stream(4, users=2)
+    assert a.events == b.events
+    assert json.dumps(a.meta, sort_keys=True) == json.dumps(b.meta, sort_keys=True)
+    assert [t.text for t in _turns(a)] != [t.text for t in _turns(c)]
+
+
+def test_check_world_catches_wrong_gold_evidence_and_text():
+    s = _stream(0, users=2)
+    qs = _questions(s)
+    q = next(q for q in qs if q.kind == "current")
+    wrong_gold = dataclasses.replace(q, gold="Atlantis")
+    broken = dataclasses.replace(s, events=tuple(wrong_gold if e is q else e for e in s.events))
+    assert any(q.question_id in p and "truth gives" in p for p in check_world(broken))
+    multi = next(q for q in qs if len(q.evidence) >= 2)
+    dropped = dataclasses.replace(multi, evidence=multi.evidence[:1])
+    broken = dataclasses.replace(s, events=tuple(dropped if e is multi else e for e in s.events))
+    assert any(multi.question_id in p for p in check_world(broken))
+    # A turn whose text lost its fact (as a bad rewrite would) is found through meta["facts"].
+    tid = q.evidence[0]
+    facts = {**s.meta["facts"], tid: ["a value the text does not hold"]}
+    broken = dataclasses.replace(s, meta={**s.meta, "facts": facts})
+    assert any(tid in p and "does not carry its fact" in p for p in check_world(broken))
+    # A telling the events do not make true is found by replaying the truth.
+    truth = json.loads(json.dumps(s.meta["truth"]))
+    told = next(t for t in truth["u01"]["tellings"] if t["attr"] == "city" and t["subject"] == "me")
+    told["value"] = "Atlantis"
+    broken = dataclasses.replace(s, meta={**s.meta, "truth": truth})
+    assert any("which the events do not give" in p for p in check_world(broken))
+
+
+def test_nothing_a_system_sees_reveals_gold(stream):
+    for e in stream.events:
+        if isinstance(e, Session):
+            assert re.fullmatch(r"s[0-9a-f]{12}", e.session_id)
+            for t in e.turns:
+                assert re.fullmatch(r"t[0-9a-f]{12}", t.turn_id)
+                assert not t.metadata
+        if isinstance(e, Question):
+            assert re.fullmatch(r"q[0-9a-f]{12}", e.question_id)
+            if e.gold != ABSTAIN:
+                assert not re.search(rf"\b{re.escape(e.gold)}\b", e.text, re.IGNORECASE), (e.text, e.gold)
+
+
+def test_texts_do_not_repeat_except_greetings(stream):
+    texts = Counter(t.text for t in _turns(stream))
+    assert len(texts) / sum(texts.values()) >= 0.9
+    assert all(text in GREETINGS for text, n in texts.items() if n > 1)
+
+
+def test_question_mix_has_multi_evidence_changed_facts_and_every_kind(stream):
+    qs = _questions(stream)
+    assert len(qs) > 300
+    assert np.mean([len(q.evidence) >= 2 for q in qs]) >= 0.25
+    assert np.mean([bool(q.superseded) for q in qs]) >= 0.15
+    kinds = {q.kind for q in qs}
+    assert kinds >= {"current", "previous", "as_of", "since", "count", "latest", "preference", "hop", "assistant", "abstain"}
+    for q in qs:
+        assert (q.kind == "abstain") == (q.excluded == "abstention") == (not q.evidence)
+
+
+def test_meta_is_json_and_every_fact_turn_carries_its_fact(stream):
+    json.dumps(stream.meta)
+    turns = {t.turn_id: t for t in _turns(stream)}
+    assert stream.meta["facts"]
+    for tid, strings in stream.meta["facts"].items():
+        assert any(s.lower() in turns[tid].text.lower() for s in strings), (tid, strings, turns[tid].text)
+    for user in stream.meta["truth"].values():
+        assert {"attributes", "people", "events", "tellings", "deletions"} <= set(user)
+        assert {e["type"] for e in user["events"]} & {"move", "job", "trip"}
+
+
+def test_deleted_turns_leave_later_gold():
+    s = _stream(1, deletion_rate=2.0)
+    deletions = [e for e in s.events if isinstance(e, Deletion)]
+    assert deletions
+    later = 0
+    for d in deletions:
+        for q in _questions(s):
+            if q.user_id == d.user_id and q.time >= d.time:
+                assert not set(q.evidence + q.superseded) & set(d.turn_ids)
+                later += q.topic == d.topic
+    assert later > 0
+    assert check_world(s) == []
+
+
+@pytest.mark.parametrize("args, key", [
+    ({"sessions_per_week": 0}, "sessions_per_week"),
+    ({"users": 0}, "users"),
+    ({"colour": "blue"}, "colour"),
+])
+def test_bad_arguments_are_one_line_user_errors(args, key, tmp_path: Path):
+    with pytest.raises(UserError, match=key) as err:
+        build_scenario("life", args, source="life.toml")
+    assert "\n" not in str(err.value) and "life.toml" in str(err.value)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[scenario]\nname = "life"\nsessions_per_week = 0\n', encoding="utf-8")
+    with pytest.raises(UserError, match="bad.toml"):
+        load_config(bad)
+
+
+def test_quick_config_is_small_and_checks_out():
+    cfg = load_config(CONFIG_DIR / "life_quick.toml")
+    scen = build_scenario("life", {k: v for k, v in cfg.scenario.items() if k != "name"})
+    s = scen.generate(streams(cfg.run.seed)["scenario"])
+    assert s.totals()["turns"] < 4000
+    assert check_world(s) == []
+
+
+@pytest.mark.slow
+def test_full_config_size():
+    """life.toml: ~25-35k turns, ~8-9k questions, the median asking user holds >= 250 memories (>= 500 at the end)."""
+    cfg = load_config(CONFIG_DIR / "life.toml")
+    s = build_scenario("life", {k: v for k, v in cfg.scenario.items() if k != "name"}).generate(streams(0)["scenario"])
+    totals = s.totals()
+    assert 25_000 <= totals["turns"] <= 35_000
+    assert 8_000 <= totals["questions"] <= 9_500
+    held: dict[str, list] = {}
+    sizes = []
+    for e in s.events:
+        if isinstance(e, Session):
+            held.setdefault(e.user_id, []).extend(e.turns)
+        elif isinstance(e, Question):
+            sizes.append(len(held.get(e.user_id, ())))
+    assert np.median(sizes) >= 250
+    assert np.median([len(v) for v in held.values()]) >= 500
+    assert check_world(s) == []
