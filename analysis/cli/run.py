@@ -64,8 +64,10 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim demo``."""
     from memsim.scenarios.config import CONFIG_DIR
 
-    parser.add_argument("--config", type=Path, default=CONFIG_DIR / "demo.toml",
-                        help="scenario config (default: the demo persona)")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="scenario config (default: scenarios/configs/demo.toml, the life world at full size)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a first look in under a minute: the life world's quick size (scenarios/configs/life_quick.toml)")
     _common(parser)
 
 
@@ -77,9 +79,13 @@ DEMO_ASK_FIRST: dict[str, str] = {
 }
 """Installed systems the demo plays only when named, with the reason it prints."""
 
+DEMO_INSTRUMENTS = ("control-learner",)
+"""Instruments the demo plays too: control-learner's known positive learning from feedback shows
+what the contrasts detect on the demo's design."""
+
 
 def demo_systems() -> list[Any]:
-    """Every standalone registered baseline and system (not the ablations or instruments), naive first.
+    """Every standalone registered baseline and system, and control-learner (no ablation), naive first.
 
     Roles are the registry's (``memory_role``); run an ablation or an instrument with ``memsim run ... --system NAME``.
     """
@@ -87,7 +93,7 @@ def demo_systems() -> list[Any]:
 
     names = [
         n for n in memory_names(standalone_only=True)
-        if memory_role(n) in ("baseline", "system") and n not in DEMO_ASK_FIRST
+        if (memory_role(n) in ("baseline", "system") or n in DEMO_INSTRUMENTS) and n not in DEMO_ASK_FIRST
     ]
     names.sort(key=lambda n: (n != "naive", n))
     return [SystemSpec(n) for n in names]
@@ -99,7 +105,7 @@ def run_main(args: argparse.Namespace) -> int:
 
 
 def demo_main(args: argparse.Namespace) -> int:
-    """Run the demo: the persona scenario against every registered system."""
+    """Run the demo: the life world against every registered system (``--quick``: its quick size)."""
     from memsim.memory.registry import memory_names, memory_role
 
     if not args.system:
@@ -114,7 +120,13 @@ def demo_main(args: argparse.Namespace) -> int:
                 absent.setdefault(extra, []).append(name)
         for extra, names in absent.items():
             print(f"demo: {', '.join(names)} left out: not installed (pip install 'memsim[{extra}]')")
-    return _run(args, args.config, default_systems=demo_systems())
+    from memsim.scenarios.config import CONFIG_DIR
+    from memsim.sim.core.errors import UserError
+
+    if args.quick and args.config is not None:
+        raise UserError("memsim demo: give --quick or --config, not both")
+    config = args.config or CONFIG_DIR / ("life_quick.toml" if args.quick else "demo.toml")
+    return _run(args, config, default_systems=demo_systems())
 
 
 def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[Any] | None) -> int:
