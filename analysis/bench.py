@@ -59,7 +59,9 @@ def machine_load(path: str | os.PathLike[str] = "/proc/loadavg") -> dict[str, An
     reading the file. Where ``path`` cannot be read (not Linux), the load
     figures are None.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from memsim.memory.embed import usable_cores
+
+    cores = usable_cores()
     try:
         fields = Path(path).read_text(encoding="ascii").split()
         one, five, fifteen = (float(x) for x in fields[:3])

@@ -84,3 +84,4 @@ def test_a_reader_gets_excluded_questions_retrieved_and_embedded() -> None:
     rows = {r["question_id"]: r for r in result.probes.iter_rows(named=True)}
     assert rows["a:q1"]["n_retrieved"] == 2 and rows["a:q1"]["answer_fake"] == 1.0
     assert result.info["embedding"]["texts"] == 5
+
