@@ -98,10 +98,23 @@ def load_report(
 
 
 def merge_load(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One report over several measurements in a row: the first's before, the last's after, every reason."""
-    reasons = [r for rep in reports for r in rep["reasons"]]
-    return {"before": dict(reports[0]["before"]), "after": dict(reports[-1]["after"]),
-            "threshold": reports[0]["threshold"], "under_load": bool(reasons), "reasons": reasons}
+    """One report over several measurements in a row: the first's before, the last's after, the reasons summed up.
+
+    ``runs_under_load`` counts the measurements marked under load; the reasons
+    give that count, the highest load average before any of them and the most
+    other runnable threads seen.
+    """
+    busy = [r for r in reports if r["under_load"]]
+    reasons = []
+    if busy:
+        reasons.append(f"{len(busy)} of {len(reports)} runs under load")
+        worst = max((r["before"].get("load_1m") or 0.0 for r in reports), default=0.0)
+        reasons.append(f"load average before up to {worst:.2f} on {reports[0]['before'].get('cores')} cores")
+        others = max((s.get("runnable_others") or 0 for r in reports for s in (r["before"], r["after"])), default=0)
+        if others:
+            reasons.append(f"up to {others} other runnable threads")
+    return {"before": dict(reports[0]["before"]), "after": dict(reports[-1]["after"]), "threshold": reports[0]["threshold"],
+            "under_load": bool(busy), "runs_under_load": len(busy), "reasons": reasons}
 
 
 def format_load(report: Mapping[str, Any]) -> str:

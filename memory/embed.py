@@ -564,12 +564,17 @@ def _quantize_folder(fp32: Path, folder: Path) -> None:
     import shutil
     import tempfile
 
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = Path(tempfile.mkdtemp(prefix=".quantize-", dir=folder.parent))
     try:
         with _QuietRootLogger():
-            quantize_dynamic(str(fp32 / "model.onnx"), str(tmp / "model.onnx"), per_channel=True, weight_type=QuantType.QInt8)
+            quantize_dynamic(
+                str(fp32 / "model.onnx"), str(tmp / "model.onnx"), per_channel=True, weight_type=QuantType.QInt8,
+                # Shape inference cannot type the outputs of the fused (contrib) operators; they are float32.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
         for name in ("tokenizer.json", "memsim.json"):
             shutil.copy2(fp32 / name, tmp / name)
         shutil.rmtree(folder, ignore_errors=True)

@@ -45,6 +45,16 @@ def test_load_report_marks_a_busy_machine_and_says_why() -> None:
     assert "UNDER LOAD (load average 3.00 on 2 cores before" in format_load(report)
 
 
+def test_merged_load_counts_the_runs_under_load() -> None:
+    quiet = {"load_1m": 0.4, "load_5m": 0.5, "load_15m": 0.6, "runnable_others": 0, "cores": 2}
+    reports = [load_report(quiet, quiet), load_report({**quiet, "load_1m": 3.5}, {**quiet, "runnable_others": 4}), load_report(quiet, quiet)]
+    merged = bench.merge_load(reports)
+    assert merged["under_load"] and merged["runs_under_load"] == 1
+    assert merged["reasons"] == ["1 of 3 runs under load", "load average before up to 3.50 on 2 cores", "up to 4 other runnable threads"]
+    assert merged["before"] == reports[0]["before"] and merged["after"] == reports[-1]["after"]
+    assert not bench.merge_load(reports[::2])["under_load"]
+
+
 def test_bench_locomo_output_carries_the_load() -> None:
     f = bench_locomo(QUIRKS, SystemSpec("naive"), k=5, make_embedder=lambda _: HashEmbedder(32))
     load = f["load"]
