@@ -764,6 +764,9 @@ class Embedder:
         self.backend: str = backend
         self.weights_sha256: str = digest
         self.model_id: str = model_id if backend == "torch" else f"{model_id}+{backend}"
+        # int8 vectors change with the export recipe (the float ones agree to 1e-6), so their
+        # cache entries are keyed by it too: a new recipe never reads an old graph's vectors.
+        self._cache_id = f"{self.model_id}/export-v{_EXPORT_VERSION}" if backend == "onnx-int8" else self.model_id
         self.batch_size = int(batch_size)
         self.batch_tokens = int(batch_tokens)
         self.show_progress = bool(show_progress)
@@ -776,7 +779,7 @@ class Embedder:
         config_dim = _dim_from_config(path)
         self.dim: int = config_dim if config_dim is not None else self._model_dim(self._load())
         self.cache: EmbeddingCache | None = (
-            EmbeddingCache.for_model(self.cache_dir, model_id=self.model_id, dim=self.dim)
+            EmbeddingCache.for_model(self.cache_dir, model_id=self._cache_id, dim=self.dim)
             if self.use_cache
             else None
         )
@@ -855,7 +858,7 @@ class Embedder:
             (index.setdefault(t, len(index)) for t in items), dtype=np.int64, count=len(items)
         )
         unique = list(index)
-        keys = [_text_key(self.model_id, t) for t in unique]
+        keys = [_text_key(self._cache_id, t) for t in unique]
         out = np.empty((len(unique), self.dim), dtype=np.float32)
         missing: list[int] = list(range(len(unique)))
         if self.cache is not None:
@@ -916,7 +919,7 @@ class Embedder:
         Returns:
             The number of disk cache entries removed.
         """
-        keys = [_text_key(self.model_id, t) for t in texts]
+        keys = [_text_key(self._cache_id, t) for t in texts]
         with self._memo_lock:
             for key in keys:
                 self._memo.pop(key, None)
