@@ -7,12 +7,20 @@ simulator itself: SimPy scheduling, scoring, recording and feedback.
 embedding cache: cold (every text embedded by the model) and warm (every text
 a cache hit). ``bench_locomo`` runs the static LoCoMo spec twice through the
 pipeline on one new cache: cold, then warm.
+
+Every bench says how busy the machine was: ``machine_load`` reads the load
+average and the number of other runnable threads (``/proc/loadavg``) and
+``load_report`` marks a figure taken before and after a measurement as
+measured "under load" when the load average per core before it was above
+``LOAD_THRESHOLD`` or another thread was runnable at either end. (The load
+average after a run is reported but not judged: it includes the run itself.)
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +45,92 @@ from memsim.sim.scorers import build_scorer
 __all__ = [
     "NullMemory", "TimedEmbedder", "bench_engine", "bench_demo", "bench_locomo", "format_locomo_bench",
     "bench_compare", "format_compare", "bench_backends", "format_backends",
+    "LOAD_THRESHOLD", "machine_load", "load_report", "merge_load", "format_load",
 ]
+
+LOAD_THRESHOLD = 0.5
+"""Load average per core above which a measurement counts as taken under load."""
+
+
+def machine_load(path: str | os.PathLike[str] = "/proc/loadavg") -> dict[str, Any]:
+    """How busy the machine is now: load averages, other runnable threads, usable cores.
+
+    ``runnable_others`` is the kernel's count of runnable threads less the one
+    reading the file. Where ``path`` cannot be read (not Linux), the load
+    figures are None.
+    """
+    from memsim.memory.embed import usable_cores
+
+    cores = usable_cores()
+    try:
+        fields = Path(path).read_text(encoding="ascii").split()
+        one, five, fifteen = (float(x) for x in fields[:3])
+        runnable = int(fields[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return {"load_1m": None, "load_5m": None, "load_15m": None, "runnable_others": None, "cores": cores}
+    return {"load_1m": one, "load_5m": five, "load_15m": fifteen, "runnable_others": max(runnable - 1, 0), "cores": cores}
+
+
+def load_report(
+    before: Mapping[str, Any], after: Mapping[str, Any], *, threshold: float = LOAD_THRESHOLD
+) -> dict[str, Any]:
+    """The load around one measurement and whether it was taken under load.
+
+    Args:
+        before: ``machine_load()`` just before the measurement.
+        after: ``machine_load()`` just after it.
+        threshold: load average per core (before) above which it is under load.
+
+    Returns:
+        ``before``, ``after``, ``threshold``, ``under_load`` and ``reasons``
+        (why it is under load; empty when it is not).
+    """
+    reasons = []
+    one, cores = before.get("load_1m"), before.get("cores") or 1
+    if one is not None and one / cores > threshold:
+        reasons.append(f"load average {one:.2f} on {cores} cores before (above {threshold:g} per core)")
+    for name, snap in (("before", before), ("after", after)):
+        others = snap.get("runnable_others")
+        if others:
+            reasons.append(f"{others} other runnable {'thread' if others == 1 else 'threads'} {name}")
+    return {"before": dict(before), "after": dict(after), "threshold": threshold,
+            "under_load": bool(reasons), "reasons": reasons}
+
+
+def merge_load(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One report over several measurements in a row: the first's before, the last's after, the reasons summed up.
+
+    ``runs_under_load`` counts the measurements marked under load; the reasons
+    give that count, the highest load average before any of them and the most
+    other runnable threads seen.
+    """
+    busy = [r for r in reports if r["under_load"]]
+    reasons = []
+    if busy:
+        reasons.append(f"{len(busy)} of {len(reports)} runs under load")
+        worst = max((r["before"].get("load_1m") or 0.0 for r in reports), default=0.0)
+        reasons.append(f"load average before up to {worst:.2f} on {reports[0]['before'].get('cores')} cores")
+        others = max((s.get("runnable_others") or 0 for r in reports for s in (r["before"], r["after"])), default=0)
+        if others:
+            reasons.append(f"up to {others} other runnable threads")
+    return {"before": dict(reports[0]["before"]), "after": dict(reports[-1]["after"]), "threshold": reports[0]["threshold"],
+            "under_load": bool(busy), "runs_under_load": len(busy), "reasons": reasons}
+
+
+def format_load(report: Mapping[str, Any]) -> str:
+    """One line: the load before and after, and the mark when it was measured under load."""
+
+    def snap(s: Mapping[str, Any]) -> str:
+        if s.get("load_1m") is None:
+            return "load unknown"
+        return (f"load average {s['load_1m']:.2f} {s['load_5m']:.2f} {s['load_15m']:.2f}, "
+                f"{s['runnable_others']} other runnable")
+
+    b = report["before"]
+    line = f"machine ({b['cores']} cores): before {snap(b)}; after {snap(report['after'])}"
+    if report["under_load"]:
+        line += f"; UNDER LOAD ({'; '.join(dict.fromkeys(report['reasons']))})"
+    return line
 
 
 class NullMemory:
@@ -215,6 +308,7 @@ def bench_locomo(
         k=k, retrieve_k=max(k, 50), scorers=("evidence",), control=None,
     )
     figures: dict[str, Any] = {"system": system.display, "k": k}
+    before = machine_load()
     with tempfile.TemporaryDirectory(prefix="memsim-bench-") as tmp:
         for phase in ("cold", "warm"):
             timed: list[TimedEmbedder] = []
@@ -249,6 +343,7 @@ def bench_locomo(
             }
         figures["metric"] = spec.metric
         figures["score"] = outcome.summary.metrics["systems"][system.display]["mean"]
+    figures["load"] = load_report(before, machine_load())
     return figures
 
 
@@ -271,6 +366,7 @@ def format_locomo_bench(f: Mapping[str, Any]) -> str:
         f"  retrieve latency ms: cold p50 {cold['retrieve_p50_ms']:.2f} p95 {cold['retrieve_p95_ms']:.2f}; "
         f"warm p50 {warm['retrieve_p50_ms']:.2f} p95 {warm['retrieve_p95_ms']:.2f}"
     )
+    lines.append("  " + format_load(f["load"]))
     return "\n".join(lines)
 
 
@@ -353,14 +449,18 @@ def bench_compare(
     limit_conversations: int | None = None,
     cold_export: bool = False,
     order: str = "reference-first",
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """The plain reference pipeline and memsim on the same static LoCoMo workload, in this process.
 
-    Both start cold: memsim's embedding cache is a new temporary folder, and
-    the reference has none. The exported ONNX graph of an ONNX backend is
-    taken from the user's cache (made there on first use, like the installed
-    model) unless ``cold_export``, which exports it again into the temporary
-    folder and counts that in memsim's model load.
+    Both start cold: memsim's embedding cache is a new temporary folder for
+    every run, and the reference has none. The exported ONNX graph of an ONNX
+    backend is taken from the user's cache (made there on first use, like the
+    installed model) unless ``cold_export``, which exports it again into the
+    temporary folder and counts that in memsim's model load. With ``repeat``
+    above 1 the two run interleaved (A B A B ...), so that a change in the
+    machine's load falls on both alike, and the ratio is the median over the
+    pairs with its range.
 
     Args:
         data: locomo10.json.
@@ -370,42 +470,74 @@ def bench_compare(
         limit_conversations: only the first N conversations.
         cold_export: export the ONNX graph afresh.
         order: ``reference-first`` or ``memsim-first`` (the first pays for shared imports).
+        repeat: pairs of runs.
 
     Returns:
-        ``reference`` and ``memsim`` (stages in seconds, wall, texts, recall)
-        and ``ratio``: memsim's wall over the reference's times the number of
-        systems (the reference embeds and searches once per system);
-        ``cpu_ratio`` the same for CPU seconds (steadier on a busy machine).
+        ``reference`` and ``memsim`` (stages in seconds, wall, texts, recall, the
+        ``load`` around the run) of the pair with the median ratio; ``ratio``:
+        memsim's wall over the reference's times the number of systems (the
+        reference embeds and searches once per system), the median over the
+        pairs, with ``ratio_min`` and ``ratio_max``; ``cpu_ratio`` (and its
+        range) the same for CPU seconds (steadier on a busy machine);
+        ``pairs``: each pair's figures in the order run; ``load``: the load
+        before the first run and after the last, ``under_load`` when any run
+        was measured under load (``load_report``).
     """
     from memsim.analysis.reference_pipeline import reference_locomo
     from memsim.memory.embed import default_backend
 
     if order not in ("reference-first", "memsim-first"):
         raise ValueError(f"order must be reference-first or memsim-first, got {order!r}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1, got {repeat}")
     backend = backend or default_backend()
     if not systems:
         raise ValueError("bench compare needs at least one system")
-    out: dict[str, Any] = {"k": k, "backend": backend, "order": order, "cold_export": cold_export,
-                           "limit_conversations": limit_conversations}
-    with tempfile.TemporaryDirectory(prefix="memsim-bench-compare-") as tmp:
-        def run_reference() -> None:
-            out["reference"] = reference_locomo(data, k=k, limit_conversations=limit_conversations)
-
-        def run_memsim() -> None:
-            out["memsim"] = _memsim_locomo(
-                data, systems, k=k, backend=backend, cache_dir=Path(tmp) / "cache",
-                export_dir=Path(tmp) / "cache" if cold_export else None,
-                limit_conversations=limit_conversations,
-            )
-
-        for step in ((run_reference, run_memsim) if order == "reference-first" else (run_memsim, run_reference)):
-            step()
     n = len(systems)
-    ref_wall = out["reference"]["wall_s"] * n
-    out["reference_runs"] = n
-    out["ratio"] = round(out["memsim"]["wall_s"] / ref_wall, 3) if ref_wall else None
-    ref_cpu = out["reference"]["cpu_s"] * n
-    out["cpu_ratio"] = round(out["memsim"]["cpu_s"] / ref_cpu, 3) if ref_cpu else None
+    out: dict[str, Any] = {"k": k, "backend": backend, "order": order, "cold_export": cold_export,
+                           "limit_conversations": limit_conversations, "repeat": repeat, "reference_runs": n}
+    pairs: list[dict[str, Any]] = []
+    for _ in range(repeat):
+        pair: dict[str, Any] = {}
+        with tempfile.TemporaryDirectory(prefix="memsim-bench-compare-") as tmp:
+            def run_reference() -> dict[str, Any]:
+                return reference_locomo(data, k=k, limit_conversations=limit_conversations)
+
+            def run_memsim() -> dict[str, Any]:
+                return _memsim_locomo(
+                    data, systems, k=k, backend=backend, cache_dir=Path(tmp) / "cache",
+                    export_dir=Path(tmp) / "cache" if cold_export else None,
+                    limit_conversations=limit_conversations,
+                )
+
+            steps = (("reference", run_reference), ("memsim", run_memsim))
+            for name, step in steps if order == "reference-first" else steps[::-1]:
+                before = machine_load()
+                figures = step()
+                figures["load"] = load_report(before, machine_load())
+                pair[name] = figures
+        ref_wall, ref_cpu = pair["reference"]["wall_s"] * n, pair["reference"]["cpu_s"] * n
+        pair["ratio"] = round(pair["memsim"]["wall_s"] / ref_wall, 3) if ref_wall else None
+        pair["cpu_ratio"] = round(pair["memsim"]["cpu_s"] / ref_cpu, 3) if ref_cpu else None
+        pairs.append(pair)
+    ratios = [p["ratio"] for p in pairs if p["ratio"] is not None]
+    cpu_ratios = [p["cpu_ratio"] for p in pairs if p["cpu_ratio"] is not None]
+    # The pair whose ratio is the median (the lower middle one of an even count) stands for the run.
+    middle = sorted(range(len(pairs)), key=lambda i: (pairs[i]["ratio"] is None, pairs[i]["ratio"] or 0.0))[(len(pairs) - 1) // 2]
+    out["reference"], out["memsim"] = pairs[middle]["reference"], pairs[middle]["memsim"]
+    out["ratio"] = round(statistics.median(ratios), 3) if ratios else None
+    out["ratio_min"], out["ratio_max"] = (min(ratios), max(ratios)) if ratios else (None, None)
+    out["cpu_ratio"] = round(statistics.median(cpu_ratios), 3) if cpu_ratios else None
+    out["cpu_ratio_min"], out["cpu_ratio_max"] = (min(cpu_ratios), max(cpu_ratios)) if cpu_ratios else (None, None)
+    out["pairs"] = [
+        {"ratio": p["ratio"], "cpu_ratio": p["cpu_ratio"],
+         **{f"{name}_{x}": p[name][x] for name in ("reference", "memsim") for x in ("wall_s", "cpu_s")},
+         "under_load": p["reference"]["load"]["under_load"] or p["memsim"]["load"]["under_load"]}
+        for p in pairs
+    ]
+    order_run = [p[name]["load"] for p in pairs for name in (("reference", "memsim") if order == "reference-first" else ("memsim", "reference"))]
+    out["load"] = merge_load(order_run)
+    out["under_load"] = out["load"]["under_load"]
     key = f"recall_all@{k}"
     out["recall_delta"] = {
         name: (None if s[key] is None else round(s[key] - out["reference"][key], 4))
@@ -436,12 +568,26 @@ def format_compare(f: Mapping[str, Any]) -> str:
         f"{mem['texts_cached']} found cached"
     )
     base = f"reference wall x {n}" if n > 1 else "reference wall"
-    lines.append(f"  ratio memsim / {base}: {f['ratio']:.3f} (CPU seconds: {f['cpu_ratio']:.3f})")
+    if f.get("repeat", 1) > 1:
+        lines.append(
+            f"  ratio memsim / {base}: median {f['ratio']:.3f} over {f['repeat']} interleaved pairs "
+            f"(min {f['ratio_min']:.3f}, max {f['ratio_max']:.3f}); CPU seconds: median {f['cpu_ratio']:.3f} "
+            f"(min {f['cpu_ratio_min']:.3f}, max {f['cpu_ratio_max']:.3f}); stages above: the median pair"
+        )
+        for i, p in enumerate(f["pairs"], start=1):
+            lines.append(
+                f"    pair {i}: reference {p['reference_wall_s']:.2f} s wall ({p['reference_cpu_s']:.2f} CPU), memsim "
+                f"{p['memsim_wall_s']:.2f} s ({p['memsim_cpu_s']:.2f} CPU): ratio {p['ratio']:.3f}, CPU {p['cpu_ratio']:.3f}"
+                + (" (under load)" if p["under_load"] else "")
+            )
+    else:
+        lines.append(f"  ratio memsim / {base}: {f['ratio']:.3f} (CPU seconds: {f['cpu_ratio']:.3f})")
     lines.append(f"  {key}: reference {ref[key]:.4f} ({ref['questions']} questions)")
     for name, s in mem["per_system"].items():
         value = s[key]
         delta = f["recall_delta"][name]
         lines.append(f"  {key}: memsim {name} {value:.4f} (delta {delta:+.4f})" if value is not None else f"  {key}: memsim {name} n/a")
+    lines.append("  " + format_load(f["load"]))
     return "\n".join(lines)
 
 
@@ -472,7 +618,9 @@ def bench_backends(
     texts = list(dict.fromkeys([t for c in convs for t in c.turn_texts] + [q.text for c in convs for q in c.questions]))
     out: dict[str, Any] = {"texts": len(texts), "k": k, "backends": {}}
     first: np.ndarray | None = None
+    reports = []
     for backend in backends:
+        before = machine_load()
         emb = Embedder(backend=backend, use_cache=False)
         t0 = time.perf_counter()
         emb.encode(texts[:1])
@@ -507,8 +655,11 @@ def bench_backends(
                 "p001": round(float(np.quantile(cos, 0.001)), 6),
                 "mean": round(float(cos.mean()), 6),
             }
+        figures["load"] = load_report(before, machine_load())
+        reports.append(figures["load"])
         out["backends"][backend] = figures
         del emb
+    out["load"] = merge_load(reports)
     return out
 
 
@@ -526,6 +677,7 @@ def format_backends(f: Mapping[str, Any]) -> str:
         c = [f"{cos[x]:>9.5f}" if x in cos else f"{'-':>9}" for x in ("min", "p001", "mean")]
         lines.append(
             f"  {name:<10} {b['load_s']:>7.1f} {b['encode_s']:>9.1f} {b['encode_cpu_s']:>7.1f} {b['texts_per_s']:>8.1f} {' '.join(c)} "
-            f"{b[f'recall_all@{k}']:>10.4f} {b[f'recall_any@{k}']:>10.4f}"
+            f"{b[f'recall_all@{k}']:>10.4f} {b[f'recall_any@{k}']:>10.4f}" + (" under load" if b["load"]["under_load"] else "")
         )
+    lines.append("  " + format_load(f["load"]))
     return "\n".join(lines)

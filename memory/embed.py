@@ -15,12 +15,17 @@ Three backends compute the same vectors (``Embedder(backend=...)``, or
 ``$MEMSIM_EMBED_BACKEND``, or ``memsim --embed-backend``):
 
 - ``onnx`` (the default): the model's forward pass (transformer, pooling)
-  exported once to ONNX from the local weights and run by ONNX Runtime with
-  the model's own fast tokenizer; torch is imported only for the export. The
-  exported graph is cached under ``<cache dir>/onnx/`` keyed by the weights'
-  sha256. Cosine to the torch vectors is at least 0.9999 on LoCoMo's texts.
-- ``onnx-int8``: the same graph with int8 weights (ONNX Runtime dynamic
-  quantisation); faster, slightly different vectors.
+  exported once to ONNX from the local weights, its BERT blocks fused by ONNX
+  Runtime's transformer optimizer (one ``Attention`` node per layer,
+  ``SkipLayerNormalization``, ``BiasGelu``), and run by ONNX Runtime with the
+  model's own fast tokenizer on one intra-op thread per usable core; torch is
+  imported only for the export. Texts are sorted by token length and cut into
+  batches of at most ``batch_tokens`` padded tokens, each padded only to its
+  longest member. The exported graph is cached under ``<cache dir>/onnx/``
+  keyed by the weights' sha256. Cosine to the torch vectors is at least 0.9999
+  on LoCoMo's texts.
+- ``onnx-int8``: the same fused graph with int8 weights (ONNX Runtime dynamic
+  quantisation, per channel); faster, slightly different vectors.
 - ``torch``: sentence-transformers' own ``encode`` on the PyTorch weights.
 
 The backend is part of the model id (``all-MiniLM-L6-v2+onnx``), so vectors
@@ -44,7 +49,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -71,6 +76,8 @@ __all__ = [
     "default_model_path",
     "file_sha256",
     "verify_sha256",
+    "usable_cores",
+    "DEFAULT_BATCH_TOKENS",
 ]
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2"
@@ -86,9 +93,12 @@ DEFAULT_BACKEND = "onnx"
 BACKEND_ENV = "MEMSIM_EMBED_BACKEND"
 """Environment variable that picks the backend of every ``Embedder`` made without one."""
 # Bumped whenever the export recipe changes, so old exported graphs are not reused.
-_EXPORT_VERSION = 1
+# 2: eager attention in the trace and the transformer optimizer's fusions.
+_EXPORT_VERSION = 2
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
+DEFAULT_BATCH_TOKENS = 4096
+"""Padded tokens per forward pass of the ONNX backends (rows x longest row)."""
 # Texts are embedded and written to the cache in chunks of this many, so an
 # interrupted long run keeps what it has computed.
 _WRITE_CHUNK = 1024
@@ -375,8 +385,13 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def _load_sentence_transformer(path: Path, *, show_progress: bool) -> SentenceTransformer:
-    """The sentence-transformers model of a local folder, on CPU, without a download."""
+def _load_sentence_transformer(path: Path, *, show_progress: bool, eager: bool = False) -> SentenceTransformer:
+    """The sentence-transformers model of a local folder, on CPU, without a download.
+
+    ``eager`` asks for the plain attention code rather than PyTorch's fused
+    kernel: traced, it gives the graph pattern ONNX Runtime fuses into one
+    ``Attention`` node.
+    """
     _offline()
     from sentence_transformers import SentenceTransformer
 
@@ -387,7 +402,8 @@ def _load_sentence_transformer(path: Path, *, show_progress: bool) -> SentenceTr
     if not show_progress:
         hf_logging.disable_progress_bar()
     try:
-        return SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        kwargs = {"model_kwargs": {"attn_implementation": "eager"}} if eager else {}
+        return SentenceTransformer(str(path), device="cpu", local_files_only=True, **kwargs)
     except OSError as exc:
         raise UserError(f"cannot load embedding model {path}: {exc}") from None
     finally:
@@ -406,10 +422,12 @@ def export_onnx(
 
     The sentence-transformers forward pass (transformer and pooling; vectors
     are L2-normalised afterwards) is traced from the local weights with
-    ``torch.onnx.export`` and saved with the model's fast tokenizer and a
-    ``memsim.json`` (inputs, lower-casing, maximum length). The int8 variant
-    is ONNX Runtime's dynamic quantisation of that graph (int8 weights,
-    per channel). Several processes may ask at once: a file lock makes one
+    ``torch.onnx.export``, fused by ONNX Runtime's transformer optimizer where
+    it knows the model type (BERT and its kin: attention, layer norms, GELU),
+    and saved with the model's fast tokenizer and a ``memsim.json`` (inputs,
+    lower-casing, maximum length, the fused operators). The int8 variant is
+    ONNX Runtime's dynamic quantisation of that graph (int8 weights, per
+    channel). Several processes may ask at once: a file lock makes one
     export while the others wait.
 
     Args:
@@ -451,7 +469,7 @@ def _export_folder(model_path: Path, folder: Path) -> None:
 
     import torch
 
-    model = _load_sentence_transformer(model_path, show_progress=False)
+    model = _load_sentence_transformer(model_path, show_progress=False, eager=True)
     tokenizer = model.tokenizer
     if not getattr(tokenizer, "is_fast", False):
         raise UserError(f"{model_path}: the onnx backend needs a fast tokenizer; use --embed-backend torch")
@@ -480,6 +498,7 @@ def _export_folder(model_path: Path, folder: Path) -> None:
                 input_names=names, output_names=["sentence_embedding"], dynamic_axes=axes,
                 opset_version=17, dynamo=False,
             )
+        fused = _fuse(tmp / "model.onnx", getattr(model[0], "auto_model", None))
         tokenizer.backend_tokenizer.save(str(tmp / "tokenizer.json"))
         meta = {
             "inputs": names,
@@ -490,6 +509,7 @@ def _export_folder(model_path: Path, folder: Path) -> None:
             "dim": int(model.get_embedding_dimension()),
             "source": str(model_path),
             "torch": torch.__version__,
+            "fused": fused,
         }
         (tmp / "memsim.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         shutil.rmtree(folder, ignore_errors=True)
@@ -501,20 +521,60 @@ def _export_folder(model_path: Path, folder: Path) -> None:
         raise UserError(f"{model_path}: ONNX export failed ({type(exc).__name__}: {exc}); use --embed-backend torch") from None
 
 
+class _QuietRootLogger:
+    """ONNX Runtime's optimizer and quantiser log advice on the root logger; the graphs here need none."""
+
+    def __enter__(self) -> None:
+        self.level = logging.getLogger().level
+        logging.getLogger().setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger().setLevel(self.level)
+
+
+def _fuse(path: Path, transformer: Any) -> dict[str, int]:
+    """Fuse the BERT blocks of the graph at ``path`` in place; the fused operators and their counts.
+
+    Nothing is fused (and ``{}`` returned) for a model type the optimizer does
+    not know or a graph it cannot read: the plain graph gives the same vectors,
+    only slower.
+    """
+    config = getattr(transformer, "config", None)
+    heads, hidden = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+    kind = "bert" if getattr(config, "model_type", None) == "bert" else None
+    if kind is None or not heads or not hidden:
+        return {}
+    from onnxruntime.transformers import optimizer
+
+    try:
+        with _QuietRootLogger():
+            fused = optimizer.optimize_model(
+                str(path), model_type=kind, num_heads=int(heads), hidden_size=int(hidden), opt_level=0, use_gpu=False
+            )
+            counts = {name: int(n) for name, n in fused.get_fused_operator_statistics().items() if n}
+            fused.save_model_to_file(str(path))
+    except Exception as exc:  # the plain graph still works
+        logging.getLogger(__name__).warning("ONNX transformer fusion skipped (%s: %s)", type(exc).__name__, exc)
+        return {}
+    return counts
+
+
 def _quantize_folder(fp32: Path, folder: Path) -> None:
     """Dynamic int8 quantisation of ``fp32/model.onnx`` into ``folder``."""
     import shutil
     import tempfile
 
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = Path(tempfile.mkdtemp(prefix=".quantize-", dir=folder.parent))
-    root_logger = logging.getLogger()
-    level = root_logger.level
     try:
-        # The quantiser logs advice about pre-processing on the root logger; the graph needs none.
-        root_logger.setLevel(logging.ERROR)
-        quantize_dynamic(str(fp32 / "model.onnx"), str(tmp / "model.onnx"), per_channel=True, weight_type=QuantType.QInt8)
+        with _QuietRootLogger():
+            quantize_dynamic(
+                str(fp32 / "model.onnx"), str(tmp / "model.onnx"), per_channel=True, weight_type=QuantType.QInt8,
+                # Shape inference cannot type the outputs of the fused (contrib) operators; they are float32.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
         for name in ("tokenizer.json", "memsim.json"):
             shutil.copy2(fp32 / name, tmp / name)
         shutil.rmtree(folder, ignore_errors=True)
@@ -522,8 +582,24 @@ def _quantize_folder(fp32: Path, folder: Path) -> None:
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise UserError(f"{fp32}: int8 quantisation failed ({type(exc).__name__}: {exc})") from None
-    finally:
-        root_logger.setLevel(level)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _token_batches(lengths: Sequence[int], budget: int) -> list[np.ndarray]:
+    """Indices of ``lengths`` longest first, cut so that each batch's rows x its longest length stays within ``budget``."""
+    order = np.argsort([-n for n in lengths], kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < len(order):
+        # Sorted longest first, so the batch's width is its first row's length.
+        rows = max(1, budget // max(int(lengths[order[start]]), 1))
+        batches.append(order[start : start + rows])
+        start += rows
+    return batches
 
 
 class _OnnxModel:
@@ -548,20 +624,26 @@ class _OnnxModel:
         # the rest of the run (and from torch, FAISS or spaCy in the same process).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        # One thread per core this process may use (not per core of the machine, which a
+        # container or taskset may not grant): more threads only queue behind each other.
+        options.intra_op_num_threads = usable_cores()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self.session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
 
-    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def encode(self, texts: list[str], batch_tokens: int) -> np.ndarray:
         """Pooled vectors of ``texts`` (not normalised), in order.
 
-        Texts are tokenised once, sorted by length and run in batches padded
-        to their longest member, so short texts do not pay for long ones.
+        Texts are tokenised once, sorted by length and cut into batches of at
+        most ``batch_tokens`` padded tokens (rows x longest row; a longer text
+        is a batch of its own), each padded to its longest member, so short
+        texts do not pay for long ones and a batch of long texts is not larger
+        in memory than one of short texts.
         """
         encodings = self.tokenizer.encode_batch([t.lower() for t in texts] if self.lower else texts)
-        order = np.argsort([-len(e.ids) for e in encodings], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
+        for rows in _token_batches([len(e.ids) for e in encodings], batch_tokens):
+            width = len(encodings[rows[0]].ids)
             feed = {name: np.zeros((len(rows), width), dtype=np.int64) for name in self.inputs}
             if "input_ids" in feed:
                 feed["input_ids"].fill(self.pad_id)
@@ -611,7 +693,9 @@ class Embedder:
             sentence-transformers model on disk.
         cache_dir: Cache root; default ``default_cache_dir()``.
         use_cache: ``False`` computes every text and touches no disk.
-        batch_size: Texts per forward pass.
+        batch_size: Texts per forward pass of the ``torch`` backend.
+        batch_tokens: Padded tokens per forward pass of the ONNX backends
+            (rows x the longest row; texts are sorted by length first).
         show_progress: Show the model's progress bar while computing.
         backend: ``onnx``, ``onnx-int8`` or ``torch`` (default:
             ``default_backend()``).
@@ -645,6 +729,7 @@ class Embedder:
         cache_dir: str | os.PathLike[str] | None = None,
         use_cache: bool = True,
         batch_size: int = 64,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
         show_progress: bool = False,
         backend: str | None = None,
         export_dir: str | os.PathLike[str] | None = None,
@@ -652,6 +737,8 @@ class Embedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if batch_tokens < 1:
+            raise ValueError(f"batch_tokens must be at least 1, got {batch_tokens}")
         if memo_size < 0:
             raise ValueError(f"memo_size must be at least 0, got {memo_size}")
         backend = default_backend() if backend is None else backend
@@ -677,7 +764,11 @@ class Embedder:
         self.backend: str = backend
         self.weights_sha256: str = digest
         self.model_id: str = model_id if backend == "torch" else f"{model_id}+{backend}"
+        # int8 vectors change with the export recipe (the float ones agree to 1e-6), so their
+        # cache entries are keyed by it too: a new recipe never reads an old graph's vectors.
+        self._cache_id = f"{self.model_id}/export-v{_EXPORT_VERSION}" if backend == "onnx-int8" else self.model_id
         self.batch_size = int(batch_size)
+        self.batch_tokens = int(batch_tokens)
         self.show_progress = bool(show_progress)
         self.use_cache = bool(use_cache)
         self._model: SentenceTransformer | _OnnxModel | None = None
@@ -688,7 +779,7 @@ class Embedder:
         config_dim = _dim_from_config(path)
         self.dim: int = config_dim if config_dim is not None else self._model_dim(self._load())
         self.cache: EmbeddingCache | None = (
-            EmbeddingCache.for_model(self.cache_dir, model_id=self.model_id, dim=self.dim)
+            EmbeddingCache.for_model(self.cache_dir, model_id=self._cache_id, dim=self.dim)
             if self.use_cache
             else None
         )
@@ -739,7 +830,7 @@ class Embedder:
     def _compute(self, texts: list[str]) -> np.ndarray:
         model = self._load()
         if isinstance(model, _OnnxModel):
-            vectors = model.encode(texts, self.batch_size)
+            vectors = model.encode(texts, self.batch_tokens)
         else:
             vectors = model.encode(
                 texts,
@@ -767,7 +858,7 @@ class Embedder:
             (index.setdefault(t, len(index)) for t in items), dtype=np.int64, count=len(items)
         )
         unique = list(index)
-        keys = [_text_key(self.model_id, t) for t in unique]
+        keys = [_text_key(self._cache_id, t) for t in unique]
         out = np.empty((len(unique), self.dim), dtype=np.float32)
         missing: list[int] = list(range(len(unique)))
         if self.cache is not None:
@@ -828,7 +919,7 @@ class Embedder:
         Returns:
             The number of disk cache entries removed.
         """
-        keys = [_text_key(self.model_id, t) for t in texts]
+        keys = [_text_key(self._cache_id, t) for t in texts]
         with self._memo_lock:
             for key in keys:
                 self._memo.pop(key, None)

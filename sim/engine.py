@@ -258,13 +258,24 @@ class Harness:
         """Give an arriving question its index and thread and embed its text once: (index, thread, embed ms)."""
         index = self.q_index
         self.q_index += 1
-        embed_ms = self._prepare([q.text])
+        embed_ms = 0.0 if self.unasked(q) else self._prepare([q.text])
         return index, self._thread(q), embed_ms
+
+    def unasked(self, q: Question) -> bool:
+        """Whether nothing reads a retrieval for ``q``: excluded from scores, no reader answers it, no feedback follows.
+
+        Such a question is recorded (and counted as excluded) without being retrieved or embedded.
+        """
+        return q.excluded is not None and self.answer is None and self.config.feedback_from == "none"
 
     def retrieve_one(
         self, sut: SystemUnderTest, q: Question, index: int, thread: str, embed_ms: float
     ) -> tuple[dict[str, Any], list[Retrieved]] | None:
         """Retrieve for a question in one system and score it: (row, memories), or None when it failed."""
+        if self.unasked(q):
+            row = self._row(q, index, thread, [], 0.0, sut.label)
+            row.update(retrieve_ms=None, embed_ms=embed_ms)
+            return row, []
         t0 = time.perf_counter()
         try:
             if sut.receives_gold:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -198,19 +198,24 @@ def run(spec: RunSpec, episodes: Iterable[Episode], **kwargs: Any) -> RunResult:
     return result
 
 
-def upfront_texts(episodes: Iterable[Episode]) -> list[str]:
-    """The distinct texts a run embeds up front (turns as rendered, questions), in first-seen order."""
+def upfront_texts(episodes: Iterable[Episode], *, unasked: Callable[[Question], bool] | None = None) -> list[str]:
+    """The distinct texts a run embeds up front (turns as rendered, questions), in first-seen order.
+
+    Args:
+        episodes: the run's episodes.
+        unasked: questions for which it is true are left out (``Harness.unasked``: nothing retrieves for them).
+    """
     texts: dict[str, None] = {}
     for ep in episodes:
         for e in ep.events:
             if isinstance(e, Session):
                 texts.update((render_turn(t), None) for t in e.turns)
-            elif isinstance(e, Question):
+            elif isinstance(e, Question) and not (unasked is not None and unasked(e)):
                 texts[e.text] = None
     return list(texts)
 
 
-def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any]) -> None:
+def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any], harness: Harness) -> None:
     """Embed every text the episodes will need, in large batches, into the cache before the clock starts.
 
     The systems then find each vector in the shared embedder's cache instead of
@@ -221,7 +226,7 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dic
     embedder = resources.made_embedder
     if embedder is None:
         return
-    texts = upfront_texts(episodes)
+    texts = upfront_texts(episodes, unasked=harness.unasked)
     if not texts:
         return
     before = embedder.stats
@@ -306,8 +311,8 @@ def _longitudinal(
     p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
     suts = _build(p.spec, p.resources)
     p.recorder.arms(suts)
-    _embed_up_front(p.resources, eps, p.info)
     harness = p.harness(suts, start, static=False)
+    _embed_up_front(p.resources, eps, p.info, harness)
     env = harness.env
     start_processes(env, harness, eps)
     for day in range(1, total_days + 1):
@@ -370,8 +375,8 @@ def _static(
             p.part = part
             suts = _build(p.spec, p.resources)
             p.recorder.arms(suts)
-            _embed_up_front(p.resources, [ep], p.info)
             harness = p.harness(suts, ep.start, static=True)
+            _embed_up_front(p.resources, [ep], p.info, harness)
             harness.q_index = q_offset
             harness.episode_of = {getattr(e, "user_id"): ep.episode_id for e in ep.events}
             start_processes(harness.env, harness, [_maintained_after_ingest(ep)])

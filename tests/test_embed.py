@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -311,10 +312,31 @@ def test_onnx_export_matches_torch_and_is_cached_by_weights_hash(backends_on_one
     # The export lives under the weights' hash and is reused, not redone.
     folder = export_onnx(onnx.model_path, DEFAULT_MODEL_SHA256, cache_dir=onnx.export_dir)
     assert folder.parent.name.startswith(DEFAULT_MODEL_SHA256[:24]) and (folder / "model.onnx").is_file()
+    # Every one of the six layers' attention is one fused node.
+    fused = json.loads((folder / "memsim.json").read_text())["fused"]
+    assert fused["Attention"] == 6 and fused["SkipLayerNormalization"] == 12
     stamp = (folder / "model.onnx").stat().st_mtime_ns
     again = Embedder(use_cache=False, backend="onnx", export_dir=onnx.export_dir)
     np.testing.assert_allclose(again.encode(_TEXTS), onnx_vecs, atol=1e-6)
     assert (folder / "model.onnx").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_onnx_matches_torch_on_a_locomo_sample_whatever_the_token_budget(
+    backends_on_one_export: dict[str, Embedder], locomo_path: Path
+) -> None:
+    from memsim.analysis.reference_pipeline import locomo_workload
+
+    convs = locomo_workload(locomo_path, limit_conversations=2)
+    texts = list(dict.fromkeys([t for c in convs for t in c.turn_texts[::4]] + [q.text for c in convs for q in c.questions[::2]]))
+    assert len(texts) > 200
+    torch_vecs = backends_on_one_export["torch"].encode(texts)
+    onnx = backends_on_one_export["onnx"]
+    vecs = onnx.encode(texts)
+    assert np.min(np.sum(torch_vecs * vecs, axis=1)) >= 0.9999
+    # A small budget (many small batches, some of one long text) gives the same vectors.
+    small = Embedder(use_cache=False, backend="onnx", export_dir=onnx.export_dir, batch_tokens=64)
+    np.testing.assert_allclose(small.encode(texts), vecs, atol=1e-5)
 
 
 @pytest.mark.slow

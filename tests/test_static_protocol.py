@@ -159,9 +159,10 @@ def test_fresh_system_per_conversation_sessions_in_order() -> None:
     assert set(a.turns) == {"a"} and set(b.turns) == {"b"}
     # Maintenance runs once, after the last ingest and before the first question (consolidation acts).
     assert a.calls[2][0] == "maintain" and [c[0] for c in b.calls].count("maintain") == 1
-    # Every question retrieves max(k, 50) at the question's time, after all ingests.
+    # Every scored question retrieves max(k, 50) at the question's time, after all ingests; the two
+    # excluded ones are not retrieved, as nothing (no reader, no feedback) would read what came back.
     retrieves = [c for c in a.calls if c[0] == "retrieve"]
-    assert len(retrieves) == 5 and a.calls[3:] == retrieves
+    assert len(retrieves) == 3 and a.calls[3:] == retrieves
     assert all(c[2] == T0 + timedelta(days=11) and c[3] == 50 for c in retrieves)
     assert _spec().ks == (1, 2, 5, 10, 30, 50)
     parts = result.info["parts"]
@@ -193,10 +194,10 @@ def test_scores_match_hand_computed_values() -> None:
     ideal = 1 + 1 / math.log2(3)
     assert q2["ndcg@2"] == pytest.approx(1 / ideal)
     assert q2["ndcg@5"] == pytest.approx((1 + 1 / math.log2(5)) / ideal)
-    # Excluded questions are asked and recorded but unscored.
+    # Excluded questions are recorded but unscored; with no reader they are not retrieved either.
     for qid in ("a:q3", "a:q4"):
         p = by_id[qid]
-        assert len(p["retrieved_ids"]) == 4 and p["excluded"] is not None
+        assert p["retrieved_ids"] == [] and p["retrieve_ms"] is None and p["excluded"] is not None
         cols = [f"{m}@{k}" for m in ("recall_all", "recall_any", "ndcg") for k in _spec().ks]
         assert all(math.isnan(p[c]) for c in cols) and p["first_rank"] is None
 

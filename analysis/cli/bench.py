@@ -180,6 +180,8 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cold-export", action="store_true", help="also export the ONNX graph afresh (first use on a machine)")
     p.add_argument("--order", choices=("reference-first", "memsim-first"), default="reference-first",
                    help="which pipeline runs first and pays for the imports both use (default reference-first)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run the two N times, interleaved (A B A B ...), and report the median ratio and its range (default 1)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the figures as JSON to FILE, or to stdout instead of the table when no FILE is given")
 
@@ -194,9 +196,12 @@ def _compare(args: argparse.Namespace) -> int:
         systems = [parse_system(s) for s in (args.system or ["naive"])]
     except ValueError as exc:
         raise UserError(f"--system: {exc}") from None
+    if args.repeat < 1:
+        raise UserError(f"--repeat: must be at least 1, got {args.repeat}")
     figures = bench_compare(
         args.data or default_locomo_path(), systems, k=args.k, backend=args.backend,
         limit_conversations=args.limit_conversations, cold_export=args.cold_export, order=args.order,
+        repeat=args.repeat,
     )
     _emit(figures, args.json, format_compare)
     return 0
@@ -264,6 +269,16 @@ def bench_arguments(parser: argparse.ArgumentParser) -> None:
             p.set_defaults(_bench_main=target[1])
 
 
+# Benches whose figures carry the machine's load themselves (in their table and JSON).
+_REPORT_LOAD = frozenset({"locomo", "compare", "backends"})
+
+
 def bench_main(args: argparse.Namespace) -> int:
-    """Run the chosen benchmark."""
-    return int(args._bench_main(args) or 0)
+    """Run the chosen benchmark; end with the machine's load before and after it (``analysis.bench.load_report``)."""
+    from memsim.analysis.bench import format_load, load_report, machine_load
+
+    before = machine_load()
+    code = int(args._bench_main(args) or 0)
+    if args.bench not in _REPORT_LOAD:
+        print(format_load(load_report(before, machine_load())))
+    return code

@@ -1,0 +1,115 @@
+"""Every bench says how busy the machine was; ``bench compare --repeat`` interleaves and takes the median."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsim.analysis import bench
+from memsim.analysis.bench import bench_compare, bench_locomo, format_compare, format_load, load_report, machine_load
+from memsim.analysis.cli import main
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import SystemSpec
+
+QUIRKS = Path(__file__).parent / "fixtures" / "locomo_quirks.json"
+
+
+def _loadavg(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "loadavg"
+    path.write_text(text)
+    return path
+
+
+def test_machine_load_reads_the_averages_and_the_other_runnable_threads(tmp_path: Path) -> None:
+    snap = machine_load(_loadavg(tmp_path, "0.30 0.77 1.23 3/94 26682\n"))
+    assert (snap["load_1m"], snap["load_5m"], snap["load_15m"]) == (0.30, 0.77, 1.23)
+    # The reader itself is one of the three runnable threads.
+    assert snap["runnable_others"] == 2 and snap["cores"] >= 1
+    gone = machine_load(tmp_path / "missing")
+    assert gone["load_1m"] is None and gone["runnable_others"] is None
+
+
+def test_load_report_marks_a_busy_machine_and_says_why() -> None:
+    quiet = {"load_1m": 0.4, "load_5m": 0.5, "load_15m": 0.6, "runnable_others": 0, "cores": 2}
+    busy = {**quiet, "load_1m": 3.0}
+    # The load average after a run includes the run itself, so it is not judged; others runnable are.
+    report = load_report(quiet, {**busy, "runnable_others": 0})
+    assert not report["under_load"] and report["reasons"] == []
+    assert "UNDER LOAD" not in format_load(report) and "before load average 0.40 0.50 0.60, 0 other runnable" in format_load(report)
+    report = load_report(busy, {**quiet, "runnable_others": 2})
+    assert report["under_load"]
+    assert report["reasons"] == ["load average 3.00 on 2 cores before (above 0.5 per core)", "2 other runnable threads after"]
+    assert "UNDER LOAD (load average 3.00 on 2 cores before" in format_load(report)
+
+
+def test_merged_load_counts_the_runs_under_load() -> None:
+    quiet = {"load_1m": 0.4, "load_5m": 0.5, "load_15m": 0.6, "runnable_others": 0, "cores": 2}
+    reports = [load_report(quiet, quiet), load_report({**quiet, "load_1m": 3.5}, {**quiet, "runnable_others": 4}), load_report(quiet, quiet)]
+    merged = bench.merge_load(reports)
+    assert merged["under_load"] and merged["runs_under_load"] == 1
+    assert merged["reasons"] == ["1 of 3 runs under load", "load average before up to 3.50 on 2 cores", "up to 4 other runnable threads"]
+    assert merged["before"] == reports[0]["before"] and merged["after"] == reports[-1]["after"]
+    assert not bench.merge_load(reports[::2])["under_load"]
+
+
+def test_bench_locomo_output_carries_the_load() -> None:
+    f = bench_locomo(QUIRKS, SystemSpec("naive"), k=5, make_embedder=lambda _: HashEmbedder(32))
+    load = f["load"]
+    assert set(load) == {"before", "after", "threshold", "under_load", "reasons"}
+    assert {"load_1m", "load_5m", "load_15m", "runnable_others", "cores"} <= set(load["before"])
+    assert load["before"]["load_1m"] is not None and load["after"]["runnable_others"] is not None
+    assert bench.format_locomo_bench(f).splitlines()[-1].strip() == format_load(load)
+
+
+def test_every_bench_ends_with_the_load(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "engine", "--users", "2", "--months", "1", "--systems", "1"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("machine (") and "before load average" in last and "after load average" in last
+
+
+def _fake_pipelines(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Replace both pipelines by stubs whose wall times make the ratios 0.5, 0.2, 0.4, ... in turn."""
+    calls: list[str] = []
+    memsim_walls = itertools.cycle([5.0, 2.0, 4.0])
+
+    def reference(data: Any, **_: Any) -> dict[str, Any]:
+        calls.append("reference")
+        return {"wall_s": 10.0, "cpu_s": 8.0, "stages": {}, "recall_all@30": 0.5, "pipeline": "stub", "model": "m",
+                "batch_size": 64, "texts": 3, "questions": 1}
+
+    def memsim(data: Any, systems: Any, **_: Any) -> dict[str, Any]:
+        calls.append("memsim")
+        wall = next(memsim_walls)
+        return {"wall_s": wall, "cpu_s": wall, "stages": {}, "systems": ["naive"], "embedder": "e", "texts_embedded": 3,
+                "texts_cached": 0, "per_system": {"naive": {"recall_all@30": 0.5}}, "recall_all@30": 0.5}
+
+    import memsim.analysis.reference_pipeline as ref_module
+
+    monkeypatch.setattr(ref_module, "reference_locomo", reference)
+    monkeypatch.setattr(bench, "_memsim_locomo", memsim)
+    return calls
+
+
+def test_compare_repeat_interleaves_and_reports_the_median_with_its_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_pipelines(monkeypatch)
+    f = bench_compare(QUIRKS, [SystemSpec("naive")], repeat=3, backend="onnx")
+    assert calls == ["reference", "memsim"] * 3
+    assert [p["ratio"] for p in f["pairs"]] == [0.5, 0.2, 0.4]
+    assert (f["ratio"], f["ratio_min"], f["ratio_max"]) == (0.4, 0.2, 0.5)
+    # The stages shown are the median pair's.
+    assert f["memsim"]["wall_s"] == 4.0 and f["memsim"]["load"]["before"]["cores"] >= 1
+    assert f["under_load"] == f["load"]["under_load"] == any(p["under_load"] for p in f["pairs"])
+    text = format_compare(f)
+    assert "median 0.400 over 3 interleaved pairs (min 0.200, max 0.500)" in text
+    assert text.splitlines()[-1].strip() == format_load(f["load"])
+    calls.clear()
+    bench_compare(QUIRKS, [SystemSpec("naive")], repeat=2, backend="onnx", order="memsim-first")
+    assert calls == ["memsim", "reference"] * 2
+
+
+def test_compare_repeat_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "compare", "--data", str(QUIRKS), "--repeat", "0"]) == 2
+    assert "--repeat: must be at least 1, got 0" in capsys.readouterr().err
