@@ -27,7 +27,10 @@ as a miss), false-accept rate (fail items it accepted), false-reject rate
 (pass items it rejected), Cohen's kappa of its verdicts against the labels
 (judged items), the unjudged count, and the same per category and source.
 A judge below ``RELIABLE_ACCURACY`` is marked unreliable wherever its
-figures appear.
+figures appear, deterministic judges included: their check
+(``deterministic_check``) is made on the file-free set (persona items only,
+what ``memsim judge-check --no-locomo`` checks), so the same code gives the
+same mark on every machine and ``metrics.json`` stays a function of the rows.
 
 A run with an LLM judge records the check result in its spec
 (``judge_checks_for_run``); the result is cached by judge, model, prompt
@@ -37,6 +40,7 @@ store), so the check runs once per judge configuration.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -65,6 +69,7 @@ __all__ = [
     "format_check_table",
     "write_check",
     "judge_mark",
+    "deterministic_check",
     "stderr_progress",
     "category_counts",
 ]
@@ -631,8 +636,36 @@ def _summary_of(result: Mapping[str, Any], *, self_judging: bool) -> dict[str, A
     }
 
 
+@functools.lru_cache(maxsize=None)
+def _file_free_items() -> tuple[CheckItem, ...]:
+    return tuple(build_check_set())
+
+
+@functools.lru_cache(maxsize=None)
+def _deterministic_check(name: str) -> tuple[tuple[str, Any], ...]:
+    from memsim.sim.answer.judges import make_judge
+
+    items = _file_free_items()
+    result = check_judge(make_judge(name), items, cache=False)
+    summary = {k: result[k] for k in ("accuracy", "false_accept", "false_reject", "kappa", "unjudged", "n")}
+    return tuple({**summary, "reliable": bool(result["reliable"]), "deterministic": True,
+                  "items": result["items"]}.items())
+
+
+def deterministic_check(name: str) -> dict[str, Any]:
+    """A deterministic judge's check on the file-free set (persona items), in the shape a run records an LLM judge's.
+
+    Computed once per process (a fraction of a second): the judge is code, so
+    its check is the same for every run and needs no record in the spec.
+    """
+    return dict(_deterministic_check(name))
+
+
 def judge_mark(check: Mapping[str, Any] | None) -> str:
-    """The marks beside an LLM judge's figures: unreliable, self-judging, paraphrase; "" when none apply."""
+    """The marks beside a judge's figures: unreliable, self-judging, paraphrase; "" when none apply.
+
+    A deterministic judge (``check["deterministic"]``) is marked only when it is below the bar.
+    """
     if not check:
         return ""
     from memsim.sim.answer.judges import PARAPHRASE_NOTE
@@ -642,11 +675,13 @@ def judge_mark(check: Mapping[str, Any] | None) -> str:
     if not check.get("reliable"):
         acc_text = "no check" if acc is None else f"check {100 * acc:.1f}% < {100 * RELIABLE_ACCURACY:.0f}%"
         marks.append(f"unreliable ({acc_text})")
+    elif check.get("deterministic"):
+        return ""
     else:
         marks.append(f"check {100 * acc:.1f}%")
     if check.get("self_judging"):
         marks.append("self-judging")
-    if check.get("prompts", "paraphrase") != "official":
+    if not check.get("deterministic") and check.get("prompts", "paraphrase") != "official":
         marks.append(PARAPHRASE_NOTE)
     return "; ".join(marks)
 
