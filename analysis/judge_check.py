@@ -35,7 +35,11 @@ same mark on every machine and ``metrics.json`` stays a function of the rows.
 A run with an LLM judge records the check result in its spec
 (``judge_checks_for_run``); the result is cached by judge, model, prompt
 hash and check-set digest in ``judge_checks.sqlite`` (a ``memsim.memory.kvcache``
-store), so the check runs once per judge configuration.
+store), so the check runs once per judge configuration. A run sizes its
+check with ``--judge-check N`` (N items drawn from the set, 0: no check,
+the judge is then marked unreliable) or reuses an earlier ``memsim
+judge-check`` result (``--judge-check-from``); a dry run counts the check's
+calls (``judge_check_estimate``).
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ __all__ = [
     "cohen_kappa",
     "check_judge",
     "judge_checks_for_run",
+    "judge_check_estimate",
+    "format_check_estimate",
+    "draw_items",
+    "read_check_result",
     "format_check_table",
     "write_check",
     "judge_mark",
@@ -559,6 +567,59 @@ def check_judge(
     return result
 
 
+def draw_items(items: Sequence[CheckItem], n: int | None) -> list[CheckItem]:
+    """``n`` items drawn from the set without replacement, in the set's order (all of them when ``n`` is None or larger).
+
+    The draw is seeded by ``n`` alone, so the same size gives the same items (and one cached check).
+    """
+    if n is None or n >= len(items):
+        return list(items)
+    rng = np.random.default_rng([CHECK_VERSION, n])
+    return [items[i] for i in sorted(rng.choice(len(items), size=n, replace=False).tolist())]
+
+
+def read_check_result(path: str | Path) -> dict[str, Any]:
+    """An earlier ``memsim judge-check`` result: its folder or its ``judge_check.json``.
+
+    Raises:
+        UserError: the file is missing or is not a judge-check result.
+    """
+    p = Path(path)
+    file = p / "judge_check.json" if p.is_dir() else p
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--judge-check-from {path}: cannot read a judge-check result ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("judges"), dict) or "items" not in data:
+        raise UserError(f"--judge-check-from {file}: not a memsim judge-check result (no 'judges' and 'items')")
+    return data
+
+
+_MATCHED = ("name", "kind", "model", "temperature", "max_tokens", "prompt_ids", "prompts")
+"""What a reused check must share with the run's judge (the endpoint and the prompt file's path may differ)."""
+
+
+def _reused(judge: Any, data: Mapping[str, Any], path: str | Path) -> dict[str, Any]:
+    """The entry of ``data`` that checked this judge (same name, model, settings and prompts)."""
+    want = {k: judge.describe().get(k) for k in _MATCHED}
+    for entry in data["judges"].values():
+        desc = entry.get("judge") or {}
+        if {k: desc.get(k) for k in _MATCHED} == want:
+            return dict(entry)
+    held = ", ".join(data["judges"]) or "none"
+    raise UserError(f"--judge-check-from {path}: no check of {judge.name} with model {want['model']} and "
+                    f"{want['prompts']} prompts in it (it holds: {held}); run memsim judge-check with them")
+
+
+def _run_judges(options: Any, default_judges: Sequence[str]) -> tuple[Any, list[str]]:
+    """The options (validated) and the LLM judges they name."""
+    from memsim.sim.answer.judges import LLM_JUDGES
+    from memsim.sim.answer.options import AnswerOptions
+
+    options = AnswerOptions.model_validate(options)  # an AnswerOptions, or a mapping of its fields
+    return options, [n for n in (options.judge or default_judges) if n in LLM_JUDGES]
+
+
 def judge_checks_for_run(
     options: Any,
     *,
@@ -570,31 +631,44 @@ def judge_checks_for_run(
     """The check result of every LLM judge a run's answer options name, as its spec records it.
 
     Builds the judges exactly as the run will (model, official prompts), runs
-    or reuses each check, and returns ``{"items": digest, "n_items": n,
-    "sources": [...], "self_judging": bool, "judges": {name: summary}}``;
-    ``{}`` when the options name no LLM judge or ask for a dry run.
+    or reuses each check on ``options.judge_check`` items of the set (all by
+    default), or takes it from ``options.judge_check_from``, and returns
+    ``{"items": digest, "n_items": n, "sources": [...], "self_judging": bool,
+    "judges": {name: summary}}`` (``"from"``: the file reused); ``{}`` when the
+    options name no LLM judge, ask for a dry run or for no check
+    (``judge_check`` 0).
 
     Raises:
-        UserError: as ``answer_setup`` (self-judging without the flag, bad prompt files, ...).
+        UserError: as ``answer_setup`` (self-judging without the flag, bad prompt files, ...); a reused
+            result that lacks one of the run's judges.
     """
     from memsim.sim.answer.judges import LLM_JUDGES
-    from memsim.sim.answer.options import AnswerOptions
     from memsim.sim.answer.setup import answer_setup
 
-    options = AnswerOptions.model_validate(options)  # an AnswerOptions, or a mapping of its fields
-    names = list(options.judge or default_judges)
-    if not any(n in LLM_JUDGES for n in names) or options.dry_run:
+    options, llm_names = _run_judges(options, default_judges)
+    if not llm_names or options.dry_run or options.judge_check == 0:
         return {}
     setup = answer_setup(options.model_copy(update={"no_cache": True}), default_judges=default_judges)
     if setup is None:
         return {}
     try:
-        items = build_check_set(locomo=locomo, longmemeval=longmemeval)
+        llm_judges = [j for j in setup.judges if j.name in LLM_JUDGES]
+        if options.judge_check_from:
+            data = read_check_result(options.judge_check_from)
+            return {
+                "items": data["items"],
+                "n_items": data.get("n_items"),
+                "sources": list((data.get("meta") or {}).get("sources") or []),
+                "threshold": RELIABLE_ACCURACY,
+                "self_judging": setup.self_judging,
+                "from": str(options.judge_check_from),
+                "judges": {j.name: _summary_of(_reused(j, data, options.judge_check_from),
+                                               self_judging=setup.self_judging) for j in llm_judges},
+            }
+        items = draw_items(build_check_set(locomo=locomo, longmemeval=longmemeval), options.judge_check)
         digest = check_set_digest(items)
         judges: dict[str, Any] = {}
-        for judge in setup.judges:
-            if judge.name not in LLM_JUDGES:
-                continue
+        for judge in llm_judges:
             step = (lambda i, _n=judge.name: progress(_n, i, len(items))) if progress else None
             result = check_judge(judge, items, digest=digest, cache=not options.no_cache, progress=step)
             judges[judge.name] = _summary_of(result, self_judging=setup.self_judging)
@@ -608,6 +682,66 @@ def judge_checks_for_run(
         }
     finally:
         setup.close()
+
+
+def judge_check_estimate(
+    options: Any,
+    *,
+    default_judges: Sequence[str],
+    locomo: str | Path | None = None,
+    longmemeval: str | Path | None = None,
+) -> dict[str, Any]:
+    """What the run's judge check would spend, counted by the dry-run clients (no model is called).
+
+    Returns ``{}`` when the options name no LLM judge, else ``{"n_items": n,
+    "judges": [...], "calls", "prompt_tokens", "completion_tokens",
+    "cost_usd"}`` (``"skipped"``: ``judge_check`` 0; ``"from"``: a reused
+    result, which costs nothing). Like the run's estimate it ignores the
+    caches: a check cached before makes no call.
+    """
+    from memsim.sim.answer.judges import LLM_JUDGES
+    from memsim.sim.answer.setup import answer_setup
+
+    options, llm_names = _run_judges(options, default_judges)
+    if not llm_names:
+        return {}
+    none = {"n_items": 0, "judges": llm_names, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    if options.judge_check == 0:
+        return {**none, "skipped": True}
+    if options.judge_check_from:
+        read_check_result(options.judge_check_from)  # a bad file fails now, not after the dry run
+        return {**none, "from": str(options.judge_check_from)}
+    setup = answer_setup(options.model_copy(update={"dry_run": True, "no_cache": True}), default_judges=default_judges)
+    if setup is None:
+        return {}
+    try:
+        items = draw_items(build_check_set(locomo=locomo, longmemeval=longmemeval), options.judge_check)
+        for judge in setup.judges:
+            if judge.name in LLM_JUDGES:
+                score_judge(judge, items)
+        spent = setup.meter.summary()
+    finally:
+        setup.close()
+    return {**none, **{k: spent.get(k, 0) for k in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")},
+            "n_items": len(items)}
+
+
+def format_check_estimate(estimate: Mapping[str, Any] | None) -> str:
+    """The dry run's line about the judge check ("" when the run has no LLM judge)."""
+    if not estimate:
+        return ""
+    judges = ", ".join(estimate["judges"])
+    if estimate.get("skipped"):
+        return f"  judge check: skipped (--judge-check 0): {judges} will be marked unreliable (no check)"
+    if estimate.get("from"):
+        return f"  judge check: reused from {estimate['from']}: 0 calls"
+    cost = estimate["cost_usd"]
+    cost_text = "unknown (no price)" if isinstance(cost, float) and math.isnan(cost) else f"${cost:.4f}"
+    return (
+        f"  judge check before the run ({judges} on {estimate['n_items']} labelled items, --judge-check N to size it): "
+        f"{estimate['calls']} calls, {estimate['prompt_tokens']:,} prompt tokens, at most "
+        f"{estimate['completion_tokens']:,} completion tokens, at most {cost_text}; none if cached"
+    )
 
 
 def stderr_progress(judge: str, done: int, total: int) -> None:
