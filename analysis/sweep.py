@@ -860,10 +860,12 @@ class Timings:
     """Warm engine seconds per unit of work (a turn or a question, for one arm), per system (``_system_key``)."""
     text_s: float
     """Embedding seconds per text with the cache off (paid once per scenario point and seed)."""
+    first_use_s: Mapping[str, float] = field(default_factory=dict)
+    """Seconds a fresh process pays once before a system runs warm (imports, models loaded on first use)."""
 
 
-def _warm_rate(spec: Any, episodes: list[Any], stream: Any, units: int, budget_s: float) -> float:
-    """Seconds per unit of one system alone, from its checkpoints after the first (setup and first calls excluded)."""
+def _timed_play(spec: Any, episodes: list[Any], stream: Any, budget_s: float) -> tuple[float, float]:
+    """(seconds, fraction done) of playing ``spec`` with the hash embedder, stopped after ``budget_s``."""
     from memsim.memory.embed import HashEmbedder
     from memsim.memory.registry import Resources
     from memsim.sim.core.streams import streams
@@ -871,17 +873,26 @@ def _warm_rate(spec: Any, episodes: list[Any], stream: Any, units: int, budget_s
 
     resources = Resources(rng=streams(spec.seed)["systems"], embedder_factory=lambda: HashEmbedder(256))
     t0 = time.perf_counter()
-    marks: list[tuple[float, float]] = []
+    frac = 0.0
     for cp in iter_run(spec, episodes, start=stream.start, end=stream.end, resources=resources):
-        marks.append((time.perf_counter(), cp.done / cp.total if cp.total else 1.0))
-        if marks[-1][0] - t0 > budget_s:
+        frac = cp.done / cp.total if cp.total else 1.0
+        if time.perf_counter() - t0 > budget_s:
             break
-    if not marks or not units:
-        return math.nan
-    (ta, fa), (tb, fb) = marks[0], marks[-1]
-    if fb <= fa:  # one checkpoint only: the whole time it took
-        ta, fa = t0, 0.0
-    return (tb - ta) / (fb - fa) / units if fb > fa else math.nan
+    return time.perf_counter() - t0, frac
+
+
+def _warm_rate(spec: Any, episodes: list[Any], stream: Any, units: int, budget_s: float) -> tuple[float, float]:
+    """(warm seconds per unit, first-use seconds) of one system alone.
+
+    It is played twice: the first play pays what a process pays once (imports, models loaded on
+    first use), the second is timed as the warm rate; the difference is the first-use cost.
+    """
+    cold_s, cold_frac = _timed_play(spec, episodes, stream, budget_s / 2)
+    warm_s, warm_frac = _timed_play(spec, episodes, stream, budget_s / 2)
+    if warm_frac <= 0 or not units:
+        return math.nan, 0.0
+    rate = warm_s / warm_frac / units
+    return rate, max(0.0, cold_s - rate * units * cold_frac)
 
 
 def _calibrate(cells: Sequence[Cell], sized: Sequence[tuple[dict[str, Any], list[Any], Any]],
@@ -896,13 +907,14 @@ def _calibrate(cells: Sequence[Cell], sized: Sequence[tuple[dict[str, Any], list
         for system in c.spec["systems"]:
             first.setdefault(_system_key(system), i)
     unit_s: dict[str, float] = {}
+    first_use_s: dict[str, float] = {}
     for key, i in first.items():
         cell, (w, episodes, stream) = cells[i], sized[i]
         system = next(s for s in cell.spec["systems"] if _system_key(s) == key)
         alone = RunSpec.model_validate(cell.spec).model_copy(update={"answer": None})
         alone = alone.model_copy(update={"systems": tuple(s for s in alone.systems if _system_key(s.model_dump()) == key)})
         units = (w["turns"] + w["questions"]) * _arms(cell.spec, system)
-        unit_s[key] = _warm_rate(alone, episodes, stream, units, calibrate_s / len(first))
+        unit_s[key], first_use_s[key] = _warm_rate(alone, episodes, stream, units, calibrate_s / len(first))
     texts = upfront_texts(sized[0][1])
     sample = texts[:128]
     dim = cells[0].embedder.get("dim", 256)
@@ -910,7 +922,7 @@ def _calibrate(cells: Sequence[Cell], sized: Sequence[tuple[dict[str, Any], list
     embedder.encode(sample[:2])  # loads the model outside the timing
     t1 = time.perf_counter()
     embedder.encode(sample)
-    return Timings(unit_s=unit_s, text_s=(time.perf_counter() - t1) / max(1, len(sample)))
+    return Timings(unit_s=unit_s, text_s=(time.perf_counter() - t1) / max(1, len(sample)), first_use_s=first_use_s)
 
 
 def estimate(
@@ -920,10 +932,10 @@ def estimate(
 
     Time is measured rates (``timings``, else calibrated now): per system,
     the engine's warm seconds per unit of work (turns + questions, per arm
-    played: itself, its twin, its placebo), from playing it alone with the
-    hash embedder on the first cell that has it, splitting ``calibrate_s``
-    between the systems and leaving out the time to the first checkpoint
-    (setup, first calls); and the embedder's seconds per text, from
+    played: itself, its twin, its placebo), from playing it alone twice with
+    the hash embedder on the first cell that has it (``calibrate_s`` split
+    between the systems; the first play pays the process's first-use costs,
+    the second is timed); and the embedder's seconds per text, from
     embedding up to 128 texts with the cache off. A cell's ``seconds`` is
     its systems' warm time; the embedding of its texts into a cold cache is
     ``embed_seconds``, charged once per scenario point and seed (to the
@@ -963,6 +975,8 @@ def estimate(
         out.append({"cell": c.cell_id, "turns": w["turns"], "questions": w["questions"], "played": w["played"],
                     "seconds": seconds, "embed_seconds": timings.text_s * n_texts, "llm_calls": calls,
                     "tokens": tokens})
+    if out:  # first-use costs are paid once per process: shown with the first cell, apart from its seconds
+        out[0]["first_use_seconds"] = sum(timings.first_use_s.values())
     return out
 
 
@@ -970,8 +984,10 @@ def format_estimate(cells: Sequence[Cell], costs: Sequence[Mapping[str, Any]]) -
     """The dry run's total line: warm CPU time of the cells, the cold embedding once, LLM calls and tokens."""
     warm = sum(c["seconds"] for c in costs)
     cold = sum(c.get("embed_seconds", 0.0) for c in costs)
-    return (f"{len(cells)} cells; estimated {(warm + cold) / 60:.1f} CPU-minutes: {warm / 60:.1f} playing the cells "
-            f"(warm rates per system) and {cold / 60:.1f} embedding their texts once into a cold cache; "
+    first = sum(c.get("first_use_seconds", 0.0) for c in costs)
+    return (f"{len(cells)} cells; estimated {(warm + cold + first) / 60:.1f} CPU-minutes: {warm / 60:.1f} playing the "
+            f"cells (warm rates per system), {cold / 60:.1f} embedding their texts once into a cold cache, "
+            f"{first:.0f} s loading the systems once per worker process; "
             f"{sum(c['llm_calls'] for c in costs)} LLM calls, {sum(c['tokens'] for c in costs)} tokens")
 
 

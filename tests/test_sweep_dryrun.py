@@ -25,7 +25,7 @@ def two_by_two(tmp_path: Path):
 def test_a_synthetic_timing_table_gives_each_cell_its_systems_warm_time(two_by_two) -> None:
     """Naive-only cells were estimated at 80 s and naive + neuroplastic at 14 s: the first cells carried the cold cache."""
     spec, cells = two_by_two
-    timings = Timings(unit_s={NAIVE: 0.001, NEURO: 0.004}, text_s=0.01)
+    timings = Timings(unit_s={NAIVE: 0.001, NEURO: 0.004}, text_s=0.01, first_use_s={NAIVE: 0.0, NEURO: 6.0})
     costs = estimate(spec, cells, timings=timings)
     assert [c["played"] for c in costs] == [1, 1, 4, 4]  # naive; naive + neuroplastic, its twin and its placebo
     for c in costs:
@@ -39,8 +39,9 @@ def test_a_synthetic_timing_table_gives_each_cell_its_systems_warm_time(two_by_t
     total = format_estimate(cells, costs)
     warm = sum(c["seconds"] for c in costs) / 60
     cold = sum(c["embed_seconds"] for c in costs) / 60
-    assert f"estimated {warm + cold:.1f} CPU-minutes: {warm:.1f} playing the cells" in total
+    assert f"estimated {warm + cold + 0.1:.1f} CPU-minutes: {warm:.1f} playing the cells" in total
     assert f"{cold:.1f} embedding their texts once into a cold cache" in total
+    assert costs[0]["first_use_seconds"] == 6.0 and "6 s loading the systems once per worker process" in total
 
 
 def test_calibration_measures_every_system_alone(two_by_two) -> None:
