@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -81,6 +82,8 @@ __all__ = [
     "stderr_progress",
     "category_counts",
 ]
+
+log = logging.getLogger(__name__)
 
 CHECK_VERSION = 1
 """Bumped whenever the way items are built changes (part of every cache key)."""
@@ -745,11 +748,9 @@ def format_check_estimate(estimate: Mapping[str, Any] | None) -> str:
 
 
 def stderr_progress(judge: str, done: int, total: int) -> None:
-    """Progress of a judge check on standard error (a line at the start and every 100 items)."""
-    import sys
-
+    """Progress of a judge check, logged at INFO (standard error at the command line): at the start and every 100 items."""
     if done == 1 or done % 100 == 0 or done == total:
-        print(f"judge check {judge}: {done}/{total} items", file=sys.stderr, flush=True)
+        log.info("judge check %s: %d/%d items", judge, done, total)
 
 
 def _summary_of(result: Mapping[str, Any], *, self_judging: bool) -> dict[str, Any]:
