@@ -70,7 +70,7 @@ def answer_options(args: Any) -> AnswerOptions | None:
             raise DryRunFinished("dry run: reader none makes no LLM calls (0 calls, 0 tokens, $0); nothing was run "
                                  "or written. Give --reader short or cot to count what a reader and its judges would spend.")
         return None
-    from memsim.analysis.judge_check import judge_checks_for_run, stderr_progress
+    from memsim.analysis.judge_check import judge_check_estimate, judge_checks_for_run, stderr_progress
 
     # The check set is the same for every run (LoCoMo items where its file is found, persona items),
     # so one cached check serves every run with the same judge, model and prompts.
@@ -80,6 +80,9 @@ def answer_options(args: Any) -> AnswerOptions | None:
         from memsim.scenarios.locomo_stream import default_locomo_path
 
         locomo = default_locomo_path() if default_locomo_path().is_file() else None
+    if options.dry_run:  # the check is counted, not run; execute prints it with the run's estimate
+        estimate = judge_check_estimate(options, default_judges=(), locomo=locomo)
+        return options.model_copy(update={"judge_checks": {"dry_run": estimate}}) if estimate else options
     checks = judge_checks_for_run(options, default_judges=(), locomo=locomo, progress=stderr_progress)
     return options.model_copy(update={"judge_checks": checks}) if checks else options
 
@@ -233,9 +236,11 @@ def execute(
         if answer is not None and hasattr(answer, "close"):
             answer.close()
     if dry_run:
+        from memsim.analysis.judge_check import format_check_estimate
         from memsim.sim.answer.dryrun import DryRunFinished
 
-        raise DryRunFinished(answer.dry_run_report())
+        check = format_check_estimate((spec.answer.judge_checks if spec.answer else {}).get("dry_run"))
+        raise DryRunFinished("\n".join(filter(None, [answer.dry_run_report(), check])))
     assert result is not None
     summary = summarise(spec, result.probes, result.timeline, result.info)
     if out_dir is not None:

@@ -170,7 +170,7 @@ def _scored_n(rows: pl.DataFrame, col: str) -> int:
 
 
 def _judge_header(run: RunData, col: str) -> str:
-    """A score column's header; an LLM judge's carries its mark (unreliable, self-judging, paraphrase)."""
+    """A score column's header; a judge's carries its mark (unreliable, self-judging, paraphrase)."""
     mark = ((run.metrics.get("judges") or {}).get(col) or {}).get("mark")
     return f"{col} (%) [{mark}]" if mark else f"{col} (%)"
 
@@ -208,7 +208,8 @@ def _answers_table(run: RunData) -> _Table | None:
         return None
     notes.append(
         "accuracy over judged answers; unjudged answers are counted with their reason, never scored; abstention "
-        "questions are judged with the abstention rubric; an LLM judge below 90% on memsim judge-check is unreliable"
+        "questions are judged with the abstention rubric; a judge below 90% on memsim judge-check is unreliable "
+        "(a deterministic one on its file-free items)"
     )
     headers = ("system", "judge", "accuracy (%)", "judged", "unjudged", "abstention (%)", "mark")
     return _Table(headers, tuple(rows), tuple(notes))

@@ -135,9 +135,11 @@ def judge_marks(spec: RunSpec, answer_cols: Sequence[str]) -> dict[str, Any]:
     90%), whether it judges the reader's own model (``self-judging``) and
     whether its prompt is memsim's paraphrase. A run recorded before checks
     existed has no check: its LLM judges are marked unreliable (no check).
+    A deterministic judge is marked unreliable when its check on the
+    file-free set (``deterministic_check``) is below the bar.
     """
-    from memsim.analysis.judge_check import judge_mark
-    from memsim.sim.answer.judges import LLM_JUDGES, PARAPHRASE_NOTE
+    from memsim.analysis.judge_check import deterministic_check, judge_mark
+    from memsim.sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, PARAPHRASE_NOTE
 
     answer = spec.answer.model_dump() if spec.answer is not None else {}
     checks = (answer.get("judge_checks") or {}).get("judges", {})
@@ -146,7 +148,10 @@ def judge_marks(spec: RunSpec, answer_cols: Sequence[str]) -> dict[str, Any]:
     for col in answer_cols:
         name = col.removeprefix("answer_")
         if name not in LLM_JUDGES:
-            out[col] = {"judge": name, "llm": False, "mark": ""}
+            found = checks.get(name) or (deterministic_check(name) if name in JUDGE_NAMES else None)
+            out[col] = {"judge": name, "llm": False, "mark": judge_mark(found)}
+            if found:
+                out[col].update(check=dict(found), reliable=bool(found.get("reliable")))
             continue
         check = checks.get(name) or {
             "accuracy": None,

@@ -130,67 +130,75 @@ def endpoint_factory() -> Iterator:
         ep.stop()
 
 
-def _client(url: str, sleeps: list[float], **kw) -> OpenAICompatibleLLM:
-    return OpenAICompatibleLLM("test-model", base_url=url, timeout_s=5, sleep=sleeps.append, **kw)
+def _client(url: str, **kw) -> OpenAICompatibleLLM:
+    return OpenAICompatibleLLM("test-model", base_url=url, timeout_s=5, **kw)
+
+
+def _retry_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
+    """The waits the openai SDK logged before each of its retries (it retries; memsim does not)."""
+    return [float(r.args[0]) for r in caplog.records if r.name.startswith("openai") and r.msg.startswith("Retrying")]
 
 
 # ---------------------------------------------------------------- OpenAI-compatible client
 
 
-def test_openai_client_returns_text_and_usage(endpoint_factory, monkeypatch) -> None:
+def test_openai_client_returns_text_and_usage(endpoint_factory, monkeypatch, caplog) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    caplog.set_level("INFO", logger="openai")
     ep = endpoint_factory([])
-    sleeps: list[float] = []
-    llm = _client(ep.url, sleeps)
+    llm = _client(ep.url)
     assert isinstance(llm, LLMClient)
     out = llm.chat(MESSAGES, max_tokens=7, temperature=0.0, seed=3)
     assert (out.text, out.prompt_tokens, out.completion_tokens, out.cached) == ("Lisbon", 11, 2, False)
     sent = ep.requests[0]
     assert sent["model"] == "test-model" and sent["max_tokens"] == 7 and sent["seed"] == 3
     assert sent["messages"] == MESSAGES and sent["temperature"] == 0.0
-    assert sleeps == []
+    assert _retry_waits(caplog) == []
 
 
-def test_openai_client_retries_with_backoff_then_succeeds(endpoint_factory) -> None:
+def test_openai_client_retries_with_backoff_then_succeeds(endpoint_factory, caplog) -> None:
+    caplog.set_level("INFO", logger="openai")
     ep = endpoint_factory([503, 429, 500])
-    sleeps: list[float] = []
-    out = _client(ep.url, sleeps, backoff_s=0.25).chat(MESSAGES, max_tokens=4)
+    out = _client(ep.url).chat(MESSAGES, max_tokens=4)
     assert out.text == "Lisbon"
     assert len(ep.requests) == 4
-    assert sleeps == [0.25, 0.5, 1.0]
+    # The SDK's backoff: 0.5 s doubling, less up to 25% jitter (it was memsim's own 0.25, 0.5, 1.0).
+    waits = _retry_waits(caplog)
+    assert len(waits) == 3 and all(0.75 * b <= w <= b for w, b in zip(waits, [0.5, 1.0, 2.0]))
 
 
-def test_openai_client_honours_retry_after(endpoint_factory) -> None:
-    ep = endpoint_factory([429], headers={"Retry-After": "3"})
-    sleeps: list[float] = []
-    _client(ep.url, sleeps, backoff_s=0.1).chat(MESSAGES, max_tokens=4)
-    assert sleeps == [3.0]
+def test_openai_client_honours_retry_after(endpoint_factory, caplog) -> None:
+    caplog.set_level("INFO", logger="openai")
+    ep = endpoint_factory([429], headers={"Retry-After": "1.5"})
+    _client(ep.url).chat(MESSAGES, max_tokens=4)
+    assert _retry_waits(caplog) == [1.5]  # longer than the SDK's first backoff: the server's wait wins
 
 
-def test_openai_client_gives_up_with_clear_error(endpoint_factory) -> None:
+def test_openai_client_gives_up_with_clear_error(endpoint_factory, caplog) -> None:
+    caplog.set_level("INFO", logger="openai")
     ep = endpoint_factory([500] * 10)
-    sleeps: list[float] = []
     with pytest.raises(LLMUnavailableError, match=r"127\.0\.0\.1.*failed 3 time") as info:
-        _client(ep.url, sleeps, max_retries=2).chat(MESSAGES, max_tokens=4)
+        _client(ep.url, max_retries=2).chat(MESSAGES, max_tokens=4)
     assert isinstance(info.value, UserError)
-    assert len(ep.requests) == 3 and len(sleeps) == 2
+    assert len(ep.requests) == 3 and len(_retry_waits(caplog)) == 2
 
 
 def test_openai_client_does_not_retry_a_refused_request(endpoint_factory) -> None:
     ep = endpoint_factory([401])
     with pytest.raises(LLMRequestError, match="HTTP 401"):
-        _client(ep.url, []).chat(MESSAGES, max_tokens=4)
+        _client(ep.url).chat(MESSAGES, max_tokens=4)
     assert len(ep.requests) == 1
 
 
-def test_openai_client_unreachable_endpoint(endpoint_factory) -> None:
+def test_openai_client_unreachable_endpoint(endpoint_factory, caplog) -> None:
+    caplog.set_level("INFO", logger="openai")
     ep = endpoint_factory([])
     url = ep.url
     ep.stop()
-    sleeps: list[float] = []
-    with pytest.raises(LLMUnavailableError, match="APIConnectionError"):
-        _client(url, sleeps, max_retries=1).chat(MESSAGES, max_tokens=4)
-    assert sleeps == [0.5]
+    with pytest.raises(LLMUnavailableError, match="failed 2 time.*APIConnectionError"):
+        _client(url, max_retries=1).chat(MESSAGES, max_tokens=4)
+    waits = _retry_waits(caplog)
+    assert len(waits) == 1 and 0.375 <= waits[0] <= 0.5
 
 
 def test_openai_key_rules(monkeypatch) -> None:
@@ -386,8 +394,7 @@ def test_answer_and_judge_row_fragment() -> None:
 def test_endpoint_dying_mid_run_keeps_earlier_rows(endpoint_factory) -> None:
     ep = endpoint_factory([200, 200] + [503] * 10)
     meter = Meter()
-    sleeps: list[float] = []
-    llm = MeteredLLM(_client(ep.url, sleeps, max_retries=2), meter)
+    llm = MeteredLLM(_client(ep.url, max_retries=2), meter)
     setup = AnswerSetup(Reader(llm, "short"), [make_judge("contains")], meter)
     rows = []
     with pytest.raises(LLMUnavailableError, match="failed 3 time"):

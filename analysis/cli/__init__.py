@@ -8,12 +8,18 @@ environment cause in any library below (``expected_failure``: I/O, parsing,
 validation, absurd sizes): one line naming what failed, exit 2. Anything else
 is a bug in memsim and keeps its traceback; ``--debug`` shows the traceback
 of every error.
+
+Diagnostics (progress of a judge check, retries) go through ``logging`` to
+standard error: memsim's own at INFO by default, DEBUG with ``-v`` (which
+also shows the LLM SDK's retries), warnings only with ``-q``. Standard
+output, the command's results, is the same at every level.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -22,7 +28,7 @@ from memsim.sim.answer.dryrun import DryRunFinished
 from memsim.sim.core.errors import UserError, expected_failure
 from memsim.sim.core.validate import NO_SIZE_LIMITS_ENV
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+__all__ = ["main", "build_parser", "setup_logging", "COMMANDS"]
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "memsim.analysis.cli.run:demo", "the persona demo against every registered system (offline)"),
@@ -86,7 +92,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Longitudinal benchmark simulator for conversational memory systems.",
     )
     parser.add_argument("--version", action="version", version=f"memsim {_version()}")
-    parser.add_argument("--debug", "-v", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="debug diagnostics on standard error, the LLM SDK's retries included")
+    loud.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on standard error")
     parser.add_argument(
         "--no-size-limits", action="store_true",
         help="accept sizes past memsim's sane upper bounds (users, months, sessions, turns, tick intervals); "
@@ -116,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:  # bare ``memsim``: the list of commands, not an error
         parser.print_help()
         return 0
+    setup_logging(verbose=args.verbose, quiet=args.quiet)
     if args.embed_backend is not None:
         # Through the environment, so that every embedder of the run (and child processes) uses it.
         os.environ["MEMSIM_EMBED_BACKEND"] = args.embed_backend
@@ -142,6 +153,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memsim: interrupted", file=sys.stderr)
         return 130
+
+
+def setup_logging(*, verbose: bool = False, quiet: bool = False) -> None:
+    """Send memsim's log records (and with ``verbose`` the openai SDK's) to standard error.
+
+    Calling it again replaces the handler it added before, so a process that runs
+    several commands (the tests) does not print each record twice.
+    """
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
+    handler._memsim_cli = True  # type: ignore[attr-defined]  # how the next call finds it
+    for name, lvl in (("memsim", level), ("openai", logging.INFO if verbose else logging.WARNING)):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [h for h in logger.handlers if not getattr(h, "_memsim_cli", False)]
+        logger.setLevel(lvl)
+        if name == "memsim" or verbose:
+            logger.addHandler(handler)
 
 
 def _one_line(text: str) -> str:

@@ -66,7 +66,7 @@ def _judges(args: argparse.Namespace) -> list[tuple[str, Any]]:
 
 def judge_check_main(args: argparse.Namespace) -> int:
     """Build the check set, check every judge, print the table, write the folder."""
-    import sys
+    import logging
     import time
 
     from memsim.analysis.judge_check import (
@@ -98,7 +98,7 @@ def judge_check_main(args: argparse.Namespace) -> int:
         seconds[label] = time.perf_counter() - t0
         results[label] = result
         how = "cached" if result.get("cached") else f"{seconds[label]:.1f} s"
-        print(f"  {label}: done ({how})", file=sys.stderr)
+        logging.getLogger(__name__).info("  %s: done (%s)", label, how)
     print()
     print(format_check_table(results, n_items=len(items)))
     for label, r in results.items():

@@ -29,6 +29,8 @@ ANSWER_FLAGS: dict[str, dict[str, Any]] = {
     "llm_timeout": {"type": float},
     "llm_retries": {"type": int},
     "max_answer_tokens": {"type": int},
+    "judge_check": {"type": int, "metavar": "N"},
+    "judge_check_from": {"metavar": "PATH"},
     "judge": {"action": "append", "metavar": "NAME"},
     "judge_prompts": {"action": "append", "metavar": "PATH"},
     "prompts": {"action": "append", "metavar": "PATH"},

@@ -40,7 +40,7 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 def sweep_main(args: argparse.Namespace) -> int:
     """Expand the spec; list it (``--dry-run``) or play it and print the states."""
-    from memsim.analysis.sweep import estimate, expand, format_cells, load_sweep, run_sweep
+    from memsim.analysis.sweep import estimate, expand, format_cells, format_estimate, load_sweep, run_sweep
     from memsim.sim.core.errors import UserError
 
     spec = load_sweep(args.spec)
@@ -49,9 +49,7 @@ def sweep_main(args: argparse.Namespace) -> int:
     if args.dry_run:
         costs = estimate(spec, cells, calibrate_s=args.calibrate_s)
         print(format_cells(cells, costs))
-        total = sum(c["seconds"] for c in costs)
-        print(f"{len(cells)} cells; estimated {total / 60:.1f} CPU-minutes (calibrated on cell {cells[0].cell_id}), "
-              f"{sum(c['llm_calls'] for c in costs)} LLM calls, {sum(c['tokens'] for c in costs)} tokens")
+        print(format_estimate(cells, costs))
         return 0
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be at least 1, got {args.workers}")

@@ -8,7 +8,7 @@ what it cost (tokens, latency). Clients:
   memsim answers questions offline.
 - ``OpenAICompatibleLLM``: OpenAI or any server that speaks its chat API
   (vLLM, the llama.cpp server, Ollama), with a concurrency limit, timeouts,
-  and bounded retries with exponential backoff.
+  and the openai SDK's own bounded retries.
 - ``ScriptedLLM``: a deterministic stand-in for tests.
 
 Wrappers around a client derive from ``ClientWrapper``: the response cache
@@ -348,10 +348,11 @@ class OpenAICompatibleLLM:
 
     Safe to share between threads: at most ``concurrency`` requests are in
     flight at once. Rate limits, server errors, timeouts and refused
-    connections are retried ``max_retries`` times, waiting ``backoff_s``,
-    then twice that, and so on (capped at 30 s, or longer when the server
-    asks for it with ``Retry-After``); after that the call raises
-    ``LLMUnavailableError`` naming the endpoint.
+    connections are retried ``max_retries`` times by the openai SDK itself
+    (exponential backoff from 0.5 s with jitter, capped at 8 s, or what the
+    server asks for with ``Retry-After`` up to a minute; each retry is
+    logged by the ``openai`` logger, shown with ``memsim -v``); after that
+    the call raises ``LLMUnavailableError`` naming the endpoint and model.
     """
 
     name = "openai"
@@ -363,12 +364,10 @@ class OpenAICompatibleLLM:
         api_key: str | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 4,
-        backoff_s: float = 0.5,
         concurrency: int = 4,
         context_window: int | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """Configure the client; nothing is sent until the first call.
 
@@ -378,8 +377,7 @@ class OpenAICompatibleLLM:
             api_key: default ``$OPENAI_API_KEY``; required for OpenAI's own endpoint,
                 a placeholder is sent to other endpoints when none is set.
             timeout_s: seconds before a request counts as failed (and is retried).
-            max_retries: further attempts after the first failed one.
-            backoff_s: wait before the first retry; doubles on each next one.
+            max_retries: further attempts after the first failed one (the SDK's ``max_retries``).
             concurrency: requests in flight at most, across threads.
             context_window: tokens the model accepts; default from a table of known
                 models, else 8192.
@@ -387,17 +385,14 @@ class OpenAICompatibleLLM:
                 file the server runs); otherwise counts are an upper estimate.
             extra_body: extra JSON fields sent with every request (server-specific
                 sampling settings, for example).
-            sleep: how to wait between retries (tests pass a recorder).
 
         Raises:
             UserError: no API key for OpenAI's endpoint, or a bad setting.
         """
         if not model:
             raise UserError("--llm-model: the openai client needs a model name")
-        if max_retries < 0 or timeout_s <= 0 or backoff_s < 0 or concurrency < 1:
-            raise UserError(
-                "openai client: need max_retries >= 0, timeout_s > 0, backoff_s >= 0, concurrency >= 1"
-            )
+        if max_retries < 0 or timeout_s <= 0 or concurrency < 1:
+            raise UserError("openai client: need max_retries >= 0, timeout_s > 0, concurrency >= 1")
         url = openai_base_url(base_url)
         if urlparse(url).scheme not in ("http", "https"):
             raise UserError(f"--llm-base-url: {url!r} is not an http(s) URL")
@@ -413,12 +408,10 @@ class OpenAICompatibleLLM:
         self.endpoint = url
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
-        self.backoff_s = float(backoff_s)
         self.concurrency = int(concurrency)
         self.context_window = int(context_window or _known_context_window(model))
         self.extra_body = dict(extra_body or {})
         self._key = key
-        self._sleep = sleep
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._client: Any = None
         self._client_lock = threading.Lock()
@@ -432,12 +425,11 @@ class OpenAICompatibleLLM:
             if self._client is None:
                 import openai
 
-                # Retries are ours (bounded, logged in the error); the library's are off.
                 self._client = openai.OpenAI(
                     api_key=self._key,
                     base_url=self.endpoint,
                     timeout=self.timeout_s,
-                    max_retries=0,
+                    max_retries=self.max_retries,
                 )
             return self._client
 
@@ -484,7 +476,7 @@ class OpenAICompatibleLLM:
     def chat(
         self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
-        """Send one chat request, retrying transient failures.
+        """Send one chat request; the SDK retries transient failures.
 
         Raises:
             LLMUnavailableError: the endpoint kept failing or could not be reached.
@@ -493,59 +485,56 @@ class OpenAICompatibleLLM:
         import openai
 
         api = self._api()
-        attempts = self.max_retries + 1
-        last: Exception | None = None
-        for attempt in range(attempts):
-            if attempt:
-                self._sleep(self._delay(attempt, last))
-            try:
-                with self._slots:
-                    start = time.perf_counter()
-                    resp = api.chat.completions.create(
-                        model=self.model,
-                        messages=[dict(m) for m in messages],
-                        max_tokens=max_tokens,
-                        temperature=temperature,
-                        seed=seed,
-                        extra_body=self.extra_body or None,
-                        **({"response_format": {"type": "json_object"}} if json_mode else {}),
-                    )
-                    latency = time.perf_counter() - start
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
-                last = exc
-                continue
-            except openai.APIStatusError as exc:
-                if exc.status_code in _RETRY_STATUS or exc.status_code >= 500:
-                    last = exc
-                    continue
-                raise LLMRequestError(
-                    f"LLM endpoint {self.endpoint} refused the request for model {self.model!r} "
-                    f"(HTTP {exc.status_code}): {_short(exc)}"
-                ) from None
-            text = (resp.choices[0].message.content or "") if resp.choices else ""
-            usage = getattr(resp, "usage", None)
-            prompt_tokens = getattr(usage, "prompt_tokens", None)
-            completion_tokens = getattr(usage, "completion_tokens", None)
-            if prompt_tokens is None:
-                prompt_tokens = sum(self.count_tokens(m.get("content", "")) for m in messages)
-            if completion_tokens is None:
-                completion_tokens = self.count_tokens(text)
-            return Completion(text, int(prompt_tokens), int(completion_tokens), latency)
-        raise LLMUnavailableError(
+        try:
+            # A request keeps its slot through the SDK's waits between retries: an endpoint
+            # that is failing gets no more requests in flight than a healthy one.
+            with self._slots:
+                start = time.perf_counter()
+                resp = api.chat.completions.create(
+                    model=self.model,
+                    messages=[dict(m) for m in messages],
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                    extra_body=self.extra_body or None,
+                    **({"response_format": {"type": "json_object"}} if json_mode else {}),
+                )
+                latency = time.perf_counter() - start
+        except openai.APIStatusError as exc:
+            if exc.status_code in _RETRY_STATUS or exc.status_code >= 500:
+                raise self._gave_up(exc) from None
+            raise LLMRequestError(
+                f"LLM endpoint {self.endpoint} refused the request for model {self.model!r} "
+                f"(HTTP {exc.status_code}): {_short(exc)}"
+            ) from None
+        except openai.APIConnectionError as exc:
+            raise self._gave_up(exc) from None
+        text = (resp.choices[0].message.content or "") if resp.choices else ""
+        usage = getattr(resp, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None)
+        completion_tokens = getattr(usage, "completion_tokens", None)
+        if prompt_tokens is None:
+            prompt_tokens = sum(self.count_tokens(m.get("content", "")) for m in messages)
+        if completion_tokens is None:
+            completion_tokens = self.count_tokens(text)
+        return Completion(text, int(prompt_tokens), int(completion_tokens), latency)
+
+    def _gave_up(self, exc: Exception) -> LLMUnavailableError:
+        """The error once the SDK has stopped retrying: the attempts it made, and the last error."""
+        request = getattr(exc, "request", None)
+        try:
+            # The SDK numbers its retries in this header of every request it sends.
+            attempts = int(request.headers["x-stainless-retry-count"]) + 1  # type: ignore[union-attr]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            attempts = self.max_retries + 1
+        return LLMUnavailableError(
             f"LLM endpoint {self.endpoint} (model {self.model!r}) failed {attempts} "
-            f"time(s) in a row; last error: {_short(last)}"
+            f"time(s) in a row; last error: {_short(exc)}"
         )
 
     def request_settings(self) -> dict[str, Any]:
         """Settings besides the request that shape replies (part of cache keys)."""
         return {"extra_body": dict(self.extra_body)} if self.extra_body else {}
-
-    def _delay(self, attempt: int, exc: Exception | None) -> float:
-        delay = min(30.0, self.backoff_s * 2 ** (attempt - 1))
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, 120.0))
-        return delay
 
     def describe(self) -> dict[str, Any]:
         """What a run's spec records about this client (never the key)."""
@@ -570,17 +559,6 @@ def _load_tokenizer(path: Path) -> Any:
         return Llama(model_path=str(path), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError) as exc:
         raise UserError(f"--llm-model-path: cannot read the tokenizer of {path}: {exc}") from None
-
-
-def _retry_after(exc: Exception | None) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        return float(headers.get("retry-after", ""))
-    except (TypeError, ValueError):
-        return None
 
 
 def _short(exc: Exception | None) -> str:

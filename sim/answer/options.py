@@ -48,6 +48,11 @@ class AnswerOptions(BaseModel):
                                             "never run (default: memsim paraphrase)")
     dry_run: bool = Field(False, description="count the LLM calls, tokens and cost the run would make, print them, call no model")
     prices: str | None = Field(None, description="JSON or TOML price table overriding the default prices")
+    judge_check: int | None = Field(None, ge=0, description="labelled items each LLM judge is checked on before the run, "
+                                    "drawn from memsim judge-check's set; 0: no check (the judge is then marked unreliable) "
+                                    "(default: the whole set, 456 items with the LoCoMo file, 265 without)")
+    judge_check_from: str | None = Field(None, description="reuse the LLM judges' check from an earlier memsim judge-check "
+                                         "(its folder or judge_check.json) instead of checking before the run")
     judge_checks: dict[str, Any] = Field(default_factory=dict, description="each LLM judge's check result (filled by the run)")
 
     @field_validator("reader", "llm", "judge")
