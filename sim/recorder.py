@@ -463,12 +463,27 @@ def _frame_ids(frame: pl.DataFrame) -> frozenset[str]:
 
 
 def _redact_frame(frame: pl.DataFrame, gone: frozenset[str]) -> tuple[int, pl.DataFrame]:
-    """(rows changed, the frame with their text redacted); the frame itself when nothing came from ``gone``."""
-    if frame.height == 0 or _frame_ids(frame).isdisjoint(gone):
+    """(rows changed, the frame with their text redacted); the frame itself when nothing came from ``gone``.
+
+    The rows derived from ``gone`` are found by one vectorised pass; only those are rebuilt.
+    """
+    if frame.height == 0:
         return 0, frame
-    rows = frame.to_dicts()
+    ids = list(gone)
+    hit = pl.lit(False)
+    if "evidence_ids" in frame.columns:
+        hit = hit | pl.col("evidence_ids").list.eval(pl.element().is_in(ids)).list.any().fill_null(False)
+    if "retrieved_sources" in frame.columns:
+        sources = pl.element().list.eval(pl.element().is_in(ids)).list.any()
+        hit = hit | pl.col("retrieved_sources").list.eval(sources).list.any().fill_null(False)
+    indexed = frame.with_row_index("_row")
+    touched = indexed.filter(hit)
+    if touched.height == 0:
+        return 0, frame
+    rows = touched.drop("_row").to_dicts()
     changed = sum(_redact_row(row, gone) for row in rows)
-    return changed, pl.DataFrame(rows, schema=frame.schema, strict=False)
+    patch = pl.DataFrame(rows, schema=frame.schema, strict=False).insert_column(0, touched["_row"])
+    return changed, pl.concat([indexed.filter(~hit), patch]).sort("_row").drop("_row")
 
 
 def _read_parts(parts_dir: Path, metas: list[dict[str, Any]], kind: str) -> list[pl.DataFrame]:
