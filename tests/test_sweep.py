@@ -107,12 +107,13 @@ def test_expand_grids_ablations_and_designs() -> None:
     })
     cells = expand(spec)
     # base + reask 0.0 + reask 0.6 + delay 24 (0.3 and 1.0 are the base values) = 4 points;
-    # neuroplastic and its 4 ablations, each beside the naive control; 2 seeds.
-    assert len(cells) == 4 * 5 * 2
+    # neuroplastic and its 5 ablations (no-ltp, no-associations, no-inhibition, no-consolidation,
+    # no-abstractions), each beside the naive control; 2 seeds.
+    assert len(cells) == 4 * 6 * 2
     assert {c.seed for c in cells} == {3, 9}
     assert all(c.systems[0] == "naive" and len(c.systems) == 2 for c in cells)
     assert {c.systems[1] for c in cells} >= {"neuroplastic", "neuroplastic-no-ltp"}
-    assert sum(c.is_base for c in cells) == 10
+    assert sum(c.is_base for c in cells) == 12
     points = {json.dumps(c.point, sort_keys=True) for c in cells}
     assert '{"run.feedback_delay_hours": 24.0}' in points and "{}" in points
     assert len({c.cell_id for c in cells}) == len(cells)
@@ -307,7 +308,7 @@ def test_dry_run_lists_cells_with_their_cost(tmp_path: Path, capsys) -> None:
     spec = load_sweep(path)
     cells = expand(spec)
     costs = estimate(spec, cells, calibrate_s=1.0)
-    assert [c["played"] for c in costs] == [1, 1, 3, 3]  # naive; naive + neuroplastic + its twin
+    assert [c["played"] for c in costs] == [1, 1, 4, 4]  # naive; naive + neuroplastic + its twin + its placebo
     for c in costs:
         assert c["seconds"] > 0 and c["questions"] > 0
         assert c["llm_calls"] == c["questions"] * c["played"] * 2  # the reader and one LLM judge
@@ -343,5 +344,5 @@ def test_ablations_are_the_registered_ablations_named_after_the_system() -> None
     })
     picked = {c.systems[1] for c in expand(spec)} - {"neuroplastic"}
     by_name = {n for n in memory_names() if n.startswith("neuroplastic-no-")}
-    assert picked == by_name and len(picked) == 4
+    assert picked == by_name and len(picked) == 5
     assert all(memory_role(n) == "ablation" for n in picked)
