@@ -25,7 +25,7 @@ import hashlib
 import random
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -34,7 +34,7 @@ from memsim.memory.base import Turn
 from memsim.scenarios import life_text as X
 from memsim.scenarios import life_truth as W
 from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.validate import validate_args
+from memsim.sim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
 
 __all__ = ["LifeConfig", "LifeScenario", "QUESTION_WEIGHTS", "check_world"]
@@ -57,17 +57,17 @@ class LifeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    users: int = Field(6, ge=1, description="number of simulated users")
-    months: float = Field(6.0, gt=0, description="simulated span in months of 30 days")
-    sessions_per_week: float = Field(2.2, gt=0, description="mean session arrivals per user per week (Poisson)")
-    turns_per_session: int = Field(10, ge=2, description="mean turns per session (user + assistant)")
+    users: Annotated[int, bounded(100_000)] = Field(6, ge=1, description="number of simulated users")
+    months: Annotated[float, bounded(240)] = Field(6.0, gt=0, description="simulated span in months of 30 days")
+    sessions_per_week: Annotated[float, bounded(100)] = Field(2.2, gt=0, description="mean session arrivals per user per week (Poisson)")
+    turns_per_session: Annotated[int, bounded(1_000)] = Field(10, ge=2, description="mean turns per session (user + assistant)")
     fact_share: float = Field(0.3, ge=0, le=1, description="share of turn pairs that mention a fact of the user's life")
-    facts_per_session: int = Field(3, ge=1, description="most facts a user mentions in one session")
+    facts_per_session: Annotated[int, bounded(100)] = Field(3, ge=1, description="most facts a user mentions in one session")
     distractor_rate: float = Field(0.4, ge=0, le=1, description="chance a user turn carries a hypothetical, negation or remark")
-    questions_per_week: float = Field(8.5, gt=0, description="mean questions per user per week (Poisson), once questions start")
+    questions_per_week: Annotated[float, bounded(1_000)] = Field(8.5, gt=0, description="mean questions per user per week (Poisson), once questions start")
     questions_from: float = Field(0.3, ge=0, lt=1, description="share of the span before the first question")
-    event_rate: float = Field(1.0, ge=0, description="multiplier on every life event's rate (life_truth.EVENT_RATES)")
-    deletion_rate: float = Field(0.15, ge=0, description="forget requests per user per month")
+    event_rate: Annotated[float, bounded(100)] = Field(1.0, ge=0, description="multiplier on every life event's rate (life_truth.EVENT_RATES)")
+    deletion_rate: Annotated[float, bounded(1_000)] = Field(0.15, ge=0, description="forget requests per user per month")
     start: datetime = Field(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc), description="simulated time zero")
 
     @field_validator("start")

@@ -179,3 +179,10 @@ def test_full_config_size():
     assert np.median(sizes) >= 250
     assert np.median([len(v) for v in held.values()]) >= 500
     assert check_world(s) == []
+
+
+def test_absurd_sizes_are_refused_up_front() -> None:
+    """A size past the shared bounds is a one-line error naming the key, before anything is generated."""
+    for key, value in (("users", 10**9), ("turns_per_session", 10**8), ("months", float("inf"))):
+        with pytest.raises(UserError, match=key):
+            LifeScenario.from_args({key: value}, source="life.toml")

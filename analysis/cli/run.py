@@ -325,11 +325,12 @@ def rerun_main(args: argparse.Namespace) -> int:
     else:
         print_outcome(outcome)
     old, new = args.run_dir / "metrics.json", out / "metrics.json"
+    failed = exit_code(outcome, out)  # a system that failed mid-rerun is not a reproduction
     if old.exists():
         same = old.read_bytes() == new.read_bytes()
         print(f"metrics.json {'identical to' if same else 'DIFFERS from'} {old}")
-        return 0 if same else 1
-    return 0
+        return 0 if same and not failed else 1
+    return failed
 
 
 def listing_arguments(parser: argparse.ArgumentParser) -> None:
