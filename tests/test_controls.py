@@ -181,7 +181,7 @@ def test_learner_control_gains_over_its_twin_with_real_embeddings(tmp_path: Path
     assert pooled[0] > 0.0 and pooled[1] > 0.0, (pooled, rows)
 
 def test_every_registered_system_has_a_role_and_the_demo_plays_the_baselines_and_systems() -> None:
-    from memsim.analysis.cli.run import DEMO_ASK_FIRST, demo_systems
+    from memsim.analysis.cli.run import DEMO_ASK_FIRST, DEMO_INSTRUMENTS, demo_systems
     from memsim.memory.registry import ROLES, memory_names, memory_role, register_memory
 
     roles = {n: memory_role(n) for n in memory_names()}
@@ -190,10 +190,13 @@ def test_every_registered_system_has_a_role_and_the_demo_plays_the_baselines_and
     assert {n for n, r in roles.items() if r == "ablation"} == {
         n for n in roles if "-no-" in n or n.endswith(("-decay-only", "-inhibition-only"))
     }
-    # The same selection the demo made by name patterns before roles were recorded.
+    # The same selection the demo made by name patterns before roles were recorded, plus the
+    # known-positive learner the demo plays to show what its contrasts detect.
+    assert DEMO_INSTRUMENTS == ("control-learner",)
     by_pattern = [
         n for n in memory_names(standalone_only=True)
-        if not n.startswith("control-") and "-no-" not in n and not n.endswith(("-decay-only", "-inhibition-only")) and n not in DEMO_ASK_FIRST
+        if (not n.startswith("control-") or n in DEMO_INSTRUMENTS) and "-no-" not in n
+        and not n.endswith(("-decay-only", "-inhibition-only")) and n not in DEMO_ASK_FIRST
     ]
     by_pattern.sort(key=lambda n: (n != "naive", n))
     assert [s.name for s in demo_systems()] == by_pattern
