@@ -67,18 +67,18 @@ _DEEP = textwrap.dedent(
     from memsim.static_benchmarks.longmemeval import load_instances
     from memsim.static_benchmarks.locomo import load_locomo
     kind, path = sys.argv[1], sys.argv[2]
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: other jobs on the machine do not count against the check
     try:
         load_instances(path) if kind == "longmemeval" else load_locomo(path)
     except UserError as exc:
-        print(f"{time.perf_counter() - t0:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} {exc}")
+        print(f"{time.process_time() - t0:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} {exc}")
     """
 )
 
 
 @pytest.mark.parametrize("kind", ["longmemeval", "locomo"])
 def test_a_file_nested_100000_deep_is_refused_at_once_in_flat_memory(tmp_path: Path, kind: str) -> None:
-    """The file that once took 23 GB: refused in under a second, the whole process under 500 MB."""
+    """The file that once took 23 GB: refused in under a CPU second, the whole process under 500 MB."""
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000, encoding="ascii")
     done = subprocess.run([sys.executable, "-c", _DEEP, kind, str(path)], env=_child_env(), text=True,
