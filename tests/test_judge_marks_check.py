@@ -89,7 +89,12 @@ def test_dry_run_counts_the_judge_check_and_calls_no_model(endpoint, tmp_path: P
     from memsim.memory.registry import Resources, SystemSpec
     from memsim.sim.answer.dryrun import DryRunFinished
 
-    estimate = judge_check_estimate(_options(endpoint.url, "--dry-run", "--judge-check", "20"), default_judges=())
+    from memsim.scenarios.locomo_stream import default_locomo_path
+
+    # the run draws its check items from the LoCoMo file where it is found (as answer_options does)
+    locomo = default_locomo_path() if default_locomo_path().is_file() else None
+    estimate = judge_check_estimate(_options(endpoint.url, "--dry-run", "--judge-check", "20"), default_judges=(),
+                                    locomo=locomo)
     assert estimate["n_items"] == 20 and 0 < estimate["calls"] <= 20 and estimate["prompt_tokens"] > 0
     assert "on 20 labelled items" in format_check_estimate(estimate) and f"{estimate['calls']} calls" in \
         format_check_estimate(estimate)
