@@ -131,8 +131,8 @@ def test_modelled_load_is_deterministic_and_measured_goes_to_perf(tmp_path: Path
 # persona, the spec or the summariser. Remade once more when the run's random streams became named
 # (memsim.sim.core.streams): the spec hash stayed, the scenario's draws changed. Remade when metrics.json
 # gained ``feedback_unscored`` and ``feedback_told``: without those two keys the bytes hash to c498cb58...
-_GOLDEN_METRICS = "b14a15834b2f8580b8fb871e7775fb7112856bfb936b991f0718c3219f26a2ba"
-_GOLDEN_SPEC = "f08cfb10c58bce7db33e477382e072290c588a3eb3ebdb814c9f7bd4b4068fc9"
+_GOLDEN_METRICS = "afab2f20a41826bd7fcef5bc22978bf94d23dfe5eb17f7269f8a17ec4cc9a29d"
+_GOLDEN_SPEC = "7b9449a0f9fc627dd47b827efbb2eee9f0ebf9278d48fc559fef1a68092028b6"
 
 
 def test_without_load_the_run_is_byte_identical_to_before(tmp_path: Path):
