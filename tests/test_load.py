@@ -131,6 +131,8 @@ def test_modelled_load_is_deterministic_and_measured_goes_to_perf(tmp_path: Path
 # persona, the spec or the summariser. Remade once more when the run's random streams became named
 # (memsim.sim.core.streams): the spec hash stayed, the scenario's draws changed. Remade when metrics.json
 # gained ``feedback_unscored`` and ``feedback_told``: without those two keys the bytes hash to c498cb58...
+# Remade when the spec gained ``keep_deleted_text`` and placebo became the default, and metrics.json gained
+# per-system stale halves and question-weighted intervals and p (point estimates unchanged).
 _GOLDEN_METRICS = "afab2f20a41826bd7fcef5bc22978bf94d23dfe5eb17f7269f8a17ec4cc9a29d"
 _GOLDEN_SPEC = "7b9449a0f9fc627dd47b827efbb2eee9f0ebf9278d48fc559fef1a68092028b6"
 
