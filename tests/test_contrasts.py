@@ -86,7 +86,7 @@ def _accuracy_near_halves(chunks: list[str], where: str) -> list[str]:
     """Chunks (lines, rows, notes) that speak of halves and call a figure accuracy without judged answers."""
     bad = []
     for chunk in chunks:
-        low = chunk.lower()
+        low = re.sub(r"\s+", " ", chunk.lower())  # a phrase broken across lines is still one phrase
         if _HALVES.search(chunk) and "accuracy" in low and not re.search(r"answer accuracy|judge", low):
             bad.append(f"{where}: {chunk.strip()[:200]}")
     return bad

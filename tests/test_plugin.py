@@ -135,7 +135,12 @@ def _venv_with_example(tmp: Path) -> tuple[Path, dict[str, str]]:
     # The project's dependencies (and pip, setuptools) from this interpreter's site-packages, after the venv's own.
     (Path(own) / "memsim-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PYTHONPATH"] = str(Path(memsim.__file__).parent.parent)  # this checkout's memsim, workers included
+    # This checkout's memsim, workers included: a folder holding it under its package name, whatever the
+    # checkout's own folder is called (a clone need not be named ``memsim``).
+    src = tmp / "src"
+    src.mkdir()
+    (src / "memsim").symlink_to(Path(memsim.__file__).resolve().parent, target_is_directory=True)
+    env["PYTHONPATH"] = str(src)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--no-index", str(EXAMPLES)], check=True, env=env, cwd=tmp)
     return python, env

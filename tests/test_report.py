@@ -525,7 +525,7 @@ def test_real_run_report_leads_with_the_gain_over_twin_and_every_legend_is_compl
     lead = page[page.index("<section id='learning'>"):page.index("<section id='summary'>")]
     e = metrics["systems"]["neuroplastic"]
     gain = f"{100 * e['gain_second']:+.1f} [{100 * e['gain_second_lo']:+.1f}, {100 * e['gain_second_hi']:+.1f}]"
-    assert gain in lead and "neuroplastic~twin (twin of neuroplastic: feedback withheld)" in lead
+    assert gain in lead and "neuroplastic~twin (twin of neuroplastic: told nothing)" in lead
     assert "CONDITIONAL ON THESE 3 USERS" in lead
     assert "alt='gain over twin over simulated time'" in lead
     svgs = _svgs(page)
