@@ -730,7 +730,11 @@ class _Injector:
     def power(self, effect: float, alpha: float) -> float:
         d = self.design
         drawn = (self.uniform < np.clip(d.rate + effect, 0.0, 1.0)).astype(float)
-        sums = np.add.reduceat((drawn - d.base) * d.weight, d.starts, axis=1)
+        # Against the reference's expectation (its user's rate), not its realised scores: where units are
+        # users the two are the same sums, but where a user holds several units (threads) the realised
+        # scores would add each unit's fixed distance from its user's rate to every sign pattern, and the
+        # test would reject far less than alpha at effect 0.
+        sums = np.add.reduceat((drawn - d.rate) * d.weight, d.starts, axis=1)
         return float((sign_flip_p(sums, self.flips) < alpha).mean())
 
 
@@ -742,8 +746,11 @@ def design_power(
 
     A replicate redraws each reference question as ``Bernoulli(clip(rate + effect, 0, 1))``
     (its user's base rate plus the effect, independently per question: hits are
-    lost as well as misses fixed) and tests synthetic minus reference with the
-    headline's test. At effect 0 the rejection rate is near ``alpha``.
+    lost as well as misses fixed) and tests synthetic minus the reference's
+    expectation (its users' base rates) with the headline's test. Where users
+    are the units that is the same statistic as synthetic minus reference; where
+    they are threads it leaves out each thread's fixed distance from its user's
+    rate. At effect 0 the rejection rate is near ``alpha``.
     """
     if design.units < 2:
         return [math.nan for _ in effects]

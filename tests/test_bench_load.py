@@ -58,7 +58,8 @@ def test_merged_load_counts_the_runs_under_load() -> None:
 def test_bench_locomo_output_carries_the_load() -> None:
     f = bench_locomo(QUIRKS, SystemSpec("naive"), k=5, make_embedder=lambda _: HashEmbedder(32))
     load = f["load"]
-    assert set(load) == {"before", "after", "threshold", "under_load", "reasons"}
+    assert set(load) == {"before", "after", "threshold", "others", "under_load", "reasons"}
+    assert load["others"] is not None and load["others"]["wall_s"] > 0
     assert {"load_1m", "load_5m", "load_15m", "runnable_others", "cores"} <= set(load["before"])
     assert load["before"]["load_1m"] is not None and load["after"]["runnable_others"] is not None
     assert bench.format_locomo_bench(f).splitlines()[-1].strip() == format_load(load)
@@ -113,3 +114,36 @@ def test_compare_repeat_interleaves_and_reports_the_median_with_its_range(monkey
 def test_compare_repeat_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "compare", "--data", str(QUIRKS), "--repeat", "0"]) == 2
     assert "--repeat: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def _stat(tmp_path: Path, name: str, busy_ticks: int) -> Path:
+    path = tmp_path / name
+    path.write_text(f"cpu  {busy_ticks} 0 0 99999 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+    return path
+
+
+def test_the_cpu_the_rest_of_the_machine_used_decides_not_the_load_average_a_previous_run_left(tmp_path: Path) -> None:
+    """A load average of 3.4 left by the bench's own previous pair is not load; another job's CPU seconds are."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    loadavg = _loadavg(tmp_path, "3.40 3.56 2.52 1/94 26682\n")
+    before = machine_load(loadavg, _stat(tmp_path, "s0", 1000 * tick))
+    assert before["cpu_busy_s"] == pytest.approx(1000.0)
+    own = before["own_cpu_s"]
+    # 10 s later: the machine was busy 20 CPU s, of which this process 19.5: the rest used 0.5 CPU s (2.5% of 2 cores).
+    quiet_after = {**before, "cpu_busy_s": 1020.0, "own_cpu_s": own + 19.5, "at": before["at"] + 10.0, "cores": 2}
+    report = load_report({**before, "cores": 2}, quiet_after)
+    assert not report["under_load"] and report["others"]["others_cpu_s"] == pytest.approx(0.5)
+    assert "the rest of the machine used 0.5 CPU s during it (2.5% of the cores)" in format_load(report)
+    # Another job took a whole core for the same 10 s.
+    busy_after = {**quiet_after, "cpu_busy_s": 1030.0}
+    report = load_report({**before, "cores": 2}, busy_after)
+    assert report["under_load"]
+    assert report["reasons"] == ["the rest of the machine used 10.5 CPU s in 10.0 s (52% of 2 cores, above 5%)"]
+    merged = bench.merge_load([load_report({**before, "cores": 2}, quiet_after), report])
+    assert merged["runs_under_load"] == 1 and merged["others"]["others_cpu_s"] == pytest.approx(11.0)
+    assert "the rest of the machine used up to 52% of the cores in one run" in merged["reasons"]
+    # Without /proc/stat, the load average and runnable threads decide as before.
+    fallback = machine_load(loadavg, tmp_path / "missing")
+    assert fallback["cpu_busy_s"] is None and load_report(fallback, fallback)["under_load"]

@@ -63,6 +63,23 @@ def test_design_power_is_near_alpha_at_zero_and_rises() -> None:
     assert power[0] < power[1] < power[2] <= power[3] and power[3] >= 0.8
 
 
+def test_design_power_is_near_alpha_at_zero_when_threads_are_the_units() -> None:
+    """Ten users, each with 40 threads of three asks that are all hit or all missed (as re-asks of one question are).
+
+    Each thread sits a fixed distance from its user's rate; redrawn questions compared with the realised
+    scores would carry those distances into every sign pattern and reject well under 5% at effect 0.
+    """
+    rng = np.random.default_rng(3)
+    users, threads, asks = 10, 40, 3
+    rate = np.repeat(rng.uniform(0.3, 0.8, users), threads)
+    base = np.repeat((rng.random(users * threads) < rate).astype(float), asks)
+    user_ids = np.repeat(np.arange(users), threads * asks)
+    thread_ids = np.repeat(np.arange(users * threads), asks)
+    power = design_power(Design.from_rows(base, user_ids, thread_ids), (0.0, 0.05), rng=np.random.default_rng(4))
+    assert 0.02 <= power[0] <= 0.10, power
+    assert power[1] > 0.5
+
+
 def test_design_mde_is_the_crossing_of_the_curve_and_never_reads_a_gap() -> None:
     """The MDE reaches 80% on the same draws, a hair below it does not; arms need not differ for it to exist."""
     design = _design(np.random.default_rng(1))
