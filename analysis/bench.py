@@ -78,6 +78,22 @@ def _own_cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+_INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+"""CPU flags of an 8-bit dot-product instruction: without one, int8 matrix products run no faster than float here."""
+
+
+def cpu_model(path: str | os.PathLike[str] = "/proc/cpuinfo") -> dict[str, Any]:
+    """The CPU's model name, whether it has AVX2 and AVX-512, and its 8-bit dot-product flags (None where unknown)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {"model": None, "avx2": None, "avx512": None, "int8_dot": None}
+    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), None)
+    flags = set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
+    return {"model": model, "avx2": "avx2" in flags, "avx512": "avx512f" in flags,
+            "int8_dot": [f for f in _INT8_FLAGS if f in flags]}
+
+
 def machine_load(path: str | os.PathLike[str] = "/proc/loadavg", stat: str | os.PathLike[str] = "/proc/stat") -> dict[str, Any]:
     """How busy the machine is now: load averages, other runnable threads, usable cores, CPU seconds.
 
@@ -140,7 +156,7 @@ def load_report(
             others = snap.get("runnable_others")
             if others:
                 reasons.append(f"{others} other runnable {'thread' if others == 1 else 'threads'} {name}")
-    return {"before": dict(before), "after": dict(after), "threshold": threshold, "others": rest,
+    return {"before": dict(before), "after": dict(after), "threshold": threshold, "others": rest, "cpu": cpu_model(),
             "under_load": bool(reasons), "reasons": reasons}
 
 
@@ -171,7 +187,8 @@ def merge_load(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             if others:
                 reasons.append(f"up to {others} other runnable threads")
     return {"before": dict(reports[0]["before"]), "after": dict(reports[-1]["after"]), "threshold": reports[0]["threshold"],
-            "others": rest, "under_load": bool(busy), "runs_under_load": len(busy), "reasons": reasons}
+            "others": rest, "cpu": reports[0].get("cpu"), "under_load": bool(busy), "runs_under_load": len(busy),
+            "reasons": reasons}
 
 
 def format_load(report: Mapping[str, Any]) -> str:
@@ -184,7 +201,13 @@ def format_load(report: Mapping[str, Any]) -> str:
                 f"{s['runnable_others']} other runnable")
 
     b = report["before"]
-    line = f"machine ({b['cores']} cores): before {snap(b)}; after {snap(report['after'])}"
+    cpu = report.get("cpu") or {}
+    what = f"{b['cores']} cores"
+    if cpu.get("model"):
+        isa = "AVX-512" if cpu.get("avx512") else "AVX2" if cpu.get("avx2") else "no AVX2"
+        dot = ", ".join(cpu.get("int8_dot") or []) or "no 8-bit dot product"
+        what += f", {cpu['model']}, {isa}, {dot}"
+    line = f"machine ({what}): before {snap(b)}; after {snap(report['after'])}"
     rest = report.get("others")
     if rest is not None:
         line += f"; the rest of the machine used {rest['others_cpu_s']:.1f} CPU s during it ({100 * rest['share']:.1f}% of the cores)"

@@ -61,6 +61,12 @@ class StaticControl(NaiveMemory):
         return f"StaticControl(items={self.stats().items})"
 
 
+def _lesson_bytes(lesson: tuple[np.ndarray, tuple[str, ...], float]) -> int:
+    """Metadata bytes of one lesson: its query vector, its memory ids (each with an 8-byte slot) and a float64 step."""
+    qv, ids, _ = lesson
+    return qv.nbytes + 8 + sum(len(m.encode("utf-8")) + 8 for m in ids)
+
+
 class LearnerControl(FixedMemory):
     """A naive store that learns from feedback: the learning-through-use instrument.
 
@@ -96,6 +102,8 @@ class LearnerControl(FixedMemory):
         self.explore = explore
         self._inner = NaiveMemory(resources=resources)
         self._lessons: dict[str, list[tuple[np.ndarray, tuple[str, ...], float]]] = {}
+        self._lesson_bytes: dict[str, int] = {}
+        """Per user, the bytes of their lessons (kept as they change: ``stats`` runs after every ingest)."""
         self._served: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._bits: dict[str, list[int]] = {}
 
@@ -142,7 +150,9 @@ class LearnerControl(FixedMemory):
         step = self.rate * (float(correct) - mean)
         qv = self._served.pop((user_id, tuple(retrieved)), None)
         if qv is not None:
-            self._lessons.setdefault(user_id, []).append((qv, tuple(retrieved), step))
+            lesson = (qv, tuple(retrieved), step)
+            self._lessons.setdefault(user_id, []).append(lesson)
+            self._lesson_bytes[user_id] = self._lesson_bytes.get(user_id, 0) + _lesson_bytes(lesson)
 
     def forget(self, turn_ids: Collection[str], *, user_id: str, now: datetime) -> None:
         """Forget the memories of ``turn_ids`` and their credit."""
@@ -151,13 +161,13 @@ class LearnerControl(FixedMemory):
         lessons = [(qv, tuple(m for m in ids if m in held), step) for qv, ids, step in self._lessons.get(user_id, ())]
         if lessons:
             self._lessons[user_id] = [lesson for lesson in lessons if lesson[1]]
+            self._lesson_bytes[user_id] = sum(_lesson_bytes(lesson) for lesson in self._lessons[user_id])
         self._served = {key: v for key, v in self._served.items() if key[0] != user_id or set(key[1]) <= held}
 
     def stats(self) -> MemoryStats:
         """Naive's figures; lessons count as metadata (query vector, ids, a float64 step)."""
         base = self._inner.stats()
-        extra = sum(qv.nbytes + 8 + sum(len(m.encode("utf-8")) + 8 for m in ids) for ls in self._lessons.values() for qv, ids, _ in ls)
-        return base.with_metadata(extra)
+        return base.with_metadata(sum(self._lesson_bytes.values()))
 
 
 class DecayControl(FixedMemory):

@@ -58,7 +58,7 @@ def test_merged_load_counts_the_runs_under_load() -> None:
 def test_bench_locomo_output_carries_the_load() -> None:
     f = bench_locomo(QUIRKS, SystemSpec("naive"), k=5, make_embedder=lambda _: HashEmbedder(32))
     load = f["load"]
-    assert set(load) == {"before", "after", "threshold", "others", "under_load", "reasons"}
+    assert set(load) == {"before", "after", "threshold", "others", "cpu", "under_load", "reasons"}
     assert load["others"] is not None and load["others"]["wall_s"] > 0
     assert {"load_1m", "load_5m", "load_15m", "runnable_others", "cores"} <= set(load["before"])
     assert load["before"]["load_1m"] is not None and load["after"]["runnable_others"] is not None
@@ -147,3 +147,17 @@ def test_the_cpu_the_rest_of_the_machine_used_decides_not_the_load_average_a_pre
     # Without /proc/stat, the load average and runnable threads decide as before.
     fallback = machine_load(loadavg, tmp_path / "missing")
     assert fallback["cpu_busy_s"] is None and load_report(fallback, fallback)["under_load"]
+
+
+def test_the_cpu_model_and_its_int8_instructions_are_named(tmp_path: Path) -> None:
+    """int8 speed depends on an 8-bit dot-product instruction; the load line says whether the CPU has one."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n\n")
+    cpu = bench.cpu_model(info)
+    assert cpu == {"model": "AMD EPYC", "avx2": True, "avx512": False, "int8_dot": []}
+    info.write_text("model name\t: Xeon\nflags\t\t: avx2 avx512f avx512_vnni\n")
+    assert bench.cpu_model(info)["int8_dot"] == ["avx512_vnni"]
+    assert bench.cpu_model(tmp_path / "missing")["model"] is None
+    quiet = {"load_1m": 0.4, "load_5m": 0.5, "load_15m": 0.6, "runnable_others": 0, "cores": 2}
+    report = {**load_report(quiet, quiet), "cpu": cpu}
+    assert format_load(report).startswith("machine (2 cores, AMD EPYC, AVX2, no 8-bit dot product): before")

@@ -31,7 +31,7 @@ from memsim.sim.core.validate import NO_SIZE_LIMITS_ENV
 __all__ = ["main", "build_parser", "setup_logging", "COMMANDS"]
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("demo", "memsim.analysis.cli.run:demo", "the persona demo against every registered system (offline)"),
+    ("demo", "memsim.analysis.cli.run:demo", "the demo: the life world against every registered system (offline)"),
     ("run", "memsim.analysis.cli.run:run", "replay a scenario config against memory systems"),
     ("scenario", "memsim.analysis.cli.scenario:scenario", "a scenario's difficulty profile (stats) or its world file (render)"),
     ("static", "memsim.analysis.cli.static:static", "run a static benchmark (LoCoMo, LongMemEval) on the same engine"),
