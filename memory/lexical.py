@@ -9,6 +9,7 @@ first use.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -38,12 +39,26 @@ def _tokenize(texts: Sequence[str]) -> list[list[str]]:
     return bm25s.tokenize(list(texts), return_ids=False, show_progress=False, stopwords="english")
 
 
-class BM25Index:
-    """Per-user BM25 over ``(int id, text)`` documents, with deletion.
+# The dtype numpy gives a float64 scalar plus a float32 array: float64 under NEP 50 (numpy 2), float32 under
+# numpy 1's value-based casting. bm25s adds its per-document float64 length norm (a scalar) to float32 term
+# counts; ``BM25Index`` adds arrays of norms, so it casts them to this dtype first to compute the same values.
+_NORM_DTYPE = (np.float64(0.0) + np.zeros(1, dtype=np.float32)).dtype
 
-    ``bm25s`` indexes are immutable, so a change (add or remove) marks the
-    user's index stale and the next search rebuilds it from the kept token
-    lists; tokenisation is done once per document.
+
+class BM25Index:
+    """Per-user BM25 over ``(int id, text)`` documents, with deletion, scored as ``bm25s`` scores them.
+
+    ``bm25s`` indexes are immutable: one built per search after every change
+    cost a rebuild of the user's whole index each time a question followed a
+    session. This index keeps per-user postings (term -> document -> count)
+    and document lengths as documents come and go, and scores only the query's
+    terms at search time, with ``bm25s``'s default method (Lucene's BM25:
+    ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, term part ``tf / (tf + k1 (1
+    - b + b dl / avgdl))``), the same float32 values in the same order of
+    addition, so scores equal ``bm25s.BM25(k1, b).get_scores`` on the same
+    corpus exactly (``tests/test_lexical.py`` checks this against ``bm25s``).
+    Tokenisation (``bm25s.tokenize``, English stopwords) is done once per
+    document.
     """
 
     def __init__(self, *, k1: float = 1.5, b: float = 0.75) -> None:
@@ -51,14 +66,30 @@ class BM25Index:
         self.k1 = k1
         self.b = b
         self._tokens: dict[str, dict[int, list[str]]] = {}
-        self._built: dict[str, tuple[Any, np.ndarray]] = {}
+        self._postings: dict[str, dict[str, dict[int, int]]] = {}
+        self._positions: dict[str, tuple[np.ndarray, dict[int, int], np.ndarray]] = {}
+
+    def _unpost(self, user_id: str, doc: int, toks: list[str]) -> None:
+        postings = self._postings[user_id]
+        for term in set(toks):
+            docs = postings[term]
+            del docs[doc]
+            if not docs:
+                del postings[term]
 
     def add(self, user_id: str, ids: Sequence[int], texts: Sequence[str]) -> None:
-        """Index ``texts`` under ``ids`` for ``user_id``."""
+        """Index ``texts`` under ``ids`` for ``user_id`` (an id indexed before is replaced)."""
         docs = self._tokens.setdefault(user_id, {})
+        postings = self._postings.setdefault(user_id, {})
         for i, toks in zip(ids, _tokenize(texts), strict=True):
-            docs[int(i)] = toks
-        self._built.pop(user_id, None)
+            doc = int(i)
+            if doc in docs:  # replaced in place: it keeps its position, as a dict assignment does
+                self._unpost(user_id, doc, docs[doc])
+            docs[doc] = toks
+            for term in toks:
+                counts = postings.setdefault(term, {})
+                counts[doc] = counts.get(doc, 0) + 1
+        self._positions.pop(user_id, None)
 
     def remove(self, user_id: str, ids: Collection[int]) -> None:
         """Drop documents ``ids`` of ``user_id`` (unknown ids are ignored)."""
@@ -66,33 +97,43 @@ class BM25Index:
         if not docs:
             return
         for i in ids:
-            docs.pop(int(i), None)
-        self._built.pop(user_id, None)
+            toks = docs.pop(int(i), None)
+            if toks is not None:
+                self._unpost(user_id, int(i), toks)
+        self._positions.pop(user_id, None)
+
+    def _layout(self, user_id: str) -> tuple[np.ndarray, dict[int, int], np.ndarray]:
+        """The user's ids in insertion order, each id's position, and the document lengths (cached until a change)."""
+        layout = self._positions.get(user_id)
+        if layout is None:
+            docs = self._tokens[user_id]
+            ids = np.fromiter(docs.keys(), dtype=np.int64, count=len(docs))
+            lengths = np.fromiter((len(t) for t in docs.values()), dtype=np.int64, count=len(docs))
+            layout = (ids, {int(d): p for p, d in enumerate(ids)}, lengths)
+            self._positions[user_id] = layout
+        return layout
 
     def scores(self, user_id: str, query: str) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, scores)`` of every document of ``user_id`` for ``query``."""
         docs = self._tokens.get(user_id)
         if not docs:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        built = self._built.get(user_id)
-        if built is None:
-            ids = np.fromiter(docs.keys(), dtype=np.int64, count=len(docs))
-            corpus = [docs[int(i)] for i in ids]
-            retriever = None
-            # bm25s cannot index a corpus without a single token.
-            if any(corpus):
-                retriever = _bm25s().BM25(k1=self.k1, b=self.b)
-                retriever.index(corpus, show_progress=False)
-            built = (retriever, ids)
-            self._built[user_id] = built
-        retriever, ids = built
-        q = _tokenize([query])[0]
-        if retriever is None:
-            return ids, np.zeros(len(ids), dtype=np.float32)
-        known = [t for t in q if t in retriever.vocab_dict]
+        ids, position, lengths = self._layout(user_id)
+        scores = np.zeros(len(ids), dtype=np.float32)
+        postings = self._postings[user_id]
+        known = [t for t in _tokenize([query])[0] if t in postings]
         if not known:
-            return ids, np.zeros(len(ids), dtype=np.float32)
-        return ids, np.asarray(retriever.get_scores(known), dtype=np.float32)
+            return ids, scores
+        n = len(ids)
+        avg = lengths.mean()
+        for term in known:  # in query order, a repeated term counted again, as bm25s sums them
+            counts = postings[term]
+            where = np.fromiter((position[d] for d in counts), dtype=np.int64, count=len(counts))
+            tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+            idf = np.float32(math.log(1 + (n - len(counts) + 0.5) / (len(counts) + 0.5)))
+            norm = (self.k1 * ((1 - self.b) + self.b * lengths[where] / avg)).astype(_NORM_DTYPE)
+            scores[where] += (idf * (tf / (norm + tf))).astype(np.float32)
+        return ids, scores
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
