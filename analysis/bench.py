@@ -49,7 +49,7 @@ from memsim.sim.core.streams import streams
 from memsim.sim.scorers import build_scorer
 
 __all__ = [
-    "NullMemory", "TimedEmbedder", "bench_engine", "bench_demo", "bench_locomo", "format_locomo_bench",
+    "NullMemory", "TimedEmbedder", "bench_engine", "bench_demo", "demo_stages", "format_demo", "bench_locomo", "format_locomo_bench",
     "bench_compare", "format_compare", "bench_backends", "format_backends",
     "LOAD_THRESHOLD", "machine_load", "load_report", "merge_load", "format_load",
 ]
@@ -279,18 +279,56 @@ def bench_engine(*, users: int = 20, months: float = 12.0, systems: int = 3, see
     }
 
 
+def demo_stages(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Throughput per stage of one finished run folder (``run.json`` and ``perf.json``).
+
+    ``embedding``: texts embedded (not found cached), seconds and texts per
+    second; ``systems``: per arm, turns ingested per second of its own ingest
+    time and its retrieval latency (mean, p50, p95 ms).
+    """
+    import json
+
+    folder = Path(run_dir)
+    run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    perf = json.loads((folder / "perf.json").read_text(encoding="utf-8"))
+    emb = run.get("embedding") or {}
+    seconds, embedded = float(emb.get("seconds") or 0.0), int(emb.get("embedded") or 0)
+    turns = int((run.get("totals") or {}).get("turns") or 0)
+    systems = {}
+    for label, figures in perf.get("systems", {}).items():
+        ingest_s = float(figures.get("ingest_ms_total") or 0.0) / 1000.0
+        systems[label] = {
+            "ingest_s": round(ingest_s, 3),
+            "turns_per_s": round(turns / ingest_s, 1) if ingest_s > 0 else None,
+            "retrieve_ms": figures.get("retrieve_ms"),
+        }
+    return {
+        "turns": turns,
+        "questions": int((run.get("totals") or {}).get("questions") or 0),
+        "embedding": {"texts": int(emb.get("texts") or 0), "embedded": embedded, "seconds": round(seconds, 1),
+                      "texts_per_s": round(embedded / seconds, 1) if seconds > 0 and embedded else None},
+        "run_s": perf.get("wall_seconds"),
+        "systems": systems,
+    }
+
+
 def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) -> dict[str, Any]:
-    """Wall time of ``memsim demo`` cold (new cache) and warm (same cache), each in a fresh process.
+    """Wall time of ``memsim demo`` cold (new cache) and warm (same cache), each in a fresh process, stage by stage.
 
     The new cache holds no exported ONNX graph either, so cold includes the
-    export. ``*_cpu_s`` are the child's CPU seconds (user + system, all threads).
+    export. ``*_cpu_s`` are the child's CPU seconds (user + system, all
+    threads); ``*_stages`` the run folder's throughput per stage
+    (``demo_stages``: texts embedded per second, turns ingested per second
+    per arm); ``*_load`` the machine's load around each phase.
     """
     owned = cache_dir is None
     tmp = tempfile.mkdtemp(prefix="memsim-bench-demo-") if owned else cache_dir
     env = {**os.environ, "MEMSIM_CACHE_DIR": str(Path(tmp) / "cache")}
     out: dict[str, Any] = {}
     for phase in ("cold", "warm"):
-        cmd = [sys.executable, "-m", "memsim", "demo", "--no-report", "--out", str(Path(tmp) / f"run-{phase}"), *extra_args]
+        run_dir = Path(tmp) / f"run-{phase}"
+        cmd = [sys.executable, "-m", "memsim", "demo", "--no-report", "--no-progress", "--out", str(run_dir), *extra_args]
+        before = machine_load()
         t0 = time.perf_counter()
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -298,10 +336,33 @@ def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) 
         cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         # CPU seconds of the child (all threads): steadier than wall time on a shared machine.
         out[f"{phase}_cpu_s"] = round(cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime, 1)
+        out[f"{phase}_load"] = load_report(before, machine_load())
         if proc.returncode != 0:
             raise RuntimeError(f"memsim demo ({phase}) failed: {proc.stderr[-2000:]}")
+        out[f"{phase}_stages"] = demo_stages(run_dir)
     out["cache_dir"] = env["MEMSIM_CACHE_DIR"]
+    out["load"] = merge_load([out["cold_load"], out["warm_load"]])
     return out
+
+
+def format_demo(figures: Mapping[str, Any]) -> str:
+    """The demo bench as lines: wall and CPU per phase, embedding texts/s, turns/s and retrieval per arm, the load."""
+    lines = []
+    for phase in ("cold", "warm"):
+        st = figures[f"{phase}_stages"]
+        emb = st["embedding"]
+        rate = f"{emb['texts_per_s']:.1f} texts/s" if emb["texts_per_s"] else "nothing to embed"
+        lines.append(f"{phase}: {figures[f'{phase}_s']:.1f} s wall, {figures[f'{phase}_cpu_s']:.1f} CPU s; "
+                     f"{st['turns']:,} turns, {st['questions']:,} questions; embedding {emb['embedded']:,} of "
+                     f"{emb['texts']:,} texts in {emb['seconds']:.1f} s ({rate})")
+    lines.append(f"  {'arm':<34} {'ingest s':>9} {'turns/s':>9} {'ret p50 ms':>10} {'ret p95 ms':>10}   (warm run)")
+    for label, row in figures["warm_stages"]["systems"].items():
+        ret = row.get("retrieve_ms") or {}
+        tps = f"{row['turns_per_s']:,.0f}" if row["turns_per_s"] else "-"
+        lines.append(f"  {label:<34} {row['ingest_s']:>9.1f} {tps:>9} {ret.get('p50', float('nan')):>10.2f} "
+                     f"{ret.get('p95', float('nan')):>10.2f}")
+    lines.append(format_load(figures["load"]))
+    return "\n".join(lines)
 
 
 class TimedEmbedder:

@@ -161,3 +161,29 @@ def test_the_cpu_model_and_its_int8_instructions_are_named(tmp_path: Path) -> No
     quiet = {"load_1m": 0.4, "load_5m": 0.5, "load_15m": 0.6, "runnable_others": 0, "cores": 2}
     report = {**load_report(quiet, quiet), "cpu": cpu}
     assert format_load(report).startswith("machine (2 cores, AMD EPYC, AVX2, no 8-bit dot product): before")
+
+
+def test_the_demo_bench_gives_texts_per_second_and_turns_per_second_per_arm(tmp_path: Path) -> None:
+    """Stage figures come from the run folder itself: run.json's embedding and totals, perf.json's ingest time."""
+    import json
+
+    from memsim.analysis.pipeline import execute, make_spec
+
+    spec = make_spec("longitudinal", "life", {"users": 2, "months": 1.0}, (SystemSpec("naive"), SystemSpec("bm25")),
+                     seed=0, n_boot=100)
+    out = tmp_path / "run"
+    execute(spec, out_dir=out, embedder_factory=lambda: HashEmbedder(32))
+    stages = bench.demo_stages(out)
+    run = json.loads((out / "run.json").read_text())
+    perf = json.loads((out / "perf.json").read_text())
+    assert stages["turns"] == run["totals"]["turns"] > 0
+    for label in ("naive", "bm25"):
+        ingest_s = perf["systems"][label]["ingest_ms_total"] / 1000
+        assert stages["systems"][label]["turns_per_s"] == pytest.approx(stages["turns"] / ingest_s, rel=1e-3)
+    quiet = {"load_1m": 0.4, "load_5m": 0.5, "load_15m": 0.6, "runnable_others": 0, "cores": 2}
+    figures = {"cold_s": 10.0, "cold_cpu_s": 12.0, "warm_s": 4.0, "warm_cpu_s": 4.1,
+               "cold_stages": {**stages, "embedding": {"texts": 900, "embedded": 900, "seconds": 9.0, "texts_per_s": 100.0}},
+               "warm_stages": stages, "load": load_report(quiet, quiet)}
+    text = bench.format_demo(figures)
+    assert "cold: 10.0 s wall, 12.0 CPU s" in text and "embedding 900 of 900 texts in 9.0 s (100.0 texts/s)" in text
+    assert any(line.split()[0] == "bm25" for line in text.splitlines()[2:]) and text.splitlines()[-1].startswith("machine (")

@@ -51,13 +51,21 @@ def _engine(args: argparse.Namespace) -> int:
 
 def _add_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", action="append", default=[], help="limit the demo to these systems (repeatable)")
+    p.add_argument("--config", default=None, help="scenario config (default: the demo's, scenarios/configs/demo.toml)")
+    p.add_argument("--quick", action="store_true", help="the quick size (scenarios/configs/life_quick.toml)")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from memsim.analysis.bench import bench_demo
+    from memsim.analysis.bench import bench_demo, format_demo
 
     extra = [x for s in args.system for x in ("--system", s)]
-    _print(bench_demo(extra_args=extra))
+    extra += ["--config", args.config] if args.config else []
+    extra += ["--quick"] if args.quick else []
+    figures = bench_demo(extra_args=extra)
+    print(format_demo(figures))
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
@@ -247,7 +255,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", (_add_systems, _systems)),
     ("llm", "answers per second of the local model (short, cot)", (_add_llm, _llm)),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
-    ("demo", "memsim demo wall time, cold and warm cache", (_add_demo, _demo)),
+    ("demo", "memsim demo cold and warm: wall, texts embedded per second, turns ingested per second per arm", (_add_demo, _demo)),
     ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "memsim.analysis.sweep_bench"),
     ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "memsim.analysis.scale_bench"),
     ("compare", "the plain pipeline (sentence-transformers + FAISS) and memsim on static LoCoMo, cold, stage by stage",
