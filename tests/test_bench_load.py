@@ -136,14 +136,14 @@ def test_the_cpu_the_rest_of_the_machine_used_decides_not_the_load_average_a_pre
     report = load_report({**before, "cores": 2}, quiet_after)
     assert not report["under_load"] and report["others"]["others_cpu_s"] == pytest.approx(0.5)
     assert "the rest of the machine used 0.5 CPU s during it (2.5% of the cores)" in format_load(report)
-    # Another job took a whole core for the same 10 s.
-    busy_after = {**quiet_after, "cpu_busy_s": 1030.0}
+    # Another job took a core for most of the same 10 s.
+    busy_after = {**quiet_after, "cpu_busy_s": 1030.5}
     report = load_report({**before, "cores": 2}, busy_after)
     assert report["under_load"]
-    assert report["reasons"] == ["the rest of the machine used 10.5 CPU s in 10.0 s (52% of 2 cores, above 5%)"]
+    assert report["reasons"] == ["the rest of the machine used 11.0 CPU s in 10.0 s (55% of 2 cores, above 5%)"]
     merged = bench.merge_load([load_report({**before, "cores": 2}, quiet_after), report])
-    assert merged["runs_under_load"] == 1 and merged["others"]["others_cpu_s"] == pytest.approx(11.0)
-    assert "the rest of the machine used up to 52% of the cores in one run" in merged["reasons"]
+    assert merged["runs_under_load"] == 1 and merged["others"]["others_cpu_s"] == pytest.approx(11.5)
+    assert "the rest of the machine used up to 55% of the cores in one run" in merged["reasons"]
     # Without /proc/stat, the load average and runnable threads decide as before.
     fallback = machine_load(loadavg, tmp_path / "missing")
     assert fallback["cpu_busy_s"] is None and load_report(fallback, fallback)["under_load"]
