@@ -42,6 +42,7 @@ import simpy
 from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.memory.registry import SystemSpec
 from memsim.scenarios.registry import build_scenario
+from memsim.sim.core.table import text_table
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.events import Question, Session
 from memsim.sim.recorder import Recorder
@@ -355,12 +356,14 @@ def format_demo(figures: Mapping[str, Any]) -> str:
         lines.append(f"{phase}: {figures[f'{phase}_s']:.1f} s wall, {figures[f'{phase}_cpu_s']:.1f} CPU s; "
                      f"{st['turns']:,} turns, {st['questions']:,} questions; embedding {emb['embedded']:,} of "
                      f"{emb['texts']:,} texts in {emb['seconds']:.1f} s ({rate})")
-    lines.append(f"  {'arm':<34} {'ingest s':>9} {'turns/s':>9} {'ret p50 ms':>10} {'ret p95 ms':>10}   (warm run)")
+    rows = []
     for label, row in figures["warm_stages"]["systems"].items():
         ret = row.get("retrieve_ms") or {}
         tps = f"{row['turns_per_s']:,.0f}" if row["turns_per_s"] else "-"
-        lines.append(f"  {label:<34} {row['ingest_s']:>9.1f} {tps:>9} {ret.get('p50', float('nan')):>10.2f} "
-                     f"{ret.get('p95', float('nan')):>10.2f}")
+        rows.append([label, f"{row['ingest_s']:.1f}", tps, f"{ret.get('p50', float('nan')):.2f}",
+                     f"{ret.get('p95', float('nan')):.2f}"])
+    lines.append("warm run, per arm:")
+    lines.append(text_table(["arm", "ingest s", "turns/s", "ret p50 ms", "ret p95 ms"], rows))
     lines.append(format_load(figures["load"]))
     return "\n".join(lines)
 
@@ -698,15 +701,15 @@ def format_compare(f: Mapping[str, Any]) -> str:
     lines = [
         f"bench compare: static LoCoMo, k={k}, cold; memsim systems {', '.join(mem['systems'])} "
         f"(embedder {mem['embedder']}); reference: {ref['pipeline']} ({ref['model']}, batch {ref['batch_size']})",
-        f"  {'reference stage':<16}{'s':>9}    {'memsim stage':<16}{'s':>9}",
     ]
-    rs, ms = list(ref["stages"].items()), list(mem["stages"].items())
-    for i in range(max(len(rs), len(ms))):
-        left = f"{rs[i][0]:<16}{rs[i][1]:>9.2f}" if i < len(rs) else " " * 25
-        right = f"{ms[i][0]:<16}{ms[i][1]:>9.2f}" if i < len(ms) else ""
-        lines.append(f"  {left}    {right}")
-    lines.append(f"  {'wall':<16}{ref['wall_s']:>9.2f}    {'wall':<16}{mem['wall_s']:>9.2f}")
-    lines.append(f"  {'cpu':<16}{ref['cpu_s']:>9.2f}    {'cpu':<16}{mem['cpu_s']:>9.2f}")
+    # The two pipelines' stages side by side, then the wall and CPU seconds of each.
+    rs = [(n, f"{v:.2f}") for n, v in ref["stages"].items()]
+    ms = [(n, f"{v:.2f}") for n, v in mem["stages"].items()]
+    n = max(len(rs), len(ms))
+    rows = [[*(rs[i] if i < len(rs) else ("", "")), *(ms[i] if i < len(ms) else ("", ""))] for i in range(n)]
+    rows += [["wall", f"{ref['wall_s']:.2f}", "wall", f"{mem['wall_s']:.2f}"],
+             ["cpu", f"{ref['cpu_s']:.2f}", "cpu", f"{mem['cpu_s']:.2f}"]]
+    lines.append(text_table(["reference stage", "s", "memsim stage", "s"], rows, align="lrlr"))
     lines.append(
         f"  texts: reference encoded {ref['texts']}; memsim embedded {mem['texts_embedded']} distinct, "
         f"{mem['texts_cached']} found cached"
@@ -813,15 +816,16 @@ def format_backends(f: Mapping[str, Any]) -> str:
     names = list(f["backends"])
     lines = [
         f"bench backends: {f['texts']} distinct LoCoMo texts, cosine against {names[0]}, recall by exact search at k={k}",
-        f"  {'backend':<10} {'load s':>7} {'encode s':>9} {'cpu s':>7} {'texts/s':>8} {'cos min':>9} {'cos p0.1%':>9} {'cos mean':>9} "
-        f"{'recall_all':>10} {'recall_any':>10}",
     ]
+    rows = []
     for name, b in f["backends"].items():
         cos = b.get("cosine") or {}
-        c = [f"{cos[x]:>9.5f}" if x in cos else f"{'-':>9}" for x in ("min", "p001", "mean")]
-        lines.append(
-            f"  {name:<10} {b['load_s']:>7.1f} {b['encode_s']:>9.1f} {b['encode_cpu_s']:>7.1f} {b['texts_per_s']:>8.1f} {' '.join(c)} "
-            f"{b[f'recall_all@{k}']:>10.4f} {b[f'recall_any@{k}']:>10.4f}" + (" under load" if b["load"]["under_load"] else "")
-        )
+        rows.append([name, f"{b['load_s']:.1f}", f"{b['encode_s']:.1f}", f"{b['encode_cpu_s']:.1f}", f"{b['texts_per_s']:.1f}",
+                     *(f"{cos[x]:.5f}" if x in cos else "-" for x in ("min", "p001", "mean")),
+                     f"{b[f'recall_all@{k}']:.4f}", f"{b[f'recall_any@{k}']:.4f}",
+                     "under load" if b["load"]["under_load"] else ""])
+    head = ["backend", "load s", "encode s", "cpu s", "texts/s", "cos min", "cos p0.1%", "cos mean", "recall_all",
+            "recall_any", ""]
+    lines.append(text_table(head, rows, align="l" + "r" * 9 + "l"))
     lines.append("  " + format_load(f["load"]))
     return "\n".join(lines)

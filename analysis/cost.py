@@ -38,6 +38,7 @@ import polars as pl
 
 from memsim.sim.answer.meter import PriceTable
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.table import text_table
 
 __all__ = ["CostAssumptions", "cost_table", "format_cost", "cost_figure", "cost_arguments", "cost_main"]
 
@@ -160,17 +161,16 @@ def _sum(frame: pl.DataFrame, col: str) -> int:
 def format_cost(rows: list[dict[str, Any]], assumptions: CostAssumptions | None = None) -> str:
     """The cost table as text: per user, per simulated month."""
     a = assumptions or CostAssumptions()
-    lines = [
-        f"{'system':<20} {'month':>5} {'users':>5} {'memories':>9} {'KB':>8} {'ingest LLM':>10} {'ingest tok':>10} "
-        f"{'answer LLM':>10} {'answer tok':>10} {'embeds':>7} {'USD':>10}"
+    head = ["system", "month", "users", "memories", "KB", "ingest LLM", "ingest tok", "answer LLM", "answer tok",
+            "embeds", "USD"]
+    cells = [
+        [r["system"], r["month"], r["users"], f"{r['memories']:.1f}", f"{r['bytes'] / 1e3:.1f}",
+         f"{r['ingest_llm_calls']:.1f}", f"{r['ingest_tokens']:.0f}", f"{r['question_llm_calls']:.1f}",
+         f"{r['question_prompt_tokens'] + r['question_completion_tokens']:.0f}", f"{r['embedding_calls']:.1f}",
+         f"{r['usd']:.5f}"]
+        for r in rows
     ]
-    for r in rows:
-        lines.append(
-            f"{r['system']:<20} {r['month']:>5} {r['users']:>5} {r['memories']:>9.1f} {r['bytes'] / 1e3:>8.1f} "
-            f"{r['ingest_llm_calls']:>10.1f} {r['ingest_tokens']:>10.0f} {r['question_llm_calls']:>10.1f} "
-            f"{r['question_prompt_tokens'] + r['question_completion_tokens']:>10.0f} {r['embedding_calls']:>7.1f} "
-            f"{r['usd']:>10.5f}"
-        )
+    lines = [text_table(head, cells)]
     lines.append(
         "per user per simulated month (30 days); memories and KB held at the month's end; USD estimated: "
         + ", ".join(f"{k} {v}" for k, v in asdict(a).items())

@@ -19,6 +19,8 @@ from typing import Any
 
 import polars as pl
 
+from memsim.sim.core.table import text_table
+
 __all__ = ["erasure_table", "format_erasure", "erasure_arguments", "erasure_main"]
 
 _MONTH_DAYS = 30.0
@@ -68,14 +70,14 @@ def _caches(entries: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def format_erasure(table: Mapping[str, Any]) -> str:
     """The erasure table as text."""
-    lines = [f"{'system':<24} {'deletions':>9} {'leaks by place (right after forget)':<44} {'later q':>7} {'answered':>8} {'days to erase':>13}"]
+    rows = []
     for name, s in table["systems"].items():
         places = ", ".join(f"{k} {v}" for k, v in s["leaks_by_place"].items()) or "—"
         answered = "—" if s["answered_from_deleted"] is None else str(s["answered_from_deleted"])
-        lines.append(
-            f"{name:<24} {s['deletions']:>9} {places:<44} {s['questions_retrieving_deleted']:>7} {answered:>8} "
-            f"{s['days_to_full_erasure']:>13.2f}"
-        )
+        rows.append([name, s["deletions"], places, s["questions_retrieving_deleted"], answered,
+                     f"{s['days_to_full_erasure']:.2f}"])
+    head = ["system", "deletions", "leaks by place (right after forget)", "later q", "answered", "days to erase"]
+    lines = [text_table(head, rows, align="lrlrrr")]
     for cache, c in table["caches"].items():
         lines.append(f"memsim {cache}: held {c.get('held_before', 0)} copies at deletion, purged {c.get('purged', 0)}, left {c.get('held_after', 0)}")
     lines.append("later q: questions after a deletion that retrieved a deleted memory; answered: of those, answered by the reader")

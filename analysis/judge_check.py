@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.table import text_table
 
 __all__ = [
     "CHECK_VERSION",
@@ -831,31 +832,23 @@ def _pct(v: float | None) -> str:
 def format_check_table(results: Mapping[str, Mapping[str, Any]], *, n_items: int | None = None) -> str:
     """One row per judge (accuracy, false accept, false reject, kappa, unjudged, mark), then per category."""
     names = list(results)
-    w = max(16, *(len(n) for n in names)) if names else 16
-    head = f"{'judge':<{w}} {'acc%':>6} {'FA%':>6} {'FR%':>6} {'kappa':>6} {'unjudged':>8}  mark"
-    lines = [head, "-" * len(head)]
+    rows = []
     for name, r in results.items():
         kappa = "-" if r.get("kappa") is None else f"{r['kappa']:.3f}"
         mark = "reliable" if r.get("reliable") else f"UNRELIABLE (< {100 * RELIABLE_ACCURACY:.0f}%)"
-        lines.append(
-            f"{name:<{w}} {_pct(r['accuracy']):>6} {_pct(r['false_accept']):>6} {_pct(r['false_reject']):>6} "
-            f"{kappa:>6} {r['unjudged']:>8}  {mark}"
-        )
+        rows.append([name, _pct(r["accuracy"]), _pct(r["false_accept"]), _pct(r["false_reject"]), kappa,
+                     r["unjudged"], mark])
+    lines = [text_table(["judge", "acc%", "FA%", "FR%", "kappa", "unjudged", "mark"], rows, align="lrrrrrl")]
     cats = [c for c in CATEGORIES if any(c in r.get("per_category", {}) for r in results.values())]
     if cats:
         lines += ["", "accuracy % per category (label: pass/fail, n items)"]
-        cw = max(8, *(len(c) for c in cats))
         first = next(iter(results.values()))
-        widths = [max(8, len(n)) for n in names]
-        sub = f"{'category':<{cw}} {'label':>5} {'n':>4}" + "".join(f" {n:>{w}}" for n, w in zip(names, widths))
-        lines += [sub, "-" * len(sub)]
-        for c in cats:
-            n = first.get("per_category", {}).get(c, {}).get("n", 0)
-            cells = "".join(
-                f" {_pct(r.get('per_category', {}).get(c, {}).get('accuracy')):>{w}}"
-                for r, w in zip(results.values(), widths)
-            )
-            lines.append(f"{c:<{cw}} {'pass' if CATEGORIES[c] else 'fail':>5} {n:>4}{cells}")
+        rows = [
+            [c, "pass" if CATEGORIES[c] else "fail", first.get("per_category", {}).get(c, {}).get("n", 0),
+             *(_pct(r.get("per_category", {}).get(c, {}).get("accuracy")) for r in results.values())]
+            for c in cats
+        ]
+        lines.append(text_table(["category", "label", "n", *names], rows))
     if n_items is not None:
         lines.append("")
         lines.append(

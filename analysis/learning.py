@@ -38,6 +38,7 @@ import polars as pl
 
 from memsim.analysis.stats import MDE_METHOD, Design, design_mde, percentile_interval, sign_flip_p, sign_flips
 from memsim.sim.core.streams import stream_key
+from memsim.sim.core.table import text_table
 
 __all__ = [
     "MIN_USERS", "CONTRASTS", "STALE", "Pair", "compare", "paired_rows", "unit_column", "contrast_design", "mde_rng",
@@ -443,9 +444,7 @@ def _mde_text(v: Any) -> str:
 
 
 def _text_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip(), "  ".join("-" * w for w in widths)]
-    return lines + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return text_table(head, rows, align="l" * len(head)).split("\n")
 
 
 def contrast_rows(table: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:

@@ -334,14 +334,14 @@ def grid_frame(points: Sequence[GridPoint]) -> pl.DataFrame:
 
 def format_table(points: Sequence[GridPoint]) -> str:
     """A plain-text table: knob, value, pooled DiD in points with its interval, per-seed DiDs, verdict."""
-    lines = [f"{'knob':<22} {'value':>7} {'DiD':>7} {'95% interval':>17} {'per seed':>24}  verdict"]
+    from memsim.sim.core.table import text_table
+
+    rows = []
     for p in points:
-        mark = "*" if p.is_base else " "
         seeds = " ".join(f"{100 * d:+.1f}" if not math.isnan(d) else "nan" for d in p.seed_dids)
-        lines.append(
-            f"{p.knob:<22} {p.value:>6g}{mark} {100 * p.did:>+7.1f} [{100 * p.lo:>+6.1f}, {100 * p.hi:>+6.1f}] "
-            f"{seeds:>24}  {p.verdict}"
-        )
+        rows.append([p.knob, f"{p.value:g}" + ("*" if p.is_base else " "), f"{100 * p.did:+.1f}",
+                     f"[{100 * p.lo:+.1f}, {100 * p.hi:+.1f}]", seeds, p.verdict])
+    lines = [text_table(["knob", "value", "DiD", "95% interval", "per seed", "verdict"], rows, align="lrrrrl")]
     metrics = ", ".join(dict.fromkeys(p.metric for p in points))
     lines.append(f"DiD in points of {metrics}; * = base value; interval: paired bootstrap over pooled seeds")
     return "\n".join(lines)

@@ -33,6 +33,7 @@ import polars as pl
 
 from memsim.analysis.load import RunData, load_table, read_run, score_column, twins_and_placebos
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.table import text_table
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
 
@@ -563,8 +564,8 @@ def _json_default(o: Any) -> Any:
     return str(o)
 
 
-def _cell(value: float | None, width: int) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value:>{width}.3f}"
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def format_tables(
@@ -585,17 +586,12 @@ def format_tables(
         families.setdefault(fam if cut else col, []).append(col)
     for members in families.values():  # metrics.json sorts its keys as strings (@1 @10 @5): numeric order here
         members.sort(key=lambda c: int(c.partition("@")[2]) if c.partition("@")[2].isdigit() else 0)
-    name_w = max(12, *(len(n) for n, _ in groups))
     lines: list[str] = []
     for fam, members in families.items():
         heads = [c.partition("@")[2] and "@" + c.partition("@")[2] or c.removeprefix("answer_") for c in members]
-        width = max(7, *(len(h) for h in heads))
-        header = f"{fam:<{name_w}} {'n':>5} {'scored':>6}" + "".join(f" {h:>{width}}" for h in heads)
-        lines += [header, "-" * len(header)]
-        for name, g in groups:
-            cells = "".join(" " + _cell(g["scores"].get(c, {}).get("mean"), width) for c in members)
-            lines.append(f"{name:<{name_w}} {g['questions']:>5} {g['scored']:>6}{cells}")
-        lines.append("")
+        rows = [[name, g["questions"], g["scored"], *(_num(g["scores"].get(c, {}).get("mean")) for c in members)]
+                for name, g in groups]
+        lines += [text_table([fam, "n", "scored", *heads], rows), ""]
     metric = metrics["metric"]
     head = entry["overall"]["scores"].get(metric, {})
     if head.get("mean") is not None and head.get("lo") is not None:
@@ -620,15 +616,13 @@ def format_compression(metrics: Mapping[str, Any], metric: str) -> str:
     rows = [(name, reports[name]) for name in metrics["systems"] if "kept" in reports.get(name, {})]
     if not rows:
         return ""
-    w = max(6, *(len(name) for name, _ in rows))
-    head = f"{'system':<{w}} {'kept':>6} {'compression':>11}  {metric}"
-    lines = [head, "-" * len(head)]
+    cells = []
     for name, report in rows:
         score = metrics["systems"][name]["overall"]["scores"].get(metric, {})
         interval = f" [{score['lo']:.3f}, {score['hi']:.3f}]" if score.get("lo") is not None else ""
-        lines.append(f"{name:<{w}} {report['kept']:>6.3f} {report['compression']:>11.3f}  "
-                     f"{_cell(score.get('mean'), 0).strip()}{interval}")
-    return "\n".join(lines)
+        cells.append([name, f"{report['kept']:.3f}", f"{report['compression']:.3f}",
+                      f"{_num(score.get('mean'))}{interval}"])
+    return text_table(["system", "kept", "compression", metric], cells, align="lrrl")
 
 
 def format_answer_accuracy(
@@ -658,17 +652,14 @@ def format_answer_accuracy(
         lines.append("reader prompt: " + (prompts if isinstance(prompts, str) else "from " + ", ".join(prompts)))
     table = entry.get("answers")
     if table:
-        w = max(10, *(len(c.removeprefix("answer_")) for c in table["judges"]))
-        head = f"{'judge':<{w}} {'accuracy':>8} {'judged':>6} {'unjudged':>8} {'abstention':>12}  mark"
-        lines += [head, "-" * len(head)]
+        rows = []
         for col, j in table["judges"].items():
             ab = j["abstention"]
-            ab_text = "-" if not ab["questions"] else f"{_cell(ab['accuracy'], 0).strip()} ({ab['judged']}/{ab['questions']})"
-            mark = marks.get(col, {}).get("mark", "")
-            lines.append(
-                f"{col.removeprefix('answer_'):<{w}} {_cell(j['accuracy'], 8)} {j['judged']:>6} {j['unjudged']:>8} "
-                f"{ab_text:>12}  {mark}"
-            )
+            ab_text = "-" if not ab["questions"] else f"{_num(ab['accuracy'])} ({ab['judged']}/{ab['questions']})"
+            rows.append([col.removeprefix("answer_"), _num(j["accuracy"]), j["judged"], j["unjudged"], ab_text,
+                         marks.get(col, {}).get("mark", "")])
+        lines.append(text_table(["judge", "accuracy", "judged", "unjudged", "abstention", "mark"], rows,
+                                align="lrrrrl"))
         for col, j in table["judges"].items():
             if j["unjudged_reasons"]:
                 reasons = ", ".join(f"{r} {n}" for r, n in j["unjudged_reasons"].items())
@@ -677,7 +668,7 @@ def format_answer_accuracy(
             kappa = "-" if pair["kappa"] is None else f"{pair['kappa']:.3f}"
             lines.append(
                 f"agreement {pair['a'].removeprefix('answer_')} vs {pair['b'].removeprefix('answer_')}: "
-                f"{_cell(pair['agreement'], 0).strip()} (kappa {kappa}, {pair['n']} answers judged by both)"
+                f"{_num(pair['agreement'])} (kappa {kappa}, {pair['n']} answers judged by both)"
             )
         if table["spread"] is not None:
             lines.append(f"spread of accuracy across judges: {table['spread']:.3f}")
@@ -690,15 +681,15 @@ def _headline_accuracy(entry: Mapping[str, Any], probes: pl.DataFrame, system: s
     per_kind = [g["scores"].get(column, {}).get("mean") for g in entry["per_kind"].values()]
     kind_means = [v for v in per_kind if v is not None]
     overall = entry["overall"]["scores"].get(column, {})
-    parts = [f"overall {_cell(overall.get('mean'), 0).strip()} ({overall.get('n', 0)} judged)"]
+    parts = [f"overall {_num(overall.get('mean'))} ({overall.get('n', 0)} judged)"]
     task = sum(kind_means) / len(kind_means) if kind_means else None
-    parts.append(f"task-averaged {_cell(task, 0).strip()} over {len(kind_means)} kinds")
+    parts.append(f"task-averaged {_num(task)} over {len(kind_means)} kinds")
     rows = probes.filter((pl.col("system") == system) & pl.col("excluded").is_not_null()) if probes.height else probes
     if rows.height and column in rows.columns:
         for reason in sorted(set(rows["excluded"].to_list())):
             x = rows.filter(pl.col("excluded") == reason)[column].cast(pl.Float64).fill_null(math.nan).to_numpy()
             judged = x[~np.isnan(x)]
             mean = float(judged.mean()) if judged.size else None
-            parts.append(f"{reason} {_cell(mean, 0).strip()} ({judged.size} of {x.size} judged)")
+            parts.append(f"{reason} {_num(mean)} ({judged.size} of {x.size} judged)")
     text = f"{column}: " + ", ".join(parts)
     return f"{text} [{mark}]" if mark else text

@@ -116,8 +116,9 @@ def test_long_label_keeps_the_system_table_aligned(tmp_path: Path, capsys: pytes
     assert main(["run", str(cfg), "--system", f"naive:label={label}", "--out", str(tmp_path / "r"), "--no-report"]) == 0
     lines = capsys.readouterr().out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("system") and "stale>cur %" in line)
-    assert lines[head + 1].startswith(label)
-    assert lines[head].index("leaks") + len("leaks") == len(lines[head + 1])  # the last column ends where its header does
+    assert set(lines[head + 1]) == {"-", " "}  # the rule under the header
+    assert lines[head + 2].startswith(label)
+    assert lines[head].index("leaks") + len("leaks") == len(lines[head + 2])  # the last column ends where its header does
 
 
 # --------------------------------------------------------------------------- installed into a fresh environment

@@ -58,7 +58,7 @@ def test_verdict_table_and_plot(tmp_path: Path) -> None:
     ]
     assert [p.verdict for p in pts] == ["hurts", "no effect", "helps"]
     table = format_table(pts)
-    assert "0.3*" in table and "+6.0 [  +2.0,  +10.0]" in table and table.count("\n") == 4
+    assert "0.3*" in table and "+6.0   [+2.0, +10.0]" in table and table.count("\n") == 5  # header, rule, 3 rows, legend
     assert f"DiD in points of {METRIC};" in table
     assert grid_frame(pts)["verdict"].to_list() == ["hurts", "no effect", "helps"]
     out = plot_grid(pts, tmp_path / "fig" / "s.png")

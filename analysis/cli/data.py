@@ -39,6 +39,9 @@ def data_main(args: argparse.Namespace) -> int:
     print(f"data folder: {data_dir()}")
     # What a run reads when no --data is given ($MEMSIM_LOCOMO, $MEMSIM_LONGMEMEVAL, the data folder, ../shared).
     in_use = {kind: locate(kind) for kind in sorted({ds.kind for ds in DATASETS.values()})}
+    from memsim.sim.core.table import text_table
+
+    rows: list[list[str]] = []
     for row in status(verify=args.verify):
         present, path, size, verified = row.present, row.path, row.size, row.verified
         found = env_path(DATASETS[row.name].kind)
@@ -50,9 +53,10 @@ def data_main(args: argparse.Namespace) -> int:
         if verified is not None:
             state += ", sha256 ok" if verified else ", SHA256 MISMATCH"
         shown = f"{size / 1e6:.1f} MB" if present else ""
-        print(f"  {row.name:<27} {state:<20} {shown:>10}  {row.description}")
+        rows.append([row.name, state, shown, row.description])
         if present:
-            print(f"  {'':<27} {path}")
+            rows.append(["", str(path), "", ""])
+    print(text_table(["dataset", "state", "size", "what it is"], rows, align="llrl"))
     print("read when no --data is given:")
     for kind, found in in_use.items():
         print(f"  {kind + ':':<27} {found if found is not None else 'none: ' + fetch_hint(kind)}")

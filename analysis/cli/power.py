@@ -76,10 +76,11 @@ def _arms(probes: Any, info: Any, system: str | None, contrast: str | None) -> t
 
 
 def _print_curve(points: Any, effect: float) -> None:
-    print(f"{'effect':>8} {'power':>7}")
-    for e, p in zip(points.effects, points.power):
-        mark = "  <- --effect" if e == effect else ""
-        print(f"{100 * e:>7.1f}% {100 * p:>6.1f}%{mark}")
+    from memsim.sim.core.table import text_table
+
+    rows = [[f"{100 * e:.1f}%", f"{100 * p:.1f}%", "<- --effect" if e == effect else ""]
+            for e, p in zip(points.effects, points.power)]
+    print(text_table(["effect", "power", ""], rows, align="rrl"))
 
 
 def power_main(args: argparse.Namespace) -> int:
@@ -167,10 +168,11 @@ def _config(args: argparse.Namespace) -> int:
                              n_boot=args.n_boot)
         print(f"Power of the halves DiD of {base} against {control} (95% user-level interval above 0) to detect an "
               f"effect injected into {base}'s own rows, {args.seeds} seeds, {args.target}, metric {runs.metric}")
-        print(f"{'effect':>8} {'power':>7} {'seeds':>6} {'measured DiD':>13}")
-        for p in points:
-            mark = "  <- --effect" if p.effect == args.effect else ""
-            print(f"{100 * p.effect:>7.1f}% {100 * p.power:>6.0f}% {p.seeds:>6} {100 * p.mean_did:>+12.1f}%{mark}")
+        from memsim.sim.core.table import text_table
+
+        rows = [[f"{100 * p.effect:.1f}%", f"{100 * p.power:.0f}%", p.seeds, f"{100 * p.mean_did:+.1f}%",
+                 "<- --effect" if p.effect == args.effect else ""] for p in points]
+        print(text_table(["effect", "power", "seeds", "measured DiD", ""], rows, align="rrrrl"))
         mde = minimum_detectable_effect(points)
         print()
         print("minimum detectable effect at 80% power: " + ("not reached on this grid" if mde is None else f"{100 * mde:.1f} points"))

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from memsim.sim.core.table import text_table
+
 __all__ = [
     "run_arguments",
     "run_main",
@@ -254,21 +256,24 @@ def print_outcome(outcome: Any) -> None:
     systems = m.get("systems", {})
     if systems:
         print()
-        w = max(28, *(len(n) for n in systems))  # a long label (http[url=...]) widens the column, never shifts it
-        print(f"{'system':<{w}} {'stale>cur %':>11} {'items':>7} {'MB':>7} {'ret p50 ms':>10} {'ret p95 ms':>10} {'leaks':>5}")
+        rows, notes = [], []
         for name, s in systems.items():
             if s.get("failed"):
-                print(f"{name:<{w}} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
+                rows.append([name, "FAILED", None, None, None, None, None])
+                notes.append(f"{name} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
                 continue
             stale = s.get("stale_above_current")
-            mb = (s.get("final_bytes") or 0) / 1e6
             lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
-            print(f"{name:<{w}} {('—' if stale is None else f'{100 * stale:.1f}'):>11} {s.get('final_items') or 0:>7} "
-                  f"{mb:>7.2f} {lat.get('p50') or 0:>10.2f} {lat.get('p95') or 0:>10.2f} "
-                  f"{(s.get('deleted_leaks') or 0) + (s.get('forget_probe_leaks') or 0):>5}")
+            rows.append([name, "—" if stale is None else f"{100 * stale:.1f}", s.get("final_items") or 0,
+                         f"{(s.get('final_bytes') or 0) / 1e6:.2f}", f"{lat.get('p50') or 0:.2f}",
+                         f"{lat.get('p95') or 0:.2f}", (s.get("deleted_leaks") or 0) + (s.get("forget_probe_leaks") or 0)])
             answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
             if answers:
-                print("    answers: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+                notes.append(f"answers of {name}: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+        # A long label (http[url=...]) widens its column, never shifts the others.
+        print(text_table(["system", "stale>cur %", "items", "MB", "ret p50 ms", "ret p95 ms", "leaks"], rows))
+        for note in notes:
+            print(note)
     if outcome.result.info.get("llm"):
         from memsim.sim.answer.setup import format_cost
 

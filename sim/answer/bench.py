@@ -157,14 +157,11 @@ def bench_llm(
 
 def format_bench(results: Sequence[BenchResult]) -> str:
     """A small table of the results."""
-    lines = [
-        f"{'variant':<8} {'answers/s':>9} {'s/answer':>9} {'prompt tok':>10} {'answer tok':>10} {'gen tok/s':>9}"
-    ]
-    for r in results:
-        lines.append(
-            f"{r.variant:<8} {r.answers_per_s:>9.2f} {1 / r.answers_per_s:>9.2f} "
-            f"{r.mean_prompt_tokens:>10.0f} {r.mean_completion_tokens:>10.1f} {r.completion_tokens_per_s:>9.1f}"
-        )
+    from memsim.sim.core.table import text_table
+
+    rows = [[r.variant, f"{r.answers_per_s:.2f}", f"{1 / r.answers_per_s:.2f}", f"{r.mean_prompt_tokens:.0f}",
+             f"{r.mean_completion_tokens:.1f}", f"{r.completion_tokens_per_s:.1f}"] for r in results]
+    lines = [text_table(["variant", "answers/s", "s/answer", "prompt tok", "answer tok", "gen tok/s"], rows)]
     if results:
         lines.append(f"model {results[0].model}, {results[0].n_questions} questions x {results[0].n_memories} memories")
     return "\n".join(lines)
