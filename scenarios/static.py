@@ -148,6 +148,9 @@ class LongMemEvalConfig(LongMemEvalFileArgs):
         "turn", description="memory items: user turns (also scored at session level) or whole sessions"
     )
     user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus); false: every turn")
+    question_ids: tuple[str, ...] = Field((), description="only the instances with these question ids (empty: all), "
+                                          "e.g. a published subset; an id the file lacks is an error")
+    question_ids_file: str = Field("", description="where question_ids were read from, with its sha256 (recorded)")
     sample: int | None = Field(None, ge=1, description="a sample of N instances, stratified by question type")
     sample_seed: int = Field(0, ge=0, description="seed of the sample (the run's seed)")
     limit: int | None = Field(None, ge=0, description="only the first N selected instances")
@@ -196,6 +199,7 @@ class LongMemEvalBenchmark(FileScenario):
             sample=config.sample,
             seed=config.sample_seed,
             limit=config.limit,
+            ids=config.question_ids or None,
         )
 
     def spec_args(self) -> dict[str, Any]:
@@ -274,6 +278,8 @@ class LongMemEvalOptions(StaticOptions):
         "turn", description="memory items: user turns (also scored at session level) or whole sessions")
     types: str | None = Field(None, description=f"only these question types (comma-separated): {', '.join(QUESTION_TYPES)}")
     sample: int | None = Field(None, description="a sample of N instances, stratified by type (seeded by --seed)")
+    question_ids: str | None = Field(None, description="a file naming the instances to run by question id (a JSON "
+                                     "list, or one id per line), e.g. a published subset; the ids go into the spec")
     limit: int | None = Field(None, description="only the first N (selected) instances")
     empty_gold: Literal["skip", "official"] | None = Field(
         None, description="instances with no gold user turn (single-session-assistant): skip = unscored "
@@ -286,6 +292,17 @@ class LongMemEvalOptions(StaticOptions):
     depth: int = Field(max(RETRIEVAL_KS), description="memories fetched per question; the session figures of a turn ranking "
                        "need the prefix that covers k sessions, and a cut-off the fetched list cannot decide is "
                        "unscored: --depth 1000 ranks an S haystack whole, as the official script does")
+
+    def _ids(self) -> dict[str, Any]:
+        """The ``--question-ids`` file's ids and its path and sha256, for the spec (nothing without the flag)."""
+        if not self.question_ids:
+            return {}
+        from memsim.memory.embed import file_sha256
+        from memsim.static_benchmarks.longmemeval import read_question_ids
+
+        ids = read_question_ids(self.question_ids)
+        path = Path(self.question_ids).expanduser().resolve()
+        return {"question_ids": list(ids), "question_ids_file": f"{path} sha256 {file_sha256(path)}"}
 
     def plan(self, run: StaticRun) -> StaticRun:
         """The retrieval protocol (user turns, no abstention) or, with a reader, the QA protocol (a true k retrieval)."""
@@ -303,7 +320,7 @@ class LongMemEvalOptions(StaticOptions):
             # questions have no evidence to score, and the QA protocol still asks them.
             "granularity": self.granularity, "user_only": not qa, "include_abstention": qa,
             "types": [t.strip() for t in (self.types or "").split(",") if t.strip()],
-            "sample": self.sample, "sample_seed": run.seed, "limit": self.limit,
+            "sample": self.sample, "sample_seed": run.seed, "limit": self.limit, **self._ids(),
             "empty_gold": self.empty_gold or "skip", "protocol": self.protocol,
             "memory_format": "seed" if self.protocol == "seed" else "official", **run.scenario_args,
         }

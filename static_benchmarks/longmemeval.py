@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import math
 import re
 from collections import Counter
@@ -83,6 +84,7 @@ __all__ = [
     "iter_instances",
     "load_instances",
     "scan_instances",
+    "read_question_ids",
     "select_indices",
     "Selection",
     "select",
@@ -494,6 +496,51 @@ def scan_instances(path: str | Path) -> list[tuple[str, str]]:
     return out
 
 
+def read_question_ids(path: str | Path) -> tuple[str, ...]:
+    """The question ids listed in ``path``, in its order: a subset of instances named by id.
+
+    The file is a JSON list of ids, a JSON list of instances (objects with a
+    ``question_id``, as a LongMemEval file or a saved subset of one), or text
+    with one id per line (blank lines and lines starting with ``#`` skipped).
+
+    Raises:
+        UserError: the file is unreadable, empty, not one of those shapes, or
+            names an id twice (each named with the file and the entry).
+    """
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--question-ids {p}: cannot read ({type(exc).__name__}: {exc})") from None
+    ids: list[str] = []
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--question-ids {p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        for n, item in enumerate(items):
+            qid = item.get("question_id") if isinstance(item, dict) else item
+            if not isinstance(qid, str) or not qid.strip():
+                raise UserError(f"--question-ids {p}: entry {n} is not a question id (a string, or an object with "
+                                f"a 'question_id' string): {str(item)[:60]!r}")
+            ids.append(qid.strip())
+    else:
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                if any(c.isspace() for c in line):
+                    raise UserError(f"--question-ids {p}: line {n} holds more than one id: {line[:60]!r}")
+                ids.append(line)
+    if not ids:
+        raise UserError(f"--question-ids {p}: lists no question id")
+    seen: set[str] = set()
+    for qid in ids:
+        if qid in seen:
+            raise UserError(f"--question-ids {p}: question id {qid!r} is listed twice")
+        seen.add(qid)
+    return tuple(ids)
+
+
 def select_indices(
     index: Sequence[tuple[str, str]],
     *,
@@ -501,8 +548,9 @@ def select_indices(
     sample: int | None = None,
     seed: int = 0,
     limit: int | None = None,
+    ids: Collection[str] | None = None,
 ) -> list[int]:
-    """File positions to run: filter by type, then a stratified sample, then the first ``limit``.
+    """File positions to run: the named ids, filtered by type, then a stratified sample, then the first ``limit``.
 
     The sample keeps each type's share (largest remainders, ties by type
     order) and draws within each type with ``numpy.random.default_rng(seed)``,
@@ -514,12 +562,21 @@ def select_indices(
         sample: number of instances to draw (``None``: all).
         seed: seed of the draw.
         limit: keep at most this many, in file order.
+        ids: only the instances with these question ids (``None``: all); an
+            id the file does not hold is an error, so a published subset is
+            run whole or not at all.
     """
     if types is not None:
         unknown = sorted(set(types) - set(QUESTION_TYPES))
         if unknown:
             raise UserError(f"--types: unknown question type(s) {', '.join(unknown)}; valid: {', '.join(QUESTION_TYPES)}")
-    chosen = [i for i, (_, t) in enumerate(index) if types is None or t in types]
+    wanted = None if ids is None else set(ids)
+    if wanted is not None:
+        missing = sorted(wanted - {q for q, _ in index})
+        if missing:
+            raise UserError(f"--question-ids: {len(missing)} of {len(wanted)} ids are not in the file "
+                            f"(first: {', '.join(missing[:5])})")
+    chosen = [i for i, (q, t) in enumerate(index) if (types is None or t in types) and (wanted is None or q in wanted)]
     if sample is not None:
         if sample <= 0:
             raise UserError(f"--sample must be positive, got {sample}")
@@ -793,18 +850,20 @@ def select(
     sample: int | None = None,
     seed: int = 0,
     limit: int | None = None,
+    ids: Collection[str] | None = None,
 ) -> Selection:
-    """Resolve a type filter, a stratified sample and a limit (``select_indices``).
+    """Resolve named ids, a type filter, a stratified sample and a limit (``select_indices``).
 
-    Type filters and samples need the types of all instances first: a light
-    scan of the file. A limit alone reads only as far as it needs.
+    Ids, type filters and samples need the ids and types of all instances
+    first: a light scan of the file. A limit alone reads only as far as it needs.
     """
     if limit is not None and limit < 0:
         raise UserError(f"--limit must not be negative, got {limit}")
-    if not types and sample is None:
+    if not types and sample is None and not ids:
         return Selection(None, limit)
     chosen = select_indices(
-        scan_instances(path), types=set(types) if types else None, sample=sample, seed=seed, limit=limit
+        scan_instances(path), types=set(types) if types else None, sample=sample, seed=seed, limit=limit,
+        ids=ids or None,
     )
     return Selection(tuple(chosen), limit)
 

@@ -238,6 +238,56 @@ def test_stratified_sample_keeps_shares_and_seed() -> None:
         lme.select_indices(index, sample=0)
 
 
+def test_question_ids_select_a_named_subset_whole_or_not_at_all(tmp_path: Path) -> None:
+    index = lme.scan_instances(MINI)
+    ids = ["0c8e4f77", "d0c1a7e2", "7e3b9d21"]
+    picked = lme.select_indices(index, ids=ids)
+    assert [index[i][0] for i in picked] == ["d0c1a7e2", "7e3b9d21", "0c8e4f77"]  # file order
+    assert lme.select_indices(index, ids=ids, types={"multi-session"}) == [i for i in picked if index[i][0] == "0c8e4f77"]
+    with pytest.raises(UserError, match=r"1 of 2 ids are not in the file \(first: nosuch\)"):
+        lme.select_indices(index, ids=["d0c1a7e2", "nosuch"])
+    # the three file shapes: one id a line (comments skipped), a JSON list of ids, a JSON list of instances
+    lines = tmp_path / "ids.txt"
+    lines.write_text("# the subset\n0c8e4f77\n\nd0c1a7e2\n", encoding="utf-8")
+    listed = tmp_path / "ids.json"
+    listed.write_text(json.dumps(["0c8e4f77", "d0c1a7e2"]), encoding="utf-8")
+    subset = tmp_path / "subset.json"
+    subset.write_text(json.dumps([{"question_id": "0c8e4f77", "question": "?"}, {"question_id": "d0c1a7e2"}]), encoding="utf-8")
+    for path in (lines, listed, subset):
+        assert lme.read_question_ids(path) == ("0c8e4f77", "d0c1a7e2")
+    bad = tmp_path / "bad.txt"
+    for text, said in [("a\na\n", "'a' is listed twice"), ("# nothing\n", "lists no question id"),
+                       ("a b\n", "line 1 holds more than one id"), ("[1]", "entry 0 is not a question id"),
+                       ("[\"a\",", "malformed JSON at line 1")]:
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(UserError, match=re.escape(said)) as err:
+            lme.read_question_ids(bad)
+        assert str(bad) in str(err.value)
+
+
+def test_static_run_on_question_ids_records_them_in_the_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memsim.analysis.cli import main
+
+    ids = tmp_path / "subset.txt"
+    ids.write_text("7e3b9d21\n5a9c3f10\n", encoding="utf-8")
+    out = tmp_path / "r"
+    # bm25 needs no embedding model, so the command runs in a second
+    assert main(["static", "longmemeval", "--data", str(MINI), "--question-ids", str(ids), "--system", "bm25",
+                 "--out", str(out), "--no-progress", "--n-boot", "100", "--no-report"]) == 0
+    spec = json.loads((out / "spec.json").read_text())
+    args = spec["scenario"]["args"]
+    assert args["question_ids"] == ["7e3b9d21", "5a9c3f10"] and "sha256" in args["question_ids_file"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert sum(g["questions"] for g in metrics["systems"]["bm25"]["per_kind"].values()) == 2
+    # the ids live in the spec, so a rerun needs no ids file
+    ids.unlink()
+    capsys.readouterr()
+    assert main(["rerun", str(out), "--out", str(tmp_path / "again"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "again" / "metrics.json").read_text())["systems"] == metrics["systems"]
+    assert main(["static", "longmemeval", "--data", str(MINI), "--question-ids", str(ids), "--system", "bm25"]) == 2
+    assert "--question-ids" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------- official metrics
 
 

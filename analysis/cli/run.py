@@ -67,7 +67,7 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
     from memsim.scenarios.config import CONFIG_DIR
 
     parser.add_argument("--config", type=Path, default=None,
-                        help="scenario config (default: scenarios/configs/demo.toml, the life world at full size)")
+                        help="scenario config (default: scenarios/configs/demo.toml, the life world at 30 users)")
     parser.add_argument("--quick", action="store_true",
                         help="a first look in under a minute: the life world's quick size (scenarios/configs/life_quick.toml)")
     _common(parser)
