@@ -107,6 +107,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="how sentence vectors are computed: onnx (default), onnx-int8 (faster, slightly different "
         "vectors) or torch; sets $MEMSIM_EMBED_BACKEND for this run",
     )
+    parser.add_argument(
+        "--wide", action="store_true",
+        help="print every table whole, however wide; by default a table wider than the terminal prints its "
+        "compact view (report.md always holds every column); sets $MEMSIM_WIDE for this run",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = None if argv is None else _command_of(argv)
     for name, target, help_text in COMMANDS:
@@ -121,6 +126,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memsim`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    if "--no-size-limits" in argv[: argv.index(command) if command in argv else len(argv)]:
+        # Before parsing: the bounded flags check their ranges as they are parsed.
+        os.environ[NO_SIZE_LIMITS_ENV] = "1"
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:  # bare ``memsim``: the list of commands, not an error
@@ -132,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["MEMSIM_EMBED_BACKEND"] = args.embed_backend
     if args.no_size_limits:
         os.environ[NO_SIZE_LIMITS_ENV] = "1"
+    if args.wide:
+        os.environ["MEMSIM_WIDE"] = "1"  # memsim.sim.core.table.WIDE_ENV, read where tables are printed
     _, run = _load(args._target)
     try:
         code = int(run(args) or 0)  # type: ignore[operator]
@@ -173,9 +184,14 @@ def setup_logging(*, verbose: bool = False, quiet: bool = False) -> None:
             logger.addHandler(handler)
 
 
+MAX_MESSAGE = 1_000
+"""Longest error line printed (characters): a hostile value named in a message is not echoed whole."""
+
+
 def _one_line(text: str) -> str:
-    """``text`` on one line: a message from a library may span several."""
-    return " ".join(text.split()) or "(no message)"
+    """``text`` on one line, cut to ``MAX_MESSAGE`` characters: a message from a library may span several."""
+    line = " ".join(text[: MAX_MESSAGE * 4].split()) or "(no message)"
+    return line if len(line) <= MAX_MESSAGE else line[: MAX_MESSAGE - 40] + f" ... (cut; {len(text):,} characters in all)"
 
 
 if __name__ == "__main__":

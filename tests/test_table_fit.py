@@ -1,0 +1,103 @@
+"""Terminal tables that fit: the compact view of a table wider than the terminal, at 80, 100 and 200 columns."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from memsim.sim.core.table import WIDE_ENV, console_width, fit_table, table_width, text_table
+
+LONG = "http[url=http://127.0.0.1:8000/a/rather/long/path/to/a/server,label=mine]"
+
+
+def _contrast(first: float, second: float) -> dict[str, float]:
+    return {"first": first, "first_lo": first - 0.05, "first_hi": first + 0.05, "first_p": 0.2, "first_mde": 0.041,
+            "second": second, "second_lo": second - 0.04, "second_hi": second + 0.06, "second_p": 0.0004,
+            "second_mde": 0.038, "did": second - first, "did_lo": -0.1, "did_hi": 0.2, "did_p": 0.03,
+            "stale": {"second": -0.01, "second_lo": -0.03, "second_hi": 0.01}}
+
+
+def _learning_table(labels: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The learning table's contrast rows as ``memsim.analysis.learning`` prints them (11 columns, ~190+ wide)."""
+    from memsim.analysis.learning import CONTRASTS, contrast_headers, contrast_rows
+
+    table = {label: {"contrasts": {key: _contrast(0.01 * i, 0.02 * i) for i, (key, _) in enumerate(CONTRASTS, 1)}}
+             for label in labels}
+    return contrast_headers("recall_all@10"), contrast_rows(table)
+
+
+# The compact view of the learning table: system, contrast, 2nd-half figure [interval], p, MDE.
+COMPACT = (0, 1, 5, 6, 7)
+
+
+@pytest.mark.parametrize("width", [80, 100, 200])
+def test_a_table_wider_than_the_terminal_folds_to_its_compact_view(width: int) -> None:
+    head, rows = _learning_table(["neuroplastic", "control-learner"])
+    full = text_table(head, rows, align="l" * len(head))
+    assert table_width(head, rows) == max(len(line) for line in full.split("\n")) > 200
+    text = fit_table(head, rows, compact=COMPACT, width=width, align="l" * len(head), wrap=(0, 1), what="contrasts")
+    lines = text.split("\n")
+    assert all(len(line) <= width for line in lines), [len(line) for line in lines]
+    # The compact columns, in order, and nothing of the others (the 1st half, the DiD, stale>cur).
+    assert lines[0].split("  ")[0].strip() == "system" and "2nd half, recall_all@10 (pp)" in lines[0]
+    assert "1st half" not in lines[0] and "DiD" not in lines[0] and "stale" not in lines[0]
+    # One line per row starts with its system and carries its 2nd-half figure with interval, p and MDE;
+    # a contrast's name may go on over the next lines of its cell, its figures never.
+    starts = [line for line in lines[2:] if line.startswith(("neuroplastic", "control-learner"))]
+    assert len(starts) == len(rows)
+    for line, row in zip(starts, rows):
+        assert line.startswith(row[0]) and row[5] in line and row[6] in line and line.rstrip().endswith(row[7])
+    note = " ".join(lines[-2:]) if not lines[-1].startswith("(") else lines[-1]
+    assert "(contrasts: 5 of 11 columns; all with memsim --wide, and in report.md)" in note
+
+
+@pytest.mark.parametrize("width", [80, 100, 200])
+def test_a_table_that_fits_is_printed_whole(width: int) -> None:
+    head, rows = ["system", "items", "MB"], [["naive", 12, "0.50"], ["neuroplastic", 3456, "12.25"]]
+    assert fit_table(head, rows, compact=(0, 1), width=width) == text_table(head, rows)
+    assert fit_table(head, rows, compact=(0, 1), width=None) == text_table(head, rows)
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_label_longer_than_the_room_wraps_inside_its_own_cell(width: int) -> None:
+    head, rows = _learning_table([LONG, "naive"])
+    lines = fit_table(head, rows, compact=COMPACT, width=width, align="l" * len(head), wrap=(0, 1)).split("\n")
+    assert all(len(line) <= width for line in lines), [len(line) for line in lines]
+    # Every character of the label is printed, in order, over the lines of its own cell: nothing is cut.
+    room = lines[1].index(" ")  # the first column's rule
+    first_row = []
+    for line in lines[2:]:
+        if line.startswith("naive"):
+            break
+        if first_row and line.startswith("http"):
+            break  # the next row of the same system
+        first_row.append(line[:room].strip())
+    assert "".join(first_row) == LONG
+
+
+def test_bad_compact_columns_are_refused() -> None:
+    with pytest.raises(ValueError, match="compact must name columns 0..1"):
+        fit_table(["a", "b"], [["x", "y"]], compact=(0, 2), width=10)
+
+
+def test_console_width_reads_columns_the_wide_switch_and_pipes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WIDE_ENV, raising=False)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert console_width() == 100
+    monkeypatch.setenv(WIDE_ENV, "1")
+    assert console_width() is None  # memsim --wide: every column, whatever the terminal
+    monkeypatch.delenv(WIDE_ENV)
+    monkeypatch.delenv("COLUMNS")
+    assert console_width(io.StringIO()) is None  # a pipe or a file keeps every column
+
+
+def test_the_wide_switch_sets_the_environment(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from memsim.analysis.cli import main
+
+    monkeypatch.delenv(WIDE_ENV, raising=False)
+    assert main(["--wide", "list", "scorers"]) == 0
+    import os
+
+    assert os.environ.get(WIDE_ENV) == "1"
+    monkeypatch.delenv(WIDE_ENV)
