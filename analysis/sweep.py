@@ -818,14 +818,14 @@ def cell_probes(out_dir: str | Path, cell: Cell) -> Any:
 
 
 def _arms(spec: Mapping[str, Any], system: Mapping[str, Any]) -> int:
-    """How many times a cell plays one system: itself, plus its twin (and placebo) when it uses feedback."""
+    """How many times a cell plays one system: itself, plus its twin (placebo, constant arms) when it uses feedback."""
     from memsim.memory.registry import learns_from_feedback
     from memsim.sim.spec import speaks_in_turns
 
     if spec.get("twins", True) and spec.get("feedback_from") != "none" and (
         speaks_in_turns(spec.get("feedback_from", "evidence")) or learns_from_feedback(system["name"], system["args"])
     ):
-        return 3 if spec.get("placebo") else 2
+        return 2 + bool(spec.get("placebo")) + 2 * bool(spec.get("constant_arms"))
     return 1
 
 

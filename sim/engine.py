@@ -6,16 +6,30 @@ system in the same order. A question is retrieved and scored for every system
 before any feedback about it exists; the feedback is a separate process
 (``delayed_feedback``) that waits out the configured delay. Maintenance is
 its own process (``maintenance``). Systems see turns, question text, a
-correctness signal, deletion requests and ticks: never gold fields. Turns
-the engine writes itself (a ``correction`` restatement, an ``implicit``
-reaction) get fresh opaque ids and no metadata; only the harness's private
-map knows what a restatement restates (scorers credit it as that turn, a
-deletion forgets it with that turn). A question that is not scored (NaN
-metric or judge score, an answer error) sends no feedback at all; the
-harness counts it (``feedback_unscored``). The one
-exception is instruments (``memsim.memory.inject``): a ``control-`` system with an
-``oracle`` method is handed the question's evidence ids just before it
-retrieves, so that a known effect can be injected.
+correctness signal, deletion requests and ticks: never gold fields.
+
+Every arm's row records the bit its channel carried (``told``), so the dose
+each arm got can be checked from the rows. A system is told its channel's
+verdict; a twin nothing; an ``always_false`` / ``always_true`` arm a constant
+bit on the same questions; a **placebo** the bits its system was told,
+permuted within the same user and the same week (``placebo_doses``, read from
+the system's rows of an earlier pass), so it gets the same number of calls
+and of True bits per user and week, unrelated to its own answers.
+
+Turns the engine writes itself (a ``correction`` restatement, an
+``implicit`` reaction) get fresh opaque ids and no metadata. A restatement
+states a *fact* in new words (``restatement``: the question and its gold
+answer in one of ``CORRECTION_FRAMES``), never the text, id or metadata of
+the turn it came from. It is a new turn: retrieval scores count only the
+scenario's evidence turns, so retrieving a restatement is never read as
+retrieving gold (a reader may still answer from it). Only the harness's
+private map knows which evidence a restatement states, so that a deletion
+forgets it with that evidence. A question that is not scored (NaN metric or
+judge score, an answer error) sends no feedback at all; the harness counts
+it (``feedback_unscored``). The one exception is instruments
+(``memsim.memory.inject``): a ``control-`` system with an ``oracle`` method
+is handed the question's evidence ids just before it retrieves, so that a
+known effect can be injected.
 
 Scoring is done by the run's scorers (``memsim.sim.scorers``); the harness itself
 adds only what every row has: who asked what, what came back, how long it
@@ -27,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,9 +52,10 @@ import simpy
 from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
 from memsim.memory.inject import receives_gold
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
 from memsim.sim.erasure import audit_caches, audit_system, cache_texts, purge_caches
-from memsim.sim.implicit import behaviour, react, read_reaction
+from memsim.sim.implicit import behaviour, react, read_reaction, say
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import Scorer
@@ -48,6 +63,13 @@ from memsim.sim.scorers import Scorer
 __all__ = [
     "SystemUnderTest",
     "EngineConfig",
+    "CORRECTION_FRAMES",
+    "FEEDBACK_MODES",
+    "Dose",
+    "restatement",
+    "verdict_of",
+    "week_of",
+    "placebo_doses",
     "Harness",
     "episode_timeline",
     "delayed_feedback",
@@ -57,6 +79,89 @@ __all__ = [
 ]
 
 AnswerFn = Callable[..., Mapping[str, Any]]
+
+FEEDBACK_MODES = ("given", "withheld", "shuffled", "false", "true")
+"""What an arm is told: its channel's bit (the system), nothing (its twin), its system's bits permuted within
+user and week (its placebo), always False, always True (its constant arms)."""
+
+WEEK_S = 7 * 86400.0
+"""The placebo's matching window: bits are permuted within the same user and the same simulated week."""
+
+CORRECTION_FRAMES: tuple[str, ...] = (
+    'To correct you: the answer to "{question}" is {answer}.',
+    'That is not right. If I ask "{question}", the answer is {answer}.',
+    'Let me set that straight: {answer}. That is what "{question}" should get.',
+    'For the record, about "{question}": {answer}.',
+    'No. "{question}" The answer is {answer}.',
+)
+"""How a user restates a fact after a wrong answer (``correction``): the question and its gold answer, never the
+text of a stored turn. ``{question}`` is the question without its end mark, ``{answer}`` the gold answer."""
+
+Dose = tuple[bool | None, str | None]
+"""One feedback decision of a system: the bit it was told (None: nothing) and, under ``implicit``, the kind of
+reaction that carried it (``reask``, ``complain``, ``thank``; ``silent`` for none)."""
+
+
+def week_of(when: datetime, start: datetime) -> int:
+    """The simulated week ``when`` falls in, counted from the run's start (week 0 is its first 7 days)."""
+    return int((when - start).total_seconds() // WEEK_S)
+
+
+def verdict_of(row: Mapping[str, Any], *, channel: str, metric: str, judge_keys: Sequence[str]) -> bool | None:
+    """Whether a question was served well, as the channel knows it; None when it is not scored.
+
+    ``answer`` reads the first judge; ``implicit`` too when a reader ran (the user knows the
+    answer they got), else the headline metric; every other channel reads the headline metric.
+    """
+    if row.get("error") is not None:
+        return None
+    judged = bool(judge_keys) and channel.startswith(("answer", "implicit"))
+    value = row.get(judge_keys[0] if judged else metric)
+    if value is None or math.isnan(value):
+        return None
+    return bool(value >= (0.5 if judged else 1.0))
+
+
+def restatement(question: str, answer: str, rng: np.random.Generator) -> str:
+    """A user's restatement of a fact: the question and its answer in a frame drawn by ``rng``."""
+    frame = CORRECTION_FRAMES[int(rng.integers(len(CORRECTION_FRAMES)))]
+    return frame.format(question=question.strip().rstrip("?.! "), answer=answer.strip().rstrip(".! "))
+
+
+def placebo_doses(
+    rows: Iterable[Mapping[str, Any]], systems: Collection[str], config: EngineConfig, judge_keys: Sequence[str] = ()
+) -> dict[tuple[str, str, int], list[Dose]]:
+    """The doses each placebo gets: its system's told bits, permuted within the same user and week.
+
+    Args:
+        rows: the systems' probe rows in the order they were recorded (the order of their feedback decisions).
+        systems: labels of the systems whose placebos are played.
+        config: the run's engine settings (channel, metric, start, seed).
+        judge_keys: the run's judge columns (the channel's verdict may read the first).
+
+    Returns:
+        ``(system label, user id, week) -> doses``: the placebo's n-th scored question of that user
+        and week gets the n-th. Each window's permutation comes from its own named stream of the
+        run's seed (``placebo:<label>:<user>:<week>``), so it does not depend on the order of windows.
+    """
+    wanted = set(systems)
+    got: dict[tuple[str, str, int], list[Dose]] = {}
+    for row in rows:
+        label = row.get("system")
+        if label not in wanted:
+            continue
+        if verdict_of(row, channel=config.feedback_from, metric=config.metric, judge_keys=judge_keys) is None:
+            continue  # no feedback decision was made (unscored): nothing to match
+        told = row.get("told")
+        key = (str(label), str(row["user_id"]), week_of(row["time"], config.start))
+        got.setdefault(key, []).append((None if told is None else bool(told), row.get("reaction")))
+    named = streams(config.seed)
+    out: dict[tuple[str, str, int], list[Dose]] = {}
+    for key, doses in got.items():
+        label, user, week = key
+        order = named[f"placebo:{label}:{user}:{week}"].permutation(len(doses))
+        out[key] = [doses[int(i)] for i in order]
+    return out
 
 
 @dataclass(slots=True)
@@ -71,7 +176,8 @@ class SystemUnderTest:
     failed: str | None = None
     """The error that stopped it, if any; a failed system receives no more events."""
     feedback: str = "given"
-    """``given``; ``withheld`` (a twin: the same system, told nothing); ``shuffled`` (a placebo twin)."""
+    """``given``; ``withheld`` (a twin: the same system, told nothing); ``shuffled`` (a placebo: its system's
+    bits permuted within user and week); ``false`` / ``true`` (told only that bit). See ``FEEDBACK_MODES``."""
     twin_of: str | None = None
     """For a twin, the label of the system it is the twin of."""
 
@@ -105,7 +211,7 @@ class EngineConfig:
     maintenance_every_s: float = 86400.0
     """Seconds between maintenance ticks (0 = none)."""
     seed: int = 0
-    """Seed of the feedback noise and of placebo shuffles (one named stream per system)."""
+    """Seed of the feedback noise, restatement frames and placebo permutations (named streams per system)."""
 
 
 @dataclass
@@ -143,18 +249,30 @@ class Harness:
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _threads: dict[str, str] = field(default_factory=dict)
     _rngs: dict[str, np.random.Generator] = field(default_factory=dict)
-    _bits: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    """Placebo bookkeeping: (label, user or "") -> [bits seen, of which true]; "" totals the label."""
+    doses: Mapping[tuple[str, str, int], Sequence[Dose]] = field(default_factory=dict)
+    """The placebos' bits: (system label, user, week) -> doses (``placebo_doses``, from an earlier pass's rows)."""
+    _dosed: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    """(placebo label, user, week) -> doses used so far."""
+    beyond_dose: dict[str, int] = field(default_factory=dict)
+    """placebo label -> scored questions past its system's dose in their window (told nothing; see ``finish_one``)."""
     feedback_unscored: dict[str, int] = field(default_factory=dict)
     """label -> questions whose feedback was not sent because they were not scored."""
     feedback_told: dict[str, dict[str, int]] = field(default_factory=dict)
-    """label -> ``"right>true"``-style counts: the channel's verdict against the bit the system was told
-    (``none``: no call), so a channel's agreement with what it knows is measured, not assumed."""
+    """label -> ``"right>true"``-style counts: the channel's verdict against the bit the arm was told
+    (the row's ``told``; ``none``: nothing), so a channel's agreement with what it knows is measured, not assumed."""
+    no_other_fact: dict[str, int] = field(default_factory=dict)
+    """label -> corrections an arm that restates other facts could not make (its user had no other fact yet)."""
+    _asked: dict[str, list[tuple[Question, str]]] = field(default_factory=dict)
+    """user -> (question, thread) asked so far, in order: the facts a placebo's correction may restate."""
+    _superseded: dict[str, set[str]] = field(default_factory=dict)
+    """user -> turn ids a question asked so far names as superseded (their facts are no longer current)."""
+    _gone: dict[str, set[str]] = field(default_factory=dict)
+    """user -> turn ids the user asked to forget (their facts are never restated)."""
     _corrections: dict[tuple[str, str], list[Turn]] = field(default_factory=dict)
     _restated: dict[tuple[str, str], set[str]] = field(default_factory=dict)
-    """(label, turn id) -> ids of that system's restatements of the turn."""
-    _restates: dict[str, str] = field(default_factory=dict)
-    """Restatement id -> the turn it restates: the private map, never handed to a system."""
+    """(label, evidence turn id) -> ids of that arm's restatements of the fact the turn holds."""
+    _restates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Restatement id -> the evidence turns of the fact it states: the private map, used by deletions only."""
 
     def __post_init__(self) -> None:
         if self.config.feedback_from == "answer" and not self.judge_keys:
@@ -259,7 +377,11 @@ class Harness:
         index = self.q_index
         self.q_index += 1
         embed_ms = 0.0 if self.unasked(q) else self._prepare([q.text])
-        return index, self._thread(q), embed_ms
+        thread = self._thread(q)
+        self._asked.setdefault(q.user_id, []).append((q, thread))
+        if q.superseded:
+            self._superseded.setdefault(q.user_id, set()).update(q.superseded)
+        return index, thread, embed_ms
 
     def unasked(self, q: Question) -> bool:
         """Whether nothing reads a retrieval for ``q``: excluded from scores, no reader answers it, no feedback follows.
@@ -314,37 +436,75 @@ class Harness:
             row["error"] = f"answer: {type(exc).__name__}: {exc}"
 
     def finish_one(self, sut: SystemUnderTest, q: Question, row: dict[str, Any], got: Sequence[Retrieved]) -> None:
-        """Record the scored row and start the question's feedback on its way."""
-        self.recorder.probe(row)
+        """Decide what the arm is told about the question, record the row (with ``told``), start the feedback.
+
+        A placebo's question past its system's dose in that user's week (its system failed, or
+        answered fewer questions there unscored-free) is told nothing: it never gets a bit its
+        system was not told. Such questions are counted in ``beyond_dose``.
+        """
         channel = self.config.feedback_from
+        row["told"] = None
         if channel == "none" or sut.feedback == "withheld":
+            self.recorder.probe(row)
             return
         verdict = self._verdict(row)
         if verdict is None:
             # Nothing is known of an unscored answer: telling the system "wrong" would be a made-up bit.
             self.feedback_unscored[sut.label] = self.feedback_unscored.get(sut.label, 0) + 1
+            self.recorder.probe(row)
             return
-        correct = self._signal(sut, q.user_id, verdict)
+        dose = self._dose(sut, q, verdict)
         retrieved = [m.memory_id for m in got]
-        told = correct
-        if correct is None:
+        told: bool | None = dose[0]
+        if told is None:
             pass
         elif channel == "correction":
-            told = None  # no feedback call: the restatement is the whole message
-            if not correct:
-                self._restate(sut, q)
+            # No feedback call: the restatement is the whole message (told False: one was queued).
+            if not told and not self._restate(sut, q):
+                told = None
         elif channel.startswith("implicit"):
-            # Drawn now, in question order, so the reactions do not depend on when deliveries interleave.
-            reaction = react(correct, q.text, self._rng(f"implicit:{sut.label}"), behaviour(channel),
-                             tuple(q.extra.get("paraphrases", ())))
+            kind = dose[1]
+            if sut.feedback == "given":
+                # Drawn now, in question order, so the reactions do not depend on when deliveries interleave.
+                reaction = react(told, q.text, self._rng(f"implicit:{sut.label}"), behaviour(channel),
+                                 tuple(q.extra.get("paraphrases", ())))
+            elif kind == "silent":
+                reaction = None
+            else:
+                # Another arm says what its dose says, about its own question.
+                kind = kind or ("thank" if told else "complain")
+                reaction = say(kind, q.text, self._rng(f"implicit:{sut.label}"), tuple(q.extra.get("paraphrases", ())))
+            row["reaction"] = "silent" if reaction is None else reaction.kind
             told = None if reaction is None else read_reaction(reaction.text)
             if reaction is not None:
                 self.env.process(delayed_reaction(self.env, self, sut, q, retrieved, reaction.text))
         else:
-            self.env.process(delayed_feedback(self.env, self, sut, q, retrieved, correct))
+            self.env.process(delayed_feedback(self.env, self, sut, q, retrieved, told))
+        row["told"] = told
+        self.recorder.probe(row)
         tally = self.feedback_told.setdefault(sut.label, {})
         key = f"{'right' if verdict else 'wrong'}>{str(told).lower()}"
         tally[key] = tally.get(key, 0) + 1
+
+    def _dose(self, sut: SystemUnderTest, q: Question, verdict: bool) -> Dose:
+        """What the arm's channel carries for a scored question: (bit or None, implicit reaction kind or None)."""
+        if sut.feedback == "shuffled":
+            base = sut.twin_of or sut.label
+            week = week_of(q.time, self.config.start)
+            doses = self.doses.get((base, q.user_id, week), ())
+            key = (sut.label, q.user_id, week)
+            n = self._dosed.get(key, 0)
+            self._dosed[key] = n + 1
+            if n >= len(doses):
+                self.beyond_dose[sut.label] = self.beyond_dose.get(sut.label, 0) + 1
+                return None, None
+            return doses[n]
+        if sut.feedback in ("false", "true"):
+            return sut.feedback == "true", None
+        channel = self.config.feedback_from
+        if channel.startswith("noisy:") and self._rng(sut.label).random() < float(channel.split(":", 1)[1]):
+            verdict = not verdict
+        return verdict, None
 
     def _thread(self, q: Question) -> str:
         """Id of the first asking of a question that is asked again (itself otherwise)."""
@@ -360,34 +520,6 @@ class Harness:
             rng = self._rngs[label] = np.random.default_rng([self.config.seed, key])
         return rng
 
-    def _signal(self, sut: SystemUnderTest, user_id: str, correct: bool) -> bool | None:
-        """The bit the channel hands this system (None: none): noisy channels flip it, a placebo gets a shuffled one."""
-        channel = self.config.feedback_from
-        if channel.startswith("noisy:") and self._rng(sut.label).random() < float(channel.split(":", 1)[1]):
-            correct = not correct
-        base = sut.twin_of or sut.label
-        if sut.feedback == "given":
-            self._tally(base, user_id, correct)
-            return correct
-        if sut.feedback == "shuffled":
-            # The placebo gets a bit drawn from the bits its system has been told about its other
-            # users so far: the system's rate, and no link to this question or to this user's
-            # earlier answers (a re-asked question's earlier bit would leak). Before the system
-            # has told any other user a bit, nothing is sent.
-            total = self._bits.get((base, ""), (0, 0))
-            mine = self._bits.get((base, user_id), (0, 0))
-            others, others_true = total[0] - mine[0], total[1] - mine[1]
-            if others == 0:
-                return None
-            return bool(self._rng(sut.label).random() * others < others_true)
-        return correct
-
-    def _tally(self, label: str, user_id: str, told: bool) -> None:
-        """Count a bit a system was told, over all its users and for this one (the placebo's source)."""
-        for key in ((label, ""), (label, user_id)):
-            n, k = self._bits.get(key, (0, 0))
-            self._bits[key] = (n + 1, k + int(told))
-
     def _fresh_id(self, sut: SystemUnderTest) -> str:
         """An opaque id for a turn the engine writes, drawn from this system's own id stream.
 
@@ -395,19 +527,51 @@ class Harness:
         """
         return f"u-{self._rng(f'ids:{sut.label}').bytes(8).hex()}"
 
-    def _restate(self, sut: SystemUnderTest, q: Question) -> None:
-        """Queue the question's evidence turns, restated, for this system's next session of that user."""
-        queue = self._corrections.setdefault((sut.label, q.user_id), [])
-        for tid in q.evidence:
-            original = self._turns.get(tid)
-            if original is None:
-                continue
-            restated_id = self._fresh_id(sut)
-            self._restates[restated_id] = tid
+    def _restate(self, sut: SystemUnderTest, q: Question) -> bool:
+        """Queue a restated fact for this arm's next session of the user; whether one was queued.
+
+        The system restates the question's own fact. Every other arm (placebo, always False)
+        restates another fact of the same user (``_other_fact``): a correction it gets says
+        nothing about the question it follows, as its bit says nothing about its answer.
+        """
+        fact = q if sut.feedback == "given" else self._other_fact(sut, q)
+        if fact is None:
+            self.no_other_fact[sut.label] = self.no_other_fact.get(sut.label, 0) + 1
+            return False
+        restated_id = self._fresh_id(sut)
+        text = restatement(fact.text, fact.gold, self._rng(f"restate:{sut.label}"))
+        self._restates[restated_id] = tuple(fact.evidence)
+        for tid in fact.evidence:
             self._restated.setdefault((sut.label, tid), set()).add(restated_id)
-            # A new utterance of the user's: none of the original's metadata comes along.
-            queue.append(Turn(restated_id, original.user_id, original.speaker, f"To correct you: {original.text}",
-                              original.created_at, original.session_id))
+        # A new utterance of the user's, stated from the question and its answer: no stored turn's text,
+        # id or metadata comes along. Its time and session are those of the session that will carry it.
+        now = self.now()
+        self._corrections.setdefault((sut.label, q.user_id), []).append(
+            Turn(restated_id, q.user_id, "user", text, now, restated_id))
+        return True
+
+    def _other_fact(self, sut: SystemUnderTest, q: Question) -> Question | None:
+        """A fact of the user's other than ``q``'s, drawn by the arm's stream; None when there is none yet.
+
+        Drawn from the questions the user has asked so far (a fact not yet asked about would tell
+        the arm a future answer), leaving out ``q``'s thread, any question sharing its evidence or
+        its answer, excluded questions, and facts the user has since superseded or asked to forget.
+        """
+        own = set(q.evidence)
+        stale = self._superseded.get(q.user_id, set()) | self._gone.get(q.user_id, set())
+        seen: set[str] = set()
+        pool: list[Question] = []
+        thread = self._threads.get(q.question_id, q.question_id)
+        for other, other_thread in self._asked.get(q.user_id, ()):
+            if other_thread == thread or other_thread in seen or other.excluded is not None or not other.evidence:
+                continue
+            if own.intersection(other.evidence) or stale.intersection(other.evidence) or other.gold == q.gold:
+                continue
+            seen.add(other_thread)
+            pool.append(other)
+        if not pool:
+            return None
+        return pool[int(self._rng(f"facts:{sut.label}").integers(len(pool)))]
 
     def react_now(self, sut: SystemUnderTest, q: Question, retrieved: Sequence[str], text: str) -> None:
         """Ingest the user's reaction to an answer as a turn of theirs, then tell the system what the rule reads in it."""
@@ -429,24 +593,8 @@ class Harness:
             self.deliver_feedback(sut, Feedback(q.question_id, q.user_id, now, told), retrieved)
 
     def _verdict(self, row: Mapping[str, Any]) -> bool | None:
-        """Whether the question was served well, as the channel knows it; None when it is not scored.
-
-        ``answer`` reads the first judge; ``implicit`` too when a reader ran (the user knows the
-        answer they got), else the headline metric; every other channel reads the headline metric.
-        """
-        if row.get("error") is not None:
-            return None
-        judged = bool(self.judge_keys) and self.config.feedback_from.startswith(("answer", "implicit"))
-        value = row.get(self.judge_keys[0] if judged else self.config.metric)
-        if value is None or math.isnan(value):
-            return None
-        return bool(value >= (0.5 if judged else 1.0))
-
-    def _as_scored(self, got: Sequence[Retrieved]) -> Sequence[Retrieved]:
-        """The memories with each restatement in their provenance read as the turn it restates."""
-        if not self._restates:
-            return got
-        return [replace(m, source_turn_ids=tuple(self._restates.get(t, t) for t in m.source_turn_ids)) for m in got]
+        """Whether the question was served well, as the channel knows it (``verdict_of``); None when it is not scored."""
+        return verdict_of(row, channel=self.config.feedback_from, metric=self.config.metric, judge_keys=self.judge_keys)
 
     def _row(
         self, q: Question, index: int, thread: str, got: list[Retrieved], ms: float, label: str
@@ -455,7 +603,6 @@ class Harness:
         isolation = sum(1 for m in got for t in m.source_turn_ids if owner.get(t, q.user_id) != q.user_id)
         deleted = self._deleted.get((label, q.user_id), set())
         leaks = sum(1 for m in got if deleted.intersection(m.source_turn_ids))
-        scored = self._as_scored(got)
         row: dict[str, Any] = {
             "system": label,
             "episode": self.episode_of.get(q.user_id, q.user_id),
@@ -476,8 +623,8 @@ class Harness:
             "retrieve_ms": ms,
             "n_retrieved": len(got),
             "retrieved_ids": [m.memory_id for m in got],
-            # As scored: a restatement reads as the turn it restates, so recomputed scores match.
-            "retrieved_sources": [list(m.source_turn_ids) for m in scored],
+            # A restatement is a turn of its own: retrieving it is not retrieving the evidence it restates.
+            "retrieved_sources": [list(m.source_turn_ids) for m in got],
             "retrieved_scores": [float(m.score) for m in got],
             "retrieved_text": [m.text for m in got],
             "isolation_failures": isolation,
@@ -485,7 +632,7 @@ class Harness:
             "error": None,
         }
         for scorer in self.scorers:
-            row.update(scorer.score(q, scored, ks=self.config.ks))
+            row.update(scorer.score(q, got, ks=self.config.ks))
         return row
 
     def deliver_feedback(self, sut: SystemUnderTest, fb: Feedback, retrieved: Sequence[str]) -> None:
@@ -503,13 +650,14 @@ class Harness:
         Restatements of a forgotten turn (correction channel) are forgotten with it.
         """
         self.recorder.redact(event.turn_ids)  # memsim's own rows keep no text of them (unless the spec says keep)
+        self._gone.setdefault(event.user_id, set()).update(event.turn_ids)
         for sut in self._live():
             restated = {r for tid in event.turn_ids for r in self._restated.get((sut.label, tid), ())}
             turn_ids = (*event.turn_ids, *sorted(restated))
             gone = set(turn_ids)
             queued = self._corrections.get((sut.label, event.user_id))
             if queued:  # a restatement not yet said is dropped with what it restates
-                self._corrections[(sut.label, event.user_id)] = [t for t in queued if self._restates[t.turn_id] not in gone]
+                self._corrections[(sut.label, event.user_id)] = [t for t in queued if gone.isdisjoint(self._restates[t.turn_id])]
             deleted = {tid: self.turn_text[tid] for tid in event.turn_ids if tid in self.turn_text}
             try:
                 sut.system.forget(turn_ids, user_id=event.user_id, now=event.time)

@@ -31,6 +31,7 @@ __all__ = [
     "REASK_PATTERNS",
     "behaviour",
     "react",
+    "say",
     "read_reaction",
 ]
 
@@ -124,8 +125,25 @@ def react(
         kind = "reask" if rng.random() < how.reask_share else "complain"
     if kind is None:
         return None
+    return say(kind, question, rng, paraphrases)
+
+
+def say(kind: Kind, question: str, rng: np.random.Generator, paraphrases: tuple[str, ...] = ()) -> Reaction:
+    """The words of a reaction of a given kind to ``question`` (a re-ask rewords it; the others draw from their list).
+
+    Args:
+        kind: ``reask``, ``complain`` or ``thank``.
+        question: the question as asked.
+        rng: the stream the words are drawn from.
+        paraphrases: other phrasings of the question the scenario offers (drawn from for a re-ask).
+
+    Raises:
+        ValueError: an unknown kind.
+    """
     if kind == "reask":
         return Reaction(kind, _reword(question, paraphrases, rng))
+    if kind not in ("thank", "complain"):
+        raise ValueError(f"unknown reaction kind {kind!r}; choose from reask, complain, thank")
     pool = THANKS if kind == "thank" else COMPLAINTS
     return Reaction(kind, pool[int(rng.integers(len(pool)))])
 

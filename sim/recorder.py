@@ -83,8 +83,12 @@ PROBE_SCHEMA: dict[str, Any] = {
     "isolation_failures": pl.Int64,
     "deleted_leaks": pl.Int64,
     "error": pl.Utf8,
+    "told": pl.Boolean,
 }
-"""Columns every probe row has; scorer columns (``recall_all@k`` ...) and answer columns follow."""
+"""Columns every probe row has; scorer columns (``recall_all@k`` ...) and answer columns follow.
+
+``told`` is the bit the arm's feedback channel carried for the question (null: nothing; under ``correction``
+False means a restatement was queued); ``memsim.sim.engine.Harness.finish_one`` sets it."""
 
 TIMELINE_SCHEMA: dict[str, Any] = {
     "system": pl.Utf8,
@@ -113,8 +117,9 @@ REDACTED = "[redacted: from a deleted turn]"
 _TEXT_COLUMNS = ("gold", "answer", "answer_raw")
 """Text columns of a row whose evidence or memories came from a deleted turn (besides ``retrieved_text``)."""
 
-ARMS = {"given": "system", "withheld": "twin", "shuffled": "placebo"}
-"""A system's arm by the feedback it gets: itself, its twin (told nothing), its placebo (told shuffled bits)."""
+ARMS = {"given": "system", "withheld": "twin", "shuffled": "placebo", "false": "always_false", "true": "always_true"}
+"""A system's arm by the feedback it gets: itself, its twin (told nothing), its placebo (told its system's bits
+permuted within user and week), and its constant arms (told always False, always True)."""
 
 RUN_FILES = ("spec.json", "probes.parquet", "timeline.parquet", "run.json")
 """What a finished run folder holds before analysis adds metrics and reports."""
@@ -362,6 +367,30 @@ class Recorder:
         extra = {"systems": now, "probes": len(probes), "timeline": len(timeline), "failures": failures}
         meta["resumed"] = [*meta.get("resumed", []), extra]
         write_text_atomic(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True))
+
+    def part_info(self, key: str) -> dict[str, Any]:
+        """The JSON kept with committed part ``key`` (empty when it is not committed, or the run is joined)."""
+        if self.out_dir is None:
+            got = self._memory_parts.get(key)
+            return dict(got[2]) if got is not None else {}
+        path = self.out_dir / "parts" / f"{key}.json"
+        return _read_json(path, "run part") if path.exists() else {}
+
+    def committed_probes(self, keys: Collection[str]) -> pl.DataFrame:
+        """The probe rows of the committed parts named ``keys`` (and of their resumes), in key order.
+
+        A later pass reads an earlier pass's rows here (the placebo's doses), whether this
+        process played them or an earlier one did before it was stopped. A finished folder's
+        parts are gone: its joined ``probes.parquet`` is returned whole.
+        """
+        wanted = set(keys)
+        if self.out_dir is None:
+            frames = [self._memory_parts[k][0] for k in sorted(self._memory_parts) if k in wanted]
+            return _concat(frames, PROBE_SCHEMA)
+        if self.finished:
+            return pl.read_parquet(self.out_dir / "probes.parquet")
+        metas = [m for m in self.parts() if m.get("key") in wanted]
+        return _concat(_read_parts(self.out_dir / "parts", metas, "probes"), PROBE_SCHEMA)
 
     def parts(self) -> list[dict[str, Any]]:
         """The committed parts' JSON, in key order."""

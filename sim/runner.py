@@ -4,7 +4,15 @@ Two settings of one loop (``RunSpec.kind``):
 
 - ``longitudinal``: systems are built once; every episode (a user's months)
   plays at once on one simulated clock, with feedback after a delay and
-  maintenance ticks. Rows are committed after each simulated day.
+  maintenance ticks. Rows are committed after each simulated day. The arms
+  are played in **passes** (``passes``): first every arm that needs nothing
+  from another (systems, twins, constant arms), then the placebos, whose
+  bits are their systems' told bits from the first pass's rows, permuted
+  within user and week (``memsim.sim.engine.placebo_doses``). A pass is one
+  call of ``play_pass``; its parts are keyed by pass (``d000001``, ``end``;
+  then ``p1-d000001``, ``p1-end``), so rows come out in pass, day, arm
+  order, and a pass whose parts are all committed is not played again when a
+  run resumes.
 - ``static``: episodes (a conversation, an instance) play one after another,
   each against freshly built systems, questions after ingest, no feedback.
   Episodes stream from the loader, so memory stays flat however large the
@@ -30,7 +38,7 @@ import simpy
 
 from memsim.memory.base import render_turn
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
-from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, placebo_doses, start_processes
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.heal import repairs
 from memsim.sim.core.streams import streams
@@ -40,7 +48,7 @@ from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, speaks_in_turns
 
-__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts"]
+__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts", "passes", "play_pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +109,12 @@ def _twins(spec: RunSpec, name: str, args: Mapping[str, Any]) -> list[tuple[str,
     # Under the correction and implicit channels every system can change through use (it ingests the user's turns).
     if not speaks_in_turns(spec.feedback_from) and not learns_from_feedback(name, args):
         return []
-    return [("~twin", "withheld"), *([("~placebo", "shuffled")] if spec.placebo else [])]
+    arms = [("~twin", "withheld")]
+    if spec.placebo:
+        arms.append(("~placebo", "shuffled"))
+    if spec.constant_arms:
+        arms += [("~false", "false"), ("~true", "true")]
+    return arms
 
 
 def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
@@ -298,6 +311,94 @@ class _Play:
         return out or None
 
 
+def passes(suts: Sequence[SystemUnderTest]) -> list[list[SystemUnderTest]]:
+    """The arms in the passes that play them: first those that need nothing from another arm, then the placebos.
+
+    A placebo's bits are its system's told bits, so its system's whole pass must be played
+    first. Within a pass the arms keep the order they were built in.
+    """
+    first = [s for s in suts if s.feedback != "shuffled"]
+    placebos = [s for s in suts if s.feedback == "shuffled"]
+    return [first, placebos] if placebos else [first]
+
+
+def _part_key(index: int, part: str) -> str:
+    """The key of a pass's part: the first pass's as before passes existed, later ones prefixed (``p1-``)."""
+    return part if index == 0 else f"p{index}-{part}"
+
+
+@dataclass
+class _Clock:
+    """A longitudinal run's simulated span, shared by its passes."""
+
+    episodes: list[Episode]
+    start: datetime
+    span: float
+    """Seconds from the start to the end of the run."""
+    days: int
+    """Simulated days (parts of one pass, besides its ``end``)."""
+
+    def keys(self, index: int) -> list[str]:
+        """The part keys of pass ``index``, in the order they are committed."""
+        return [_part_key(index, f"d{day:06d}") for day in range(1, self.days + 1)] + [_part_key(index, "end")]
+
+
+def play_pass(
+    p: _Play, clock: _Clock, index: int, suts: list[SystemUnderTest], *, of: int = 1,
+    doses: Mapping[tuple[str, str, int], Sequence[Any]] | None = None, embed: bool = True,
+) -> Iterator[Checkpoint]:
+    """Play every episode against the arms ``suts`` on a clock of their own, committing a part per day.
+
+    Args:
+        p: the run being played.
+        clock: its span.
+        index: the pass's number (0 first): its parts are keyed by it.
+        suts: the arms of this pass (no arm of another pass is touched).
+        of: how many passes the run has (for the checkpoints' counts).
+        doses: the placebos' bits (``memsim.sim.engine.placebo_doses``); none for a pass without placebos.
+        embed: embed the run's texts up front first (the first pass played in a process does).
+
+    The pass's own outcome (feedback counts, cache purges, the arms' reports) is kept with its
+    ``end`` part, so a resumed run that finds the pass committed reads it instead of playing it.
+    """
+    total = of * clock.days
+    harness = p.harness(suts, clock.start, static=False)
+    harness.doses = dict(doses or {})
+    if embed:
+        _embed_up_front(p.resources, clock.episodes, p.info, harness)
+    env = harness.env
+    start_processes(env, harness, clock.episodes)
+    for day in range(1, clock.days + 1):
+        p.part = _part_key(index, f"d{day:06d}")
+        env.run(until=min(day * 86400.0, clock.span) if day < clock.days else clock.span + 1e-6)
+        p.recorder.commit(p.part, missing=_failed(suts))
+        yield Checkpoint(index * clock.days + day, total, "day", p.recorder.n_probes)
+    # Feedback still in flight at the end is delivered so systems end in a defined state.
+    p.part = _part_key(index, "end")
+    until = clock.span + harness.config.feedback_delay_s + 1.0
+    env.run(until=until)
+    while harness.load is not None and harness.load.in_flight:
+        # Under load, queues can outlast the scenario: play on until every job is done and its feedback given.
+        until += 3600.0
+        env.run(until=until)
+    if harness.load is not None:
+        env.run(until=until + harness.config.feedback_delay_s + 1.0)
+    outcome = {
+        "system_reports": _reports(suts),
+        "erasure": [{**e, "pass": index} for e in harness.erasures],
+        "feedback_unscored": harness.feedback_unscored,
+        "feedback_told": harness.feedback_told,
+        "placebo_beyond_dose": harness.beyond_dose,
+        "correction_no_other_fact": harness.no_other_fact,
+    }
+    p.recorder.commit(p.part, {"pass": outcome}, missing=_failed(suts))
+    p.part = None
+
+
+_PASS_KEYS = ("system_reports", "feedback_unscored", "feedback_told", "placebo_beyond_dose", "correction_no_other_fact")
+"""What each pass adds to ``run.json``, label by label (``erasure`` entries are listed)."""
+
+
 def _longitudinal(
     p: _Play, episodes: Iterable[Episode], start: datetime | None, end: datetime | None
 ) -> Iterator[Checkpoint]:
@@ -311,32 +412,41 @@ def _longitudinal(
     p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
     suts = _build(p.spec, p.resources)
     p.recorder.arms(suts)
-    harness = p.harness(suts, start, static=False)
-    _embed_up_front(p.resources, eps, p.info, harness)
-    env = harness.env
-    start_processes(env, harness, eps)
-    for day in range(1, total_days + 1):
-        p.part = f"d{day:06d}"
-        env.run(until=min(day * 86400.0, span) if day < total_days else span + 1e-6)
-        p.recorder.commit(p.part, missing=_failed(suts))
-        yield Checkpoint(day, total_days, "day", p.recorder.n_probes)
-    # Feedback still in flight at the end is delivered so systems end in a defined state.
-    p.part = "end"
-    until = span + harness.config.feedback_delay_s + 1.0
-    env.run(until=until)
-    while harness.load is not None and harness.load.in_flight:
-        # Under load, queues can outlast the scenario: play on until every job is done and its feedback given.
-        until += 3600.0
-        env.run(until=until)
-    if harness.load is not None:
-        env.run(until=until + harness.config.feedback_delay_s + 1.0)
-    p.recorder.commit("end", missing=_failed(suts))
-    p.part = None
-    p.info["system_reports"] = _reports(suts)
-    if harness.erasures:
-        p.info["erasure"] = harness.erasures
-    p.info["feedback_unscored"] = harness.feedback_unscored
-    p.info["feedback_told"] = harness.feedback_told
+    clock = _Clock(eps, start, span, total_days)
+    groups = passes(suts)
+    embedded = False
+    for index, group in enumerate(groups):
+        keys = clock.keys(index)
+        if all(p.recorder.is_done(k) for k in keys):
+            # Committed whole by an earlier process: its rows and outcome are on disk.
+            yield Checkpoint((index + 1) * total_days, len(groups) * total_days, "day", p.recorder.n_probes)
+        else:
+            doses = None
+            if any(s.feedback == "shuffled" for s in group):
+                doses = _doses(p, clock, {s.twin_of or s.label for s in group if s.feedback == "shuffled"})
+            yield from play_pass(p, clock, index, group, of=len(groups), doses=doses, embed=not embedded)
+            embedded = True
+        _merge_pass(p.info, p.recorder.part_info(keys[-1]).get("pass") or {})
+
+
+def _doses(p: _Play, clock: _Clock, systems: set[str]) -> dict[tuple[str, str, int], list[Any]]:
+    """The placebos' doses, read from their systems' committed rows of the first pass."""
+    rows = p.recorder.committed_probes(clock.keys(0))
+    answer = p.answer
+    judge_keys = tuple(answer.score_columns) if answer is not None else ()
+    wanted = [c for c in ("system", "user_id", "time", "told", "reaction", "error", p.spec.metric, *judge_keys[:1])
+              if c in rows.columns]
+    rows = rows.select(wanted).filter(pl.col("system").is_in(sorted(systems)))
+    config = _config(p.spec, clock.start, static=False)
+    return placebo_doses(rows.iter_rows(named=True), systems, config, judge_keys)
+
+
+def _merge_pass(info: dict[str, Any], outcome: Mapping[str, Any]) -> None:
+    """Add one pass's outcome to ``run.json``'s (each arm is in one pass, so labels never collide)."""
+    for key in _PASS_KEYS:
+        info.setdefault(key, {}).update(outcome.get(key) or {})
+    if outcome.get("erasure"):
+        info.setdefault("erasure", []).extend(outcome["erasure"])
 
 
 def _maintained_after_ingest(ep: Episode) -> Episode:

@@ -83,8 +83,11 @@ class RunSettings(BaseModel):
     maintenance_every_hours: Annotated[float, bounded(24 * 365 * 10, least=0.1)] = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
     n_boot: int = Field(2000, ge=100, description="bootstrap resamples per interval")
     twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")
-    placebo: bool = Field(True, description="also play each learning system's placebo (feedback calls with bits "
-                                            "unrelated to the question, at the same rate); false: twin only")
+    placebo: bool = Field(True, description="also play each learning system's placebo (its system's told bits, "
+                                            "permuted within user and week: the same calls and the same number of "
+                                            "True bits, unrelated to the question); false: no placebo")
+    constant_arms: bool = Field(True, description="also play each learning system told always False (~false) and "
+                                                  "always True (~true), on the same questions; false: neither")
     balance_kinds: bool = Field(False, description="weight questions so both halves have the same question-kind mix")
     keep_deleted_text: bool = Field(False, description="keep, in the run folder, the text of turns deleted later "
                                     "(default: redacted when the deletion comes; for debugging only)")

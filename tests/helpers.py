@@ -10,9 +10,9 @@ import simpy
 from memsim.analysis.summary import Summary, summarise
 from memsim.memory.registry import Resources, SystemSpec
 from memsim.scenarios.base import ScenarioStream
-from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
+from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, placebo_doses, start_processes
 from memsim.sim.recorder import Recorder
-from memsim.sim.runner import RunResult, run
+from memsim.sim.runner import RunResult, passes, run
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, ScenarioEntry, system_entries
 
@@ -39,11 +39,11 @@ def replay(
 ) -> Replayed:
     """Play ``stream`` against unregistered systems (label -> object), scored on evidence and staleness at ``k``.
 
-    ``modes`` gives a system's feedback mode (``given``, ``withheld``, ``shuffled``) by label (an arm
-    labelled ``s~...`` is an arm of ``s``: a placebo draws from the bits ``s`` was told);
+    ``modes`` gives a system's feedback mode (``given``, ``withheld``, ``shuffled``, ``false``, ``true``) by
+    label (an arm labelled ``s~...`` is an arm of ``s``); placebos (``shuffled``) are played in a second
+    pass, on their systems' told bits permuted within user and week, as the runner plays them.
     ``answer`` is the engine's answer callable (none: retrieval only).
     """
-    env = simpy.Environment()
     rec = Recorder()
     cfg = EngineConfig(
         start=stream.start, k=k, ks=tuple(sorted({1, k})), fetch_k=k, metric=f"recall_all@{k}",
@@ -54,10 +54,17 @@ def replay(
     suts = [SystemUnderTest(label, label, system, feedback=modes.get(label, "given"),
                             twin_of=label.split("~")[0] if label in modes else None)
             for label, system in systems.items()]
-    harness = Harness(env=env, systems=suts, recorder=rec, config=cfg, scorers=[build_scorer("evidence"), build_scorer("stale")],
-                      answer=answer)
-    start_processes(env, harness, stream.episodes())
-    env.run(until=(stream.end - stream.start).total_seconds() + delay_s + 1)
+    doses = None
+    for n, group in enumerate(passes(suts)):
+        if n:
+            first = rec.committed_probes(["pass0"]).iter_rows(named=True)
+            doses = placebo_doses(first, {s.twin_of or s.label for s in group}, cfg)
+        env = simpy.Environment()
+        harness = Harness(env=env, systems=group, recorder=rec, config=cfg,
+                          scorers=[build_scorer("evidence"), build_scorer("stale")], answer=answer, doses=doses or {})
+        start_processes(env, harness, stream.episodes())
+        env.run(until=(stream.end - stream.start).total_seconds() + delay_s + 1)
+        rec.commit(f"pass{n}")
     return Replayed(rec)
 
 

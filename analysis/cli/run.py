@@ -44,8 +44,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-deleted-text", action="store_true", default=None,
                         help="keep the text of turns deleted later in the run folder (default: redacted; for debugging)")
     parser.add_argument("--placebo", action=argparse.BooleanOptionalAction, default=None,
-                        help="play each learning system's placebo (feedback calls with bits unrelated to the question, "
-                             "at the same rate) beside its twin (default: the config's, else on); --no-placebo: twin only")
+                        help="play each learning system's placebo (its system's bits permuted within user and week: "
+                             "the same calls and True bits, unrelated to the question) (default: the config's, else on)")
+    parser.add_argument("--constant-arms", action=argparse.BooleanOptionalAction, default=None,
+                        help="play each learning system told always False (~false) and always True (~true) "
+                             "(default: the config's, else on); --no-constant-arms: neither")
     parser.add_argument("--balance-kinds", action="store_true", default=None,
                         help="weight questions so that both halves have the same question-kind mix")
     parser.add_argument("--data", default=None, metavar="PATH",
@@ -152,7 +155,7 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     if not systems and not config.run.systems:
         raise UserError(f"no systems: give --system or [run] systems in {config_path}; known: {', '.join(memory_names())}")
     spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args),
-                            placebo=args.placebo, balance_kinds=args.balance_kinds,
+                            placebo=args.placebo, constant_arms=args.constant_arms, balance_kinds=args.balance_kinds,
                             keep_deleted_text=args.keep_deleted_text)
     out = args.out or default_out_dir(spec.scenario.name)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
