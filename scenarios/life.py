@@ -24,7 +24,7 @@ import copy
 import hashlib
 import random
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Annotated, Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from memsim.memory.base import Turn
 from memsim.scenarios import life_text as X
 from memsim.scenarios import life_truth as W
 from memsim.scenarios.base import ScenarioStream
+from memsim.scenarios.claims import Claim
 from memsim.sim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
 
@@ -114,17 +115,22 @@ class LifeScenario:
         events: list[Event] = []
         truth: dict[str, Any] = {}
         facts: dict[str, list[str]] = {}
+        claims: dict[str, list[dict[str, str]]] = {}
         specs: dict[str, dict[str, Any]] = {}
+        offsets: dict[str, float] = {}
         for u in range(cfg.users):
             user_rng = np.random.default_rng(rng.integers(2**63))
             life = _Life(cfg, f"u{u + 1:02d}", user_rng, ids, seen, span_days)
             events.extend(life.play())
             truth[life.user_id] = life.truth
             facts.update(life.facts)
+            claims.update(life.claims)
             specs.update(life.specs)
+            offsets[life.user_id] = life.offset
         end = cfg.start + timedelta(days=span_days)
         return ScenarioStream(start=cfg.start, end=end, events=tuple(sort_events(events)),
-                              meta={"truth": truth, "facts": facts, "questions": specs})
+                              meta={"truth": truth, "facts": facts, "questions": specs, "claims": claims,
+                                    "vocabulary": X.vocabulary(), "utc_offsets": offsets})
 
 
 class _Life:
@@ -137,176 +143,257 @@ class _Life:
         sampled = W.sample_user(rng)
         start_people = copy.deepcopy(sampled["people"])
         life_events = W.sample_events(rng, sampled, span_days, cfg.event_rate)
+        self.offset = float(W.UTC_OFFSETS[sampled["attributes"]["city"]])
+        self.day0 = date.fromisoformat(W.local_day(cfg.start, self.offset))
         # Every person who ever appears, with their attributes when they first do (a partner met later too).
         self.people = {**start_people, **{e["participants"][1]: e["details"]["person"]
                                           for e in life_events if e["type"] == "relationship"}}
+        self.events = [{**e, "date": self._date(e["day"])} for e in life_events]
         self.truth: dict[str, Any] = {
-            "attributes": sampled["attributes"], "people": copy.deepcopy(self.people),
-            "events": [{**e, "date": self._iso(e["day"])} for e in life_events], "tellings": [], "deletions": [],
+            "attributes": sampled["attributes"], "people": copy.deepcopy(self.people), "events": self.events,
+            "utc_offset": self.offset, "tellings": [], "deletions": [],
         }
         self.index: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.facts: dict[str, list[str]] = {}
+        self.claims: dict[str, list[dict[str, str]]] = {}
         self.specs: dict[str, dict[str, Any]] = {}
-        self.pending = self._initial_tellings() + self._event_tellings(life_events)
+        self.never = self._never_held()
+        self.news = self._event_tellings()
+        self.state = self._initial_tellings()
 
-    def _iso(self, day: float) -> str:
-        return (self.cfg.start + timedelta(days=float(day))).isoformat()
+    def _date(self, day: float) -> str:
+        return (self.day0 + timedelta(days=int(day))).isoformat()
+
+    def _instant(self, day: int, hour: float) -> datetime:
+        """The UTC instant of the user's local ``hour`` on their ``day``."""
+        local = datetime.combine(self.day0 + timedelta(days=day), time(0), tzinfo=timezone.utc)
+        return local + timedelta(hours=hour - self.offset)
+
+    # -- the truth on a given day -------------------------------------------------------
+
+    def _state(self, subject: str, attr: str, day: int) -> Any:
+        """What the initial attributes and the events up to ``day`` make true of ``subject``'s ``attr``."""
+        start = self.truth["attributes"] if subject == "me" else self.truth["people"][subject]
+        value = start.get(attr)
+        if subject == "me" and attr == "partner" and value is None:
+            value = "single"
+        for e in self.events:
+            if e["day"] > day:
+                break
+            for c in e["consequences"]:
+                if c["subject"] == subject and c["attr"] == attr:
+                    value = c["value"]
+        return value
+
+    def _never_held(self) -> dict[str, list[str]]:
+        """Values of each distractor attribute the user never holds (nor plans), so a denial never contradicts them."""
+        a = self.truth["attributes"]
+        held: dict[str, set[str]] = {"city": {a["city"]}, "employer": {a["employer"]}, "music": {a["music"]},
+                                     "trips": set(), "purchases": set()}
+        for e in self.events:
+            for c in e["consequences"]:
+                if c["subject"] == "me" and c["attr"] in held:
+                    held[c["attr"]].add(c["value"])
+        pools = {"city": W.CITIES, "employer": [x for v in W.SECTORS.values() for x in v], "music": list(W.MUSIC),
+                 "trips": W.DESTINATIONS, "purchases": W.PURCHASES}
+        return {k: [v for v in pool if v not in held[k]] for k, pool in pools.items()}
 
     # -- what there is to tell ---------------------------------------------------
 
     def _initial_tellings(self) -> list[dict[str, Any]]:
+        """What was so before the conversations: each said as it stands on the day it is said (``resolve``)."""
         a, rng = self.truth["attributes"], self.rng
         out: list[dict[str, Any]] = []
 
-        def tell(subject: str, attr: str, value: Any, mode: str = "state", **extra: Any) -> None:
-            out.append({"subject": subject, "attr": attr, "value": value, "mode": mode, "day": 0.0, **extra})
+        def tell(subject: str, attr: str, aspect: str = "holds", **extra: Any) -> None:
+            out.append({"subject": subject, "attr": attr, "aspect": aspect, **extra})
 
-        for attr in ("city", "employer", "occupation", "music"):
-            tell("me", attr, a[attr])
-        for attr in ("diet", "cuisine"):
-            tell("me", attr, a[attr], "behaviour")
-            tell("me", attr, a[attr], "behaviour")
+        for attr in ("city", "employer", "occupation", "music", "diet", "diet", "cuisine", "cuisine"):
+            tell("me", attr)
         for attr in ("pets", "habits"):
             for v in a[attr]:
-                tell("me", attr, v)
+                tell("me", attr, "long", value=v)
         for pid, p in self.truth["people"].items():
-            if p["relation"] == "partner" and a["partner"] == p["name"]:
-                tell("me", "partner", p["name"], "intro", person=pid)
-            elif p["relation"] != "partner":
-                tell(pid, "name", p["name"], "intro")
-            if p["relation"] == "partner" and a["partner"] != p["name"]:
-                continue  # met later: told when the relationship starts
+            if p["relation"] == "partner":
+                tell("me", "partner", person=pid, value=p["name"])
+            else:
+                tell(pid, "name", intro=True, value=p["name"])
             for attr in ("city", "employer", "occupation"):
                 if p.get(attr) and (attr != "city" or p["relation"] != "partner"):
-                    tell(pid, attr, p[attr], after=pid)
+                    tell(pid, attr, after=pid)
         order = rng.permutation(len(out))
         return [out[int(i)] for i in order]
 
-    def _event_tellings(self, life_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _event_tellings(self) -> list[dict[str, Any]]:
+        """The news of each event, dated, in the order it happened (a trip: a plan before, the trip once back)."""
         out: list[dict[str, Any]] = []
-        for e in life_events:
-            day = e["day"]
+        for e in self.events:
+            day = int(e["day"])
             if e["type"] == "trip":
-                # A trip is talked about before (a plan: a hard negative for "my last trip") and told once back home.
-                lead = float(self.rng.uniform(5.0, 30.0))
+                lead = int(self.rng.integers(5, 30))
                 if day - lead > 0:
                     out.append({"subject": "me", "attr": "trip_plans", "value": e["consequences"][0]["value"],
-                                "mode": "plan", "day": day - lead, "news": True,
+                                "aspect": "plan", "day": day - lead, "until": day,
                                 "with_partner": e["details"]["companion"] is not None})
-                day += e["details"]["nights"]
+                day += int(e["details"]["nights"])
             for c in e["consequences"]:
                 if c["subject"] != "me" and e["type"] == "move":
                     continue  # "we moved" tells the partner's city too; no separate telling
-                extra: dict[str, Any] = {}
+                base = {"subject": c["subject"], "attr": c["attr"], "value": c["value"], "aspect": "began", "day": day}
                 if e["type"] == "trip":
                     comp = e["details"]["companion"]
-                    extra = {"nights": e["details"]["nights"],
-                             "companion_name": self.people[comp]["name"] if comp else None}
+                    base.update(nights=e["details"]["nights"], companion_name=self.people[comp]["name"] if comp else None)
                 if e["type"] in ("move", "adoption"):
-                    extra["with_partner"] = len(e["participants"]) > 1
+                    base["with_partner"] = len(e["participants"]) > 1
                 if e["type"] == "relationship":
                     pid = e["participants"][1]
-                    extra["person"] = pid
-                    out.append({"subject": "me", "attr": "partner", "value": c["value"], "mode": "change",
-                                "day": day, "news": True, **extra})
+                    out.append({**base, "person": pid})
                     for attr in ("employer", "occupation"):
-                        out.append({"subject": pid, "attr": attr, "value": self.people[pid][attr], "mode": "state",
-                                    "day": day, "after": pid})
+                        out.append({"subject": pid, "attr": attr, "aspect": "holds", "day": day, "after": pid})
                     continue
-                mode = "change" if c["subject"] == "me" or c["attr"] != "occupation" else "state"
-                out.append({"subject": c["subject"], "attr": c["attr"], "value": c["value"], "mode": mode,
-                            "day": day, "news": True, **extra})
-                if c["attr"] == "diet":
-                    out.append({"subject": "me", "attr": "diet", "value": c["value"], "mode": "behaviour",
-                                "day": day, "news": True})
+                out.append(base)
         return sorted(out, key=lambda t: t["day"])
 
+    def _resolve(self, telling: dict[str, Any], day: int) -> dict[str, Any] | None:
+        """The telling as it may be said on ``day``, or None when it no longer may (a stale plan, a past partner).
+
+        A telling of what *is* takes its value from the truth on the day it is said: the only source of
+        what a turn may assert.
+        """
+        t = dict(telling)
+        if t["aspect"] == "plan":
+            return t if day < t["until"] else None
+        if t["aspect"] == "long" or t["aspect"] == "began" or t.get("intro"):
+            return t
+        value = self._state(t["subject"], t["attr"], day)
+        if t["attr"] == "partner" and value != t["value"]:
+            return None  # the partner of the first weeks is not introduced once they are gone
+        if value is None:
+            return None
+        t["value"] = value
+        return t
+
     # -- playing the months ---------------------------------------------------------
+
+    def _hours(self, n: int) -> list[float]:
+        """Local clock hours of ``n`` sessions or questions: waking hours, busiest in the evening."""
+        w = np.array([1, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 6, 7, 7, 6, 4], dtype=float)  # 7:00 to 22:00
+        starts = self.rng.choice(len(w), size=n, p=w / w.sum()) + 7
+        return [float(h) + float(m) for h, m in zip(starts, self.rng.uniform(0.0, 0.98, size=n))]
 
     def play(self) -> list[Event]:
         """The user's sessions, then deletions, then questions (in that order, so gold sees the deletions)."""
         cfg, rng = self.cfg, self.rng
         n = int(rng.poisson(cfg.sessions_per_week / 7.0 * self.span))
-        times = sorted(float(x) for x in rng.uniform(0.0, self.span, size=n))
-        news = [t for t in self.pending if t.get("news")]
-        queue = [t for t in self.pending if not t.get("news")]
+        days = [int(x) for x in rng.uniform(0.0, self.span, size=n)]
+        times = sorted(zip(days, self._hours(n)))
         introduced: set[str] = set()
         out: list[Event] = []
-        for day in times:
-            while news and news[0]["day"] < day:
-                queue.insert(0, news.pop(0))  # news is told before what was always so
-            out.append(self._session(day, queue, introduced))
+        for day, hour in times:
+            out.append(self._session(day, hour, introduced))
         out.extend(self._deletions())
         out.extend(self._questions())
         return out
 
-    def _session(self, day: float, queue: list[dict[str, Any]], introduced: set[str]) -> Session:
+    def _pick_tellings(self, day: int, n_pairs: int, introduced: set[str]) -> list[dict[str, Any]]:
+        """News due by ``day`` in the order it happened, then what was always so, at most ``facts_per_session``."""
+        cfg, rng = self.cfg, self.rng
+        due = [t for t in self.news if t["day"] <= day]
+        for t in [t for t in due if t["aspect"] == "plan" and day >= t["until"]]:
+            self.news.remove(t)  # a plan not told before the trip is never told
+        ready = [t for t in self.news if t["day"] <= day and (t.get("after") is None or t["after"] in introduced)]
+        ready += [t for t in self.state if t.get("after") is None or t["after"] in introduced]
+        n_facts = min(len(ready), cfg.facts_per_session, int(rng.binomial(n_pairs, cfg.fact_share)))
+        if ready and n_facts == 0 and ready[0].get("aspect") in ("began", "plan"):
+            n_facts = 1
+        chosen: list[dict[str, Any]] = []
+        for t in ready[:n_facts]:
+            (self.news if t in self.news else self.state).remove(t)
+            resolved = self._resolve(t, day)
+            if resolved is not None:
+                chosen.append(resolved)
+        return chosen
+
+    def _session(self, day: int, hour: float, introduced: set[str]) -> Session:
         cfg, rng, words = self.cfg, self.rng, self.words
-        when = self.cfg.start + timedelta(days=day)
+        when = self._instant(day, hour)
+        said_day = self.day0 + timedelta(days=day)
         sid = self.ids("s")
         n_pairs = max(2, int(rng.poisson(cfg.turns_per_session / 2)))
-        ready = [t for t in queue if t.get("after") is None or t["after"] in introduced]
-        n_facts = min(len(ready), cfg.facts_per_session, int(rng.binomial(n_pairs, cfg.fact_share)))
-        if ready and n_facts == 0 and ready[0].get("news"):
-            n_facts = 1
-        chosen = ready[:n_facts]
-        for t in chosen:
-            queue.remove(t)
+        chosen = self._pick_tellings(day, n_pairs, introduced)
         slots = set(int(i) for i in rng.choice(n_pairs, size=len(chosen), replace=False))
         theme = X.pick(words, X.THEMES)
-        relations = sorted({p["relation"] for p in self.people.values()})
+        relations = sorted({p["relation"] for p in self.people.values() if p["name"] and p["id"] in introduced})
         turns: list[Turn] = []
 
-        def add(speaker: str, text: str) -> str:
+        def add(speaker: str, text: str, claims: list[dict[str, str]]) -> str:
             tid = self.ids("t")
             turns.append(Turn(turn_id=tid, user_id=self.user_id, speaker=speaker, text=text, created_at=when, session_id=sid))
+            self.claims[tid] = claims
             return tid
 
-        current = {"city": self._latest("city"), "employer": self._latest("employer"), "music": self._latest("music")}
         for p in range(n_pairs):
             telling = chosen.pop(0) if p in slots else None
             for _ in range(12):  # redraw until the text is new: no turn text repeats
                 d = X.session_details(words, relations)
-                strings: list[str] = []
-                clause = None
+                clause, said_as, when_as = None, "", ""
                 if telling is not None:
                     who = self.people.get(telling["subject"]) if telling["subject"] != "me" else None
-                    clause, strings = X.fact_clause(words, telling, who, day - telling["day"])
-                distract = X.distractor(words, current) if words.random() < cfg.distractor_rate else None
-                text = X.user_turn(words, theme, d, clause, distract)
+                    if telling["aspect"] == "began":
+                        when_as = X.when_phrase(date.fromisoformat(self._date(telling["day"])), said_day)
+                    still = telling["aspect"] != "began" or self._state(telling["subject"], telling["attr"], day) == telling["value"]
+                    clause, said_as = X.fact_clause(words, telling, who, when_as, still and telling["attr"] != "trips")
+                distract = X.distractor(words, self.never) if words.random() < cfg.distractor_rate else None
+                text = X.user_turn(words, theme, d, clause, distract[0] if distract else None)
                 if p == 0 and words.random() < 0.5:
-                    text = f"{X.pick(words, X.GREETINGS)} {text}"
+                    text = f"{X.greeting(words, int(hour))} {text}"
                 reply, title = X.assistant_turn(words, theme, d)
                 if text not in self.seen and reply not in self.seen:
                     break
             self.seen.update((text, reply))
-            tid = add("user", text)
+            claims: list[dict[str, str]] = []
+            if distract is not None:
+                claims.append(Claim(time=said_day.isoformat(), **distract[1]).to_json())
+            tid = add("user", text, claims)
             if telling is not None:
-                self._record(telling, tid, when, strings)
+                claims[:0] = self._record(telling, tid, when, said_day, said_as, when_as)
                 introduced.add(telling["subject"])
                 if telling.get("person"):
                     introduced.add(telling["person"])
-            rid = add("assistant", reply)
+            rid = add("assistant", reply, [])
             if title is not None:
-                self._record({"subject": "assistant", "attr": "book" if theme == "reading" else "film", "value": title,
-                              "mode": "state", "day": day, "genre": d["genre"]}, rid, when, [title])
+                attr = "book" if theme == "reading" else "film"
+                genre = d["genre"] if theme == "reading" else d["film_genre"]
+                self.claims[rid] = self._record({"subject": "assistant", "attr": attr, "value": title, "aspect": "holds",
+                                                 "genre": genre}, rid, when, said_day, title, "")
         return Session(session_id=sid, user_id=self.user_id, time=when, turns=tuple(turns))
 
-    def _record(self, telling: dict[str, Any], turn_id: str, when: datetime, strings: list[str]) -> None:
-        told = {k: v for k, v in telling.items() if k not in ("day", "news", "after")}
-        told.update(turn=turn_id, valid=self._iso(telling["day"]), said=when.isoformat(), deleted=None)
+    def _record(self, telling: dict[str, Any], turn_id: str, when: datetime, said_day: date, said_as: str,
+                when_as: str) -> list[dict[str, str]]:
+        """Log a telling in the truth and return the claims its turn makes."""
+        aspect = telling["aspect"]
+        valid = {"began": self._date(telling.get("day", 0)), "long": self.day0.isoformat()}.get(aspect, said_day.isoformat())
+        rel = self.people[telling["subject"]]["relation"] if telling["attr"] == "name" else ""
+        told = {k: v for k, v in telling.items() if k not in ("day", "after", "until", "intro")}
+        told.update(turn=turn_id, valid=valid, said=when.isoformat(), deleted=None, **({"relation": rel} if rel else {}))
         both = [told]
         if telling.get("person"):
             # Naming the partner also introduces them: a hop through the partner starts here.
-            both.append({**told, "subject": telling["person"], "attr": "name", "mode": "intro"})
+            pid = telling["person"]
+            both.append({**told, "subject": pid, "attr": "name", "aspect": "holds", "valid": said_day.isoformat(),
+                         "relation": "partner"})
+        claims = []
         for t in both:
+            t["seq"] = len(self.truth["tellings"])
             self.truth["tellings"].append(t)
             self.index.setdefault((t["subject"], t["attr"]), []).append(t)
-        self.facts[turn_id] = strings
-
-    def _latest(self, attr: str) -> str:
-        said = self.index.get(("me", attr))
-        return str(said[-1]["value"]) if said else ""
+            claims.append(Claim(
+                subject=t["subject"], attr=t["attr"], value=str(t["value"]), time=t["valid"], aspect=t["aspect"],
+                polarity="asserts", said_as=said_as if t is told else str(t["value"]),
+                when_as=when_as if t["aspect"] == "began" else "", relation=t.get("relation", ""),
+                genre=t.get("genre", "")).to_json())
+        self.facts[turn_id] = [said_as]
+        return claims
 
     # -- deletions and questions -------------------------------------------------------
 
@@ -314,23 +401,23 @@ class _Life:
         cfg, rng = self.cfg, self.rng
         n = int(rng.poisson(cfg.deletion_rate * self.span / 30.0))
         out: list[Deletion] = []
-        for day in sorted(float(x) for x in rng.uniform(0.0, self.span, size=n)):
-            when = self._iso(day)
+        for day, hour in sorted(zip((int(x) for x in rng.uniform(0.0, self.span, size=n)), self._hours(n))):
+            when = self._instant(day, hour).isoformat()
             options = [a for a in _DELETABLE if W.told(self.index, "me", a, when)]
             if not options:
                 continue
             attr = options[int(rng.integers(len(options)))]
             gone = {t["turn"] for t in W.told(self.index, "me", attr, when)}
             for t in self.truth["tellings"]:
-                if t["turn"] in gone:
-                    t["deleted"] = when
+                if t["turn"] in gone and t["deleted"] is None:
+                    t["deleted"] = when  # everything the deleted turns said goes with them
             self.truth["deletions"].append({"time": when, "topic": attr, "turns": sorted(gone)})
             out.append(Deletion(deletion_id=self.ids("d"), user_id=self.user_id, time=datetime.fromisoformat(when),
                                 turn_ids=tuple(sorted(gone)), topic=attr))
         return out
 
     def _candidates(self, when: str) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
-        """Answerable question specs at ``when`` by kind, each with the context its wording needs."""
+        """Question specs worth trying at ``when`` by kind, each with the context its wording needs."""
         out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {k: [] for k in QUESTION_WEIGHTS}
         index = self.index
 
@@ -341,19 +428,21 @@ class _Life:
             t = told("me", attr)
             if not t:
                 continue
-            cur = t[-1]
+            cur = t[-1]["value"]
             out["current"].append(({"kind": "current", "attr": attr}, {}))
-            if any(x["value"] != cur["value"] for x in t) and attr != "partner":
-                out["previous"].append(({"kind": "previous", "attr": attr}, {"cur": cur["value"]}))
-            if attr in ("city", "employer") and cur["mode"] == "change":
-                out["since"].append(({"kind": "since", "attr": attr}, {"cur": cur["value"]}))
-            if attr in ("city", "employer") and len(t) >= 2:
-                lo, hi = datetime.fromisoformat(t[-2]["valid"]), datetime.fromisoformat(t[-1]["valid"])
-                if (hi - lo).days >= 3 and t[-2]["value"] != cur["value"]:
-                    at = lo + timedelta(days=float(self.rng.uniform(1.0, (hi - lo).days - 1.0)))
-                    at = at.replace(hour=12, minute=0, second=0, microsecond=0)
-                    out["as_of"].append(({"kind": "as_of", "attr": attr, "at": at.isoformat()},
-                                         {"date": f"{at.day} {at:%B %Y}"}))
+            if attr != "partner":
+                out["previous"].append(({"kind": "previous", "attr": attr, "value": cur}, {"cur": cur}))
+            if attr in ("city", "employer"):
+                out["since"].append(({"kind": "since", "attr": attr, "value": cur}, {"cur": cur}))
+                changes = [i for i in range(1, len(t)) if t[i]["aspect"] == "began" and t[i]["value"] != t[i - 1]["value"]]
+                if changes:
+                    i = changes[int(self.rng.integers(len(changes)))]
+                    lo, hi = date.fromisoformat(t[i - 1]["valid"]), date.fromisoformat(t[i]["valid"])
+                    if (hi - lo).days >= 3:
+                        at_day = lo + timedelta(days=int(self.rng.integers(1, (hi - lo).days)))
+                        at = self._instant((at_day - self.day0).days, 12.0)
+                        out["as_of"].append(({"kind": "as_of", "attr": attr, "at": at.isoformat()},
+                                             {"date": f"{at_day.day} {at_day:%B %Y}"}))
         for attr in W.ACCUMULATING:
             t = told("me", attr)
             if not t:
@@ -361,22 +450,19 @@ class _Life:
             out["count"].append(({"kind": "count", "attr": attr}, {}))
             out["latest"].append(({"kind": "latest", "attr": attr}, {}))
             if attr in ("trips", "illnesses", "purchases"):
-                out["since"].append(({"kind": "since", "attr": attr}, {"cur": t[-1]["value"]}))
+                v = t[int(self.rng.integers(len(t)))]["value"]
+                out["since"].append(({"kind": "since", "attr": attr, "value": v}, {"cur": v}))
         for attr in ("diet", "cuisine"):
             if told("me", attr):
                 out["preference"].append(({"kind": "preference", "attr": attr}, {}))
-        partner_now = told("me", "partner")
         relations = [p["relation"] for p in self.people.values()]
         for pid, p in self.people.items():
             rel = p["relation"]
-            if relations.count(rel) != 1 or rel not in _RELATIVES or not W.told(index, pid, "name", when):
+            if relations.count(rel) != 1 or rel not in _RELATIVES:
                 continue
-            if rel == "partner" and (not partner_now or partner_now[-1]["value"] != p["name"]):
-                continue
-            out["name"].append(({"kind": "current", "subject": pid, "attr": "name"}, {"rel": rel}))
+            out["name"].append(({"kind": "current", "subject": pid, "attr": "name", "rel": rel}, {"rel": rel}))
             for attr in ("city", "employer", "occupation"):
-                if told(pid, attr):
-                    out["hop"].append(({"kind": "hop", "subject": pid, "attr": attr}, {"rel": rel, "name": p["name"]}))
+                out["hop"].append(({"kind": "hop", "subject": pid, "attr": attr, "rel": rel}, {"rel": rel}))
         for attr in ("book", "film"):
             for genre in sorted({t["genre"] for t in W.told(index, "assistant", attr, when)}):
                 out["assistant"].append(({"kind": "assistant", "attr": attr, "genre": genre}, {"cur": genre}))
@@ -392,16 +478,26 @@ class _Life:
         first = cfg.questions_from * self.span
         n = int(rng.poisson(cfg.questions_per_week / 7.0 * (self.span - first)))
         out: list[Question] = []
-        for day in sorted(float(x) for x in rng.uniform(first, self.span, size=n)):
-            when = self._iso(day)
+        for day, hour in sorted(zip((int(x) for x in rng.uniform(first, self.span, size=n)), self._hours(n))):
+            when = self._instant(day, hour).isoformat()
             options = self._candidates(when)
-            kinds = sorted(options)
-            w = np.array([QUESTION_WEIGHTS[k] for k in kinds])
-            kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
-            spec, ctx = options[kind][int(rng.integers(len(options[kind])))]
-            gold = W.derive(self.index, spec, when)
-            if spec["kind"] != "abstain" and not gold["evidence"]:
+            found = None
+            while options and found is None:
+                kinds = sorted(options)
+                w = np.array([QUESTION_WEIGHTS[k] for k in kinds])
+                kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
+                # A candidate the tellings leave ambiguous (two titles, an undated change) is not asked.
+                for i in rng.permutation(len(options[kind])):
+                    spec, ctx = options[kind][int(i)]
+                    gold = W.derive(self.index, spec, when, self.offset)
+                    if gold is not None:
+                        found = spec, ctx, gold
+                        break
+                else:
+                    del options[kind]
+            if found is None:
                 continue
+            spec, ctx, gold = found
             qid = self.ids("q")
             self.specs[qid] = spec
             topic = spec["attr"] if spec.get("subject", "me") == "me" else f"{ctx['rel']}.{spec['attr']}"
@@ -410,5 +506,6 @@ class _Life:
                 text=X.question_text(self.words, spec, ctx), gold=gold["gold"], kind=spec["kind"],
                 evidence=tuple(gold["evidence"]), superseded=tuple(gold["superseded"]), topic=topic,
                 excluded="abstention" if spec["kind"] == "abstain" else None,
+                extra={"support": tuple(tuple(g) for g in gold["support"])},
             ))
         return out

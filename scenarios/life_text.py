@@ -22,25 +22,34 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from datetime import date
 from typing import Any
 
 from memsim.scenarios import life_truth as W
 
 __all__ = [
-    "THEMES", "DIET_ALIASES", "BOOKS", "FILMS", "GREETINGS", "pick", "fact_clause", "user_turn", "assistant_turn",
-    "question_text",
+    "THEMES", "DIET_ALIASES", "BOOKS", "FILMS", "GREETINGS", "BREAKUP_WORDS", "pick", "greeting", "when_phrase",
+    "fact_clause", "distractor", "session_details", "user_turn", "assistant_turn", "question_text",
 ]
 
-GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Evening.", "Hi there.")
+GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Good afternoon.", "Evening.", "Hi there.")
 """The only texts that may repeat."""
+_BY_HOUR = ((12, "Morning!"), (18, "Good afternoon."), (24, "Evening."))
+
+
+def greeting(rng: random.Random, hour: int) -> str:
+    """A greeting that fits the user's local ``hour`` (no "Morning!" after noon)."""
+    timed = next(g for h, g in _BY_HOUR if hour < h)
+    return pick(rng, ("Hi!", "Hello again.", "Hey, quick one.", "Hi there.", timed, timed))
 
 DIET_ALIASES: Mapping[str, tuple[str, ...]] = {
-    "vegetarian": ("vegetarian", "don't eat meat", "meat-free", "no meat"),
-    "vegan": ("vegan", "plant-based", "no animal products"),
-    "pescatarian": ("pescatarian", "fish but no meat", "only fish"),
-    "gluten-free": ("gluten-free", "no gluten", "coeliac"),
-    "dairy-free": ("dairy-free", "no dairy", "lactose"),
-    "omnivore": ("omnivore", "eat anything", "not fussy"),
+    # Each alias reads as an adjective ("I'm meat-free", "keep it plant-based").
+    "vegetarian": ("vegetarian", "meat-free"),
+    "vegan": ("vegan", "plant-based"),
+    "pescatarian": ("pescatarian",),
+    "gluten-free": ("gluten-free", "wheat-free"),
+    "dairy-free": ("dairy-free", "lactose-free"),
+    "omnivore": ("omnivore",),
 }
 
 BOOKS = (
@@ -53,12 +62,12 @@ BOOKS = (
 )
 FILMS = (
     "The Long Weekend in Oporto", "Static Summer", "A House for Ravens", "The Night Garden Heist", "Blue Hour Motel",
-    "Paper Moons Over Tallinn", "The Reluctant Tenor", "Dust and Marigolds", "Harbour Lights", "The Accountant's Tango",
+    "Paper Moons Over Harbour Street", "The Reluctant Tenor", "Dust and Marigolds", "Harbour Lights", "The Bookkeeper's Tango",
     "Seven Kinds of Snow", "The Orchard Keeper's Son", "Lanterns in July", "The Borrowed Bicycle",
 )
 
 _DISHES = (
-    "mushroom risotto", "lentil dal", "shakshuka", "vegetable lasagne", "pad thai", "chickpea curry", "paella",
+    "mushroom risotto", "lentil dal", "shakshuka", "vegetable lasagne", "nasi goreng", "chickpea curry", "paella",
     "ramen", "bibimbap", "moussaka", "pierogi", "falafel wraps", "minestrone", "black bean tacos", "gnocchi",
     "stuffed peppers", "banana bread", "focaccia", "miso aubergine", "pumpkin soup", "carrot cake", "fish pie",
 )
@@ -86,10 +95,12 @@ _GIFTS = ("a cast-iron pan", "a star map print", "a cooking class", "noise-cance
           "a leather notebook", "concert tickets", "a board game", "a fountain pen", "a weekend spa voucher")
 _REPAIRS = ("a leaking tap", "a squeaky door", "a wobbly table leg", "peeling paint in the hall", "a blocked sink",
             "a draughty window", "a loose shelf", "a flickering light")
-_LANGS = ("Spanish", "Italian", "German", "Portuguese", "Japanese", "French", "Dutch", "Greek")
-_BUDGET = ("groceries", "eating out", "the holiday fund", "transport", "subscriptions", "rent", "savings", "hobbies")
+_LANGS = ("Spanish", "Italian", "German", "Portuguese", "Finnish", "French", "Dutch", "Welsh")
+_BUDGET = ("groceries", "eating out", "the holiday fund", "transport", "subscriptions", "rent", "the gym", "hobbies")
 _GENRES = ("a slow-burn mystery", "something funny", "a big sprawling novel", "a short read", "a historical saga",
            "something hopeful", "a page-turner")
+_FILM_GENRES = ("a heist comedy", "something gentle", "a twisty thriller", "a feel-good drama", "a documentary",
+                "something with subtitles", "a road movie")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 THEMES = ("recipe", "writing", "code", "budget", "training", "gift", "repair", "language", "reading", "film", "planning")
@@ -143,8 +154,8 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
         "reading": (f"I'm after {d['genre']} for the evenings, any suggestion?",
                     f"Can you recommend {d['genre']}? I finished my last book on {d['day']}.",
                     f"What should I read next if I want {d['genre']}?"),
-        "film": (f"What's a film for a quiet {d['day']} night, {d['genre']} if possible?",
-                 f"Can you suggest a movie for {d['n']} of us, something like {d['genre']}?"),
+        "film": (f"What's a film for a quiet {d['day']} night, {d['film_genre']} if possible?",
+                 f"Can you suggest a movie for {d['n']} of us, something like {d['film_genre']}?"),
         "planning": (f"Help me plan {d['day']}: errands, a {d['mins']}-minute walk and dinner for {d['n']}.",
                      f"Can you make me a packing list for {d['nights']} nights away?",
                      f"I have {d['n']} things due by {d['day']}; how should I order them?"),
@@ -199,12 +210,12 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
                "{n} of us are eating around {mins} past seven"),
     "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
     "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
-    "budget": ("my income is about {money}", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
+    "budget": ("I have {money} to plan with this month", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
     "training": ("I have {mins} minutes on {day}", "I train {times} times a week", "I rest {rest} seconds between sets"),
     "gift": ("the party is on {day}", "I can spend {small}", "{who} already has {gift2}"),
     "repair": ("it's been like that for {times} weeks", "I have {mins} minutes before guests arrive on {day}",
                "I own a {tool} and not much else"),
-    "language": ("I practise {mins} minutes a day", "my trip is in {times} weeks", "I know about {words} words so far"),
+    "language": ("I practise {mins} minutes a day", "my course starts in {times} weeks", "I know about {words} words so far"),
     "reading": ("I read about {mins} minutes before bed", "I get through {times} books a month",
                 "my last read took {nights} nights"),
     "film": ("we start around {mins} past eight", "{n} people will be watching",
@@ -230,6 +241,7 @@ def session_details(rng: random.Random, relations: Sequence[str]) -> dict[str, A
         "doc": pick(rng, _DOCS), "who": pick(rng, who_options), "code": pick(rng, _CODE), "error": pick(rng, _ERRORS),
         "ex": pick(rng, _EXERCISES), "gift": pick(rng, _GIFTS), "gift2": pick(rng, _GIFTS), "repair": pick(rng, _REPAIRS),
         "lang": pick(rng, _LANGS), "cat": pick(rng, _BUDGET), "genre": pick(rng, _GENRES), "day": pick(rng, _WEEKDAYS),
+        "film_genre": pick(rng, _FILM_GENRES),
         "tool": pick(rng, ("adjustable spanner", "screwdriver set", "putty knife", "spirit level", "drill")),
         "n": _n(rng, 2, 9), "mins": _n(rng, 10, 55), "mins2": _n(rng, 5, 25), "temp": 10 * _n(rng, 16, 22),
         "words": 50 * _n(rng, 3, 16), "cut": 10 * _n(rng, 3, 9), "row": _n(rng, 12, 4800), "rows": _n(rng, 200, 90000),
@@ -242,20 +254,24 @@ def session_details(rng: random.Random, relations: Sequence[str]) -> dict[str, A
 # -- facts of a life ------------------------------------------------------------
 
 
-def _ago(gap_days: float) -> str:
-    if gap_days < 1.5:
+def when_phrase(event: date, said: date) -> str:
+    """How a user dates news told on ``said`` about ``event``: ``today``, ``yesterday``, ``N days ago`` or ``on D Month``."""
+    gap = (said - event).days
+    if gap <= 0:
+        return "today"
+    if gap == 1:
         return "yesterday"
-    if gap_days < 6.5:
-        return f"{round(gap_days)} days ago"
-    if gap_days < 13:
-        return "last week"
-    if gap_days < 24:
-        return "a couple of weeks ago"
-    return "last month" if gap_days < 45 else "a while back"
+    if gap < 14:
+        return f"{gap} days ago"
+    return f"on {event.day} {event:%B}"
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
 _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
-    # A second sentence on the same topic, without the value: a fact is talked about, not just dropped.
+    # A second sentence on the same topic, without the value, said only while the value still holds.
     "city": ("the neighbourhood is quieter than I expected", "the rent is higher but the flat gets more light",
              "I still get lost walking home", "the commute is shorter from here", "there's a market on our street on Saturdays",
              "the city feels different in winter", "I'm still learning which bus goes where"),
@@ -264,162 +280,185 @@ _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
                  "my manager there is very hands-off", "the company canteen is surprisingly good"),
     "occupation": ("the job has its stressful weeks", "I spend half my day in meetings", "the work suits me",
                    "my job keeps me on my feet"),
-    "partner": ("we've been together a while now", "they plan far better than I do", "we're trying to cook at home more",
-                "we argue about the thermostat"),
-    "diet": ("so most recipes need a swap or two", "eating out is easier than it sounds", "I read food labels a lot",
-             "my diet matters more to me than any recipe"),
+    "partner": ("we're trying to cook at home more", "they plan far better than I do", "we argue about the thermostat"),
+    "diet": ("so most recipes need a swap or two", "eating out is easier than it sounds", "I read food labels a lot"),
     "cuisine": ("we go at least once a month", "the spicier the better", "I've even tried cooking it at home",
                 "it's my comfort food"),
     "music": ("it helps me concentrate", "I've been making playlists for the car", "the neighbours must know every track"),
-    "pets": ("feeding time is chaos", "the vet says all is well", "the walks keep me fit", "it sleeps most of the day"),
+    "pets": ("feeding time is chaos", "the vet says all is well", "it sleeps most of the day"),
     "habits": ("it's the best part of my week", "I keep it up even when I'm tired", "my progress is slow but steady"),
     "trip_plans": ("I still need to sort out travel insurance", "the packing list is already a page long",
                    "I've started a list of places to eat"),
     "trips": ("the food was incredible", "we walked about twenty kilometres a day", "I've got hundreds of photos to sort",
               "the flights were a nightmare", "I'd go back in a heartbeat"),
-    "illnesses": ("the doctor told me to rest", "I'm still a bit tired", "work was understanding about it"),
-    "purchases": ("it cost more than I planned", "I use it almost every day", "setting it up took a whole evening"),
+    "illnesses": ("the doctor told me to rest", "work was understanding about it"),
+    "purchases": ("it cost more than I planned", "setting it up took a whole evening"),
     "person": ("we talk most weekends", "we don't see each other enough", "we were close growing up",
-               "they always give me good advice", "they sound happy about it"),
+               "they always give me good advice"),
 }
 
+BREAKUP_WORDS = ("broke up", "split up", "separated")
+"""How a user says they are single again (the declared aliases of the value ``single``)."""
 
-def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
-                gap_days: float) -> tuple[str, list[str]]:
-    """The sentences stating one telling (the clause, then one more on its topic), and the strings one of which they contain.
+
+def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None, when: str,
+                still: bool) -> tuple[str, str]:
+    """The sentences stating one telling, and the string of them that carries its value.
 
     Args:
         rng: the user's text generator.
-        telling: as for ``_clause``.
+        telling: ``{"subject", "attr", "value", "aspect", ...}`` (``aspect``: ``holds`` for what is so on the day
+            it is said, ``began`` for dated news, ``long`` for what was so before the conversations began,
+            ``plan`` for a plan; ``intro`` set when it names a person).
         who: the person the telling is about (None for the user).
-        gap_days: days between the event and the session that tells it.
+        when: the date phrase of dated news (``when_phrase``), empty otherwise.
+        still: whether the value still holds on the day it is said (a follow-on sentence in the present tense
+            is added only then).
     """
-    clause, strings = _clause(rng, telling, who, gap_days)
+    clause, said_as = _clause(rng, telling, who, when)
     topic = "person" if who is not None else telling["attr"]
-    return f"{clause}. {pick(rng, _FOLLOW_ON[topic])}", strings
+    if still and rng.random() < 0.7:
+        return f"{clause}. {pick(rng, _FOLLOW_ON[topic])}", said_as
+    return clause, said_as
 
 
 def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None,
-            gap_days: float) -> tuple[str, list[str]]:
-    """The clause stating one telling, and the strings one of which it contains.
-
-    Args:
-        rng: the user's text generator.
-        telling: ``{"subject", "attr", "value", "mode", ...}`` (``mode``: ``state`` for what was so at the
-            start, ``change`` for news, ``intro`` for naming a person, ``behaviour`` for a preference shown).
-        who: the person the telling is about (None for the user).
-        gap_days: days between the event and the session that tells it.
-    """
-    attr, v, mode = telling["attr"], str(telling["value"]), telling["mode"]
-    ago = _ago(gap_days)
+            when: str) -> tuple[str, str]:
+    attr, v, aspect = telling["attr"], str(telling["value"]), telling["aspect"]
     we = "we" if telling.get("with_partner") else "I"
-    if who is not None and mode == "intro":
+    if who is not None and telling.get("intro"):
         rel, name = who["relation"], who["name"]
         bank = (f"my {rel} {name} is visiting soon", f"{name}, my {rel}, asked me the same thing",
                 f"I was on the phone with my {rel} {name} for an hour", f"my {rel} {name} says hi",
                 f"{name} (my {rel}) would laugh at this", f"I'm meeting my {rel} {name} for lunch")
-        return pick(rng, bank), [name]
+        return pick(rng, bank), name
     if who is not None:
         name = who["name"]
         bank = {
-            "city": ((f"{name} has lived in {v} for years", f"{name} loves life in {v}", f"{name} is still based in {v}")
-                     if mode == "state" else
-                     (f"{name} just moved to {v}", f"{name} packed up and relocated to {v} {ago}",
-                      f"{name} finally found a place in {v}")),
-            "employer": ((f"{name} works at {v}", f"{name}'s office is at {v}", f"{name} has been with {v} for ages")
-                         if mode == "state" else
-                         (f"{name} started a new job at {v} {ago}", f"{name} jumped ship to {v}",
-                          f"{name} accepted an offer from {v}")),
-            "occupation": (f"{name} works as a {v}", f"{name} trained as a {v}", f"{name} is a {v} by trade"),
+            "city": ((f"{name} lives in {v}", f"{name} loves life in {v}", f"{name} is based in {v}")
+                     if aspect != "began" else
+                     (f"{name} moved to {v} {when}", f"{name} packed up and relocated to {v} {when}",
+                      f"{name} found a place in {v} {when}")),
+            "employer": ((f"{name} works at {v}", f"{name}'s office is at {v}", f"{name} is with {v}")
+                         if aspect != "began" else
+                         (f"{name} started a new job at {v} {when}", f"{name} jumped ship to {v} {when}",
+                          f"{name} accepted an offer from {v} {when}")),
+            "occupation": (f"{name} works as {_a(v)}", f"{name} is {_a(v)}", f"{name} is {_a(v)} by trade"),
         }[attr]
-        return pick(rng, bank), [v]
+        return pick(rng, bank), v
     if attr == "city":
-        bank = ((f"here in {v} the trams stop running early", f"{v} has been home for a few years now",
-                 f"the weather in {v} has been grim", f"everything in {v} shuts on Sundays",
-                 f"I live in {v}", f"my flat in {v} is tiny")
-                if mode == "state" else
-                (f"{we} finally got the keys to the new flat in {v}", f"the boxes are mostly unpacked here in {v}",
-                 f"{we} moved to {v} {ago}", f"{we} relocated to {v} {ago}, still finding my way around"))
-        return pick(rng, bank), [v]
+        bank = ((f"here in {v} the trams stop running early", f"I live in {v}", f"my flat in {v} is tiny",
+                 f"the weather in {v} has been grim", f"everything in {v} shuts on Sundays")
+                if aspect != "began" else
+                (f"{we} got the keys to the new flat in {v} {when}", f"{we} moved to {v} {when}",
+                 f"{we} relocated to {v} {when}", f"the removal van dropped us in {v} {when}"))
+        return pick(rng, bank), v
     if attr == "employer":
         bank = ((f"things at {v} are hectic", f"my job at {v} is busy this month", f"I work at {v}",
                  f"work at {v} has been intense")
-                if mode == "state" else
-                (f"my first day at {v} was {ago}", f"I started at {v} {ago}", f"I've just joined {v}",
-                 f"I handed my notice in and began at {v} {ago}"))
-        return pick(rng, bank), [v]
+                if aspect != "began" else
+                (f"my first day at {v} was {when}", f"I started at {v} {when}", f"I joined {v} {when}",
+                 f"I handed my notice in and began at {v} {when}"))
+        return pick(rng, bank), v
     if attr == "occupation":
-        bank = (f"as a {v} I'm used to long days", f"working as a {v} teaches you patience",
-                f"my job as a {v} keeps me busy", f"I'm a {v}, so weekends matter")
-        if mode == "change":
-            bank = (f"the new role as a {v} started {ago}", f"I've moved into a {v} position", f"I'm a {v} now")
-        return pick(rng, bank), [v]
+        if aspect == "began":
+            return pick(rng, (f"the new role as {_a(v)} started {when}", f"I moved into {_a(v)} position {when}",
+                              f"I started working as {_a(v)} {when}")), v
+        return pick(rng, (f"as {_a(v)} I'm used to long days", f"working as {_a(v)} teaches you patience",
+                          f"my job as {_a(v)} keeps me busy", f"I'm {_a(v)}, so weekends matter")), v
     if attr == "partner":
         if v == "single":
-            phrase = pick(rng, ("broke up", "split up", "separated"))
-            return pick(rng, (f"my partner and I {phrase} {ago}, so it's quiet at home",
-                              f"we {phrase} {ago}; it was mutual")), ["broke up", "split up", "separated"]
+            phrase = pick(rng, BREAKUP_WORDS)
+            return pick(rng, (f"my partner and I {phrase} {when}, so it's quiet at home",
+                              f"we {phrase} {when}; it was mutual")), phrase
         bank = ((f"my partner {v} is cooking tonight", f"{v}, my partner, thinks I overplan",
                  f"my other half {v} wants to come too")
-                if mode != "change" else
-                (f"I've started seeing someone, {v}, and it's going well",
-                 f"{v} and I have been dating since {ago}", f"I met {v} {ago} and we're officially together"))
-        return pick(rng, bank), [v]
+                if aspect != "began" else
+                (f"I started seeing someone {when}, {v}, and it's going well",
+                 f"{v} and I got together {when}", f"I met {v} {when} and we're officially together"))
+        return pick(rng, bank), v
     if attr == "diet":
         alias = pick(rng, DIET_ALIASES[v])
-        if mode == "change":
-            return pick(rng, (f"I switched to {alias} eating {ago}", f"I've gone {alias} since {ago}",
-                              f"since {ago} it's {alias} for me")), [alias]
+        if aspect == "began":
+            return pick(rng, (f"I switched to {alias} eating {when}", f"I went {alias} {when}",
+                              f"since {when} it's {alias} for me" if not when.startswith("on ") else
+                              f"I changed my diet {when}: {alias} from now on")), alias
         return pick(rng, (f"keep it {alias}, that's how I eat", f"remember it has to be {alias} for me",
-                          f"I'm {alias}, so adjust anything that clashes", f"it needs to work for someone who is {alias}")), [alias]
+                          f"I'm {alias}, so adjust anything that clashes", f"it needs to work for someone who is {alias}")), alias
     if attr == "cuisine":
-        return pick(rng, (f"I could eat {v} food every week", f"our favourite place is a {v} restaurant",
-                          f"nothing beats {v} cooking for me", f"I keep craving {v} dishes")), [v]
+        if aspect == "began":
+            return pick(rng, (f"I discovered {v} food {when} and now I crave it", f"{v} cooking became my favourite {when}")), v
+        return pick(rng, (f"I could eat {v} food every week", f"our favourite place is {_a(v)} restaurant",
+                          f"nothing beats {v} cooking for me", f"I keep craving {v} dishes")), v
     if attr == "music":
-        if mode == "change":
-            return pick(rng, (f"I've been listening to nothing but {v} lately", f"I got hooked on {v} {ago}")), [v]
+        if aspect == "began":
+            return pick(rng, (f"I got hooked on {v} {when}", f"a friend got me into {v} {when} and I've played nothing else")), v
         return pick(rng, (f"I had {v} on the whole time", f"{v} is my go-to while working",
-                          f"I put on some {v} to get through it")), [v]
+                          f"I put on some {v} to get through it")), v
     if attr == "pets":
         name, species = v.split(" the ")
-        if mode == "change":
-            return pick(rng, (f"{we} adopted a {species} {ago}, called {name}", f"{name}, our new pet {species}, arrived {ago}",
-                              f"{we} brought home a pet {species} named {name}")), [name]
-        return pick(rng, (f"{name} (my pet {species}) is asleep on my feet", f"{name} the {species} needs a walk soon",
-                          f"I had to stop {name}, my {species}, chewing the cable")), [name]
+        if aspect == "began":
+            return pick(rng, (f"{we} adopted {_a(species)} {when}, called {name}", f"{name}, our new {species}, arrived {when}",
+                              f"{we} brought home {_a(species)} named {name} {when}")), name
+        return pick(rng, (f"{name}, the {species} we've had for years, is asleep on my feet",
+                          f"our old {species} {name} needs a walk soon",
+                          f"I had to stop {name}, my {species} of many years, chewing the cable")), name
     if attr == "habits":
-        return pick(rng, (f"my new hobby is {v}", f"I took up {v} {ago} as a hobby", f"{v} is part of my weekly routine now",
-                          f"I've been keeping up my {v} routine")), [v]
+        if aspect == "began":
+            return pick(rng, (f"I took up {v} {when}", f"I started {v} {when} and I'm hooked",
+                              f"my new thing since {when} is {v}" if not when.startswith("on ") else
+                              f"I signed up for {v} {when}")), v
+        return pick(rng, (f"I've been doing {v} for years", f"{v} has been part of my routine for ages",
+                          f"I've kept up my {v} for years now")), v
     if attr == "trip_plans":
-        return pick(rng, (f"{we} have a trip to {v} planned soon", f"{we} booked flights to {v} for later this month",
+        return pick(rng, (f"{we} have a trip to {v} planned soon", f"{we} booked flights to {v} for the coming weeks",
                           f"if the weather holds, {v} in a few weeks will be amazing",
-                          f"I'm already daydreaming about {v}, it's only weeks away")), [v]
+                          f"I'm already daydreaming about {v}, it's only weeks away")), v
     if attr == "trips":
         comp = telling.get("companion_name")
         with_ = f" with {comp}" if comp else ""
-        return pick(rng, (f"I got back from my trip to {v}{with_} {ago}", f"the holiday in {v}{with_} was unforgettable",
-                          f"I'm still jet-lagged from the {v} trip", f"I spent {telling.get('nights', 5)} nights travelling in {v}{with_}")), [v]
+        return pick(rng, (f"I got back from my trip to {v}{with_} {when}", f"I flew home from {v}{with_} {when}",
+                          f"the holiday in {v}{with_} ended {when}",
+                          f"I came back {when} from {telling.get('nights', 5)} nights in {v}{with_}")), v
     if attr == "illnesses":
-        return pick(rng, (f"I was off sick with {v} {ago}", f"I'm finally over {v}, being ill is no fun",
-                          f"{v} made me ill {ago}", f"I'm recovering from {v} and still feel sick")), [v]
+        return pick(rng, (f"I was off sick with {v} {when}", f"I came down with {v} {when}",
+                          f"{v} knocked me out {when}")), v
     if attr == "purchases":
-        return pick(rng, (f"I bought {v} {ago}", f"I finally bought myself {v}", f"{v} I bought arrived {ago}",
-                          f"I splurged and bought {v}")), [v]
+        return pick(rng, (f"I bought {v} {when}", f"I treated myself to {v} {when}", f"{v} I ordered arrived {when}",
+                          f"I splurged on {v} {when}")), v
     raise ValueError(f"no phrasing for attribute {attr!r}")
 
 
-def distractor(rng: random.Random, truth_values: Mapping[str, str]) -> str:
-    """A hypothetical, negation or remark about someone unnamed, with values of the same types as the facts."""
-    city = pick(rng, [c for c in W.CITIES if c != truth_values.get("city")])
-    employer = pick(rng, [e for s in W.SECTORS.values() for e in s if e != truth_values.get("employer")])
-    dest, music = pick(rng, W.DESTINATIONS), pick(rng, [m for m in W.MUSIC if m != truth_values.get("music")])
-    bank = (f"if I ever left, I'd probably pick {city}", f"a colleague of mine just moved to {city}",
-            f"my neighbour got a job at {employer}", f"I'd never work for {employer}, to be honest",
-            f"someday I'd love to see {dest}", f"I haven't been to {dest}, despite what people think",
-            f"I can't stand {music}", f"a friend keeps sending me {music} playlists",
-            f"we nearly booked {dest} but it fell through", f"maybe next year we'll look at flats in {city}",
-            f"my cousin swears by {pick(rng, W.PURCHASES)}", f"I'm not getting {pick(rng, W.PURCHASES)}, whatever the ads say")
-    return pick(rng, bank)
+def distractor(rng: random.Random, never: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, str]]:
+    """A hypothetical, a denial or someone else's news, with a value the user never holds, and its claim.
+
+    Args:
+        rng: the user's text generator.
+        never: by attribute (``city``, ``employer``, ``trips``, ``music``, ``purchases``), values the user never
+            holds in the whole span, so a denial or a wish never contradicts their life.
+
+    Returns:
+        The clause and its claim (``subject``, ``attr``, ``value``, ``polarity``, ``aspect``, ``said_as``).
+    """
+    attr = pick(rng, ("city", "city", "employer", "employer", "trips", "trips", "music", "music", "purchases"))
+    v = pick(rng, never[attr])
+    bank: Mapping[str, tuple[tuple[str, str, str], ...]] = {
+        "city": ((f"if I ever left, I'd probably pick {v}", "me", "hypothetical"),
+                 (f"a colleague of mine just moved to {v}", "someone", "other"),
+                 (f"maybe one day we'll look at flats in {v}", "me", "hypothetical"),
+                 (f"I've never lived in {v}, whatever my accent suggests", "me", "denies")),
+        "employer": ((f"my neighbour got a job at {v}", "someone", "other"),
+                     (f"I'd never work for {v}, to be honest", "me", "denies"),
+                     (f"a recruiter from {v} keeps emailing me", "someone", "other")),
+        "trips": ((f"someday I'd love to see {v}", "me", "hypothetical"),
+                  (f"I haven't been to {v}, despite what people think", "me", "denies"),
+                  (f"my friend is off to {v} next month", "someone", "other")),
+        "music": ((f"I can't stand {v}", "me", "denies"), (f"a friend keeps sending me {v} playlists", "someone", "other")),
+        "purchases": ((f"my cousin swears by {v}", "someone", "other"),
+                      (f"I'm not getting {v}, whatever the ads say", "me", "denies")),
+    }
+    text, subject, polarity = pick(rng, bank[attr])
+    return text, {"subject": subject, "attr": attr, "value": v, "polarity": polarity, "aspect": "holds", "said_as": v}
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -431,6 +470,14 @@ def _join(parts: Sequence[str]) -> str:
     return " ".join(out)
 
 
+_OPENERS = ("By the way, ", "Oh, and ", "Quick one: ", "", "", "", "Side note: ", "Anyway, ", "So, ", "Right, ")
+
+
+def _opener(rng: random.Random) -> str:
+    # Drawn the same way for every turn, with or without a fact, so no opener marks the turns that bear one.
+    return pick(rng, _OPENERS) if rng.random() < 0.5 else ""
+
+
 def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None,
               task_share: float = 0.35) -> str:
     """One user turn: the task request or a fact (with the task, a share ``task_share`` of the time), maybe a distractor."""
@@ -438,12 +485,12 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
         parts = [_task_request(rng, theme, d), _context(rng, theme, d)]
     else:
         # A turn with news is mostly about the news; now and then it also carries the task.
-        glue = pick(rng, ("By the way, ", "Oh, and ", "Quick update: ", "", "Side note: ", "Anyway, ", "News: "))
-        parts = [glue + fact]
+        parts = [fact]
         if rng.random() < task_share:
             parts.insert(rng.randrange(2), _task_request(rng, theme, d))
     if distract is not None:
-        parts.append(distract)
+        parts.insert(rng.randrange(len(parts) + 1), distract)
+    parts[0] = _opener(rng) + parts[0]
     return _join(parts)
 
 
@@ -457,8 +504,8 @@ def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], echo: s
                           f"{title} by {author} fits: {d['genre']}, about {d['words']} pages, and it ends well."))
     elif theme == "film":
         title = pick(rng, FILMS)
-        body = pick(rng, (f"I'd recommend the film {title}; it is {d['genre']} and runs under two hours.",
-                          f"{title} would suit {d['n']} of you: {d['genre']}, and nobody needs to have seen a prequel."))
+        body = pick(rng, (f"I'd recommend the film {title}; it is {d['film_genre']} and runs under two hours.",
+                          f"{title} would suit {d['n']} of you: {d['film_genre']}, and nobody needs to have seen a prequel."))
     else:
         body = f"{_task_answer(rng, theme, d)} {pick(rng, _CLOSINGS).format(**d)}"
     lead = echo or pick(rng, ("", "Good question. ", "Sure. ", "Happy to help. ", "Of course. ", "Right. "))
@@ -517,10 +564,10 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
                                     "What food would cheer me up tonight, knowing my favourites?",
                                     "Pick a restaurant for a date night with the food I love."),
         ("hop", "city"): (f"Where does my {rel} live now?", f"Which city is my {rel} in these days?",
-                          f"Which city does my {rel} {name} live in?"),
+                          f"What city has my {rel} ended up in?"),
         ("hop", "employer"): (f"Where does my {rel} work?", f"Which company is my {rel} with now?",
-                              f"Where does my {rel} {name} work these days?"),
-        ("hop", "occupation"): (f"What does my {rel} do for work?", f"What is my {rel} {name}'s job?"),
+                              f"Who employs my {rel} these days?"),
+        ("hop", "occupation"): (f"What does my {rel} do for work?", f"What is my {rel}'s job?"),
         ("assistant", "book"): (f"What was the title of the book you recommended when I wanted {cur}?",
                                 f"Which book did you recommend to me when I was after {cur}?"),
         ("assistant", "film"): (f"What was that film you recommended, the one that's {cur}?",
@@ -536,3 +583,19 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         return pick(rng, (f"As of {date}, where was I {label}?", f"Back on {date}, where was I {label}?",
                           f"On {date}, what was my {attr}?")) if attr in ("city", "employer") else f"On {date}, what was my {attr}?"
     return pick(rng, banks[(kind, attr)])
+
+
+def vocabulary() -> dict[str, list[str]]:
+    """Every value a user's attributes can take, with the forms the text may use for it (the world's declared aliases)."""
+    out: dict[str, list[str]] = {}
+    employers = [e for s in W.SECTORS.values() for e in s]
+    for v in (*W.CITIES, *employers, *W.OCCUPATIONS, *W.CUISINES, *W.MUSIC, *W.DESTINATIONS, *W.ILLNESSES,
+              *W.PURCHASES, *W.HABITS):
+        out[v] = [v]
+    for diet, aliases in DIET_ALIASES.items():
+        out[diet] = list(dict.fromkeys((diet, *aliases)))
+    for name in W.PET_NAMES:
+        for species in W.PET_SPECIES:
+            out[f"{name} the {species}"] = [name]
+    out["single"] = list(BREAKUP_WORDS)
+    return out

@@ -20,7 +20,7 @@ are derived from the tellings (``derive``), never from the text, and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,8 @@ from memsim.sim.events import Deletion, Question, Session
 __all__ = [
     "CITIES", "SECTORS", "OCCUPATIONS", "NAMES", "DESTINATIONS", "ILLNESSES", "PURCHASES", "HABITS",
     "DIETS", "CUISINES", "MUSIC", "BOOK_GENRES", "PET_SPECIES", "PET_NAMES", "REPLACING", "ACCUMULATING",
-    "EVENT_RATES", "ABSTAIN", "Index", "sample_user", "sample_events", "index_tellings", "told", "by_valid", "derive",
-    "check_world",
+    "EVENT_RATES", "ABSTAIN", "UTC_OFFSETS", "FEMALE_NAMES", "MALE_NAMES", "NEUTRAL_NAMES", "Index", "sample_user",
+    "sample_events", "index_tellings", "told", "by_valid", "local_day", "meant", "derive", "check_world",
 ]
 
 CITIES = (
@@ -61,12 +61,31 @@ OCCUPATIONS: Mapping[str, tuple[str, tuple[float, float, float]]] = {
     "logistics planner": ("logistics", (1, 2, 1)), "site manager": ("logistics", (0.5, 2, 2)),
     "chef": ("food", (2, 1, 0.5)), "hotel manager": ("food", (0.5, 1, 2)),
 }
-NAMES = (
-    "Alex", "Sam", "Jordan", "Priya", "Mateo", "Yuki", "Amara", "Luca", "Noor", "Elena", "Tomas", "Ines", "Kofi",
-    "Freya", "Ravi", "Camille", "Diego", "Hana", "Oskar", "Leila", "Marta", "Jonas", "Aisha", "Bruno", "Clara",
-    "Dmitri", "Esme", "Farid", "Greta", "Hugo", "Ilse", "Jamal", "Kira", "Lars", "Mina", "Nico", "Olga", "Pablo",
-    "Rosa", "Soren", "Tara", "Umar", "Vera", "Wes", "Ximena", "Yusuf", "Zoe", "Anouk", "Bilal", "Cora",
+FEMALE_NAMES = (
+    "Priya", "Yuki", "Amara", "Noor", "Elena", "Ines", "Freya", "Camille", "Hana", "Leila", "Marta", "Aisha", "Clara",
+    "Esme", "Greta", "Ilse", "Kira", "Mina", "Olga", "Rosa", "Tara", "Vera", "Ximena", "Zoe", "Anouk", "Cora",
 )
+MALE_NAMES = (
+    "Mateo", "Luca", "Tomas", "Kofi", "Ravi", "Diego", "Oskar", "Jonas", "Bruno", "Dmitri", "Farid", "Hugo", "Jamal",
+    "Lars", "Nico", "Pablo", "Soren", "Umar", "Wes", "Yusuf", "Bilal",
+)
+NEUTRAL_NAMES = ("Alex", "Sam", "Robin", "Noa")
+NAMES = (*NEUTRAL_NAMES, *FEMALE_NAMES, *MALE_NAMES)
+"""Every name a person may have; a sister, mother or daughter has a female or neutral one, a brother,
+father or son a male or neutral one, a partner any."""
+_FEMALE = ("sister", "mother", "daughter")
+_MALE = ("brother", "father", "son")
+
+UTC_OFFSETS: Mapping[str, int] = {
+    # Standard time, hours east of UTC: the user's sessions keep the waking hours of their first city.
+    **dict.fromkeys(("Lisbon", "Porto", "Dublin", "Edinburgh", "Bristol", "Leeds"), 0),
+    **dict.fromkeys(("Berlin", "Hamburg", "Vienna", "Prague", "Madrid", "Valencia", "Seville", "Oslo", "Copenhagen",
+                     "Stockholm", "Warsaw", "Krakow", "Budapest", "Zurich", "Geneva", "Lyon", "Marseille", "Utrecht",
+                     "Ghent", "Bologna", "Turin"), 1),
+    **dict.fromkeys(("Helsinki", "Tallinn", "Riga"), 2),
+    "Toronto": -5, "Montreal": -5, "Austin": -6, "Denver": -7, "Seattle": -8, "Portland": -8,
+    "Melbourne": 10, "Auckland": 12,
+}
 DESTINATIONS = (
     "Japan", "Iceland", "Morocco", "Peru", "Vietnam", "Norway", "Greece", "Mexico", "Kenya", "New Zealand",
     "Scotland", "Chile", "Sicily", "Canada", "Sri Lanka", "Croatia", "Georgia", "Jordan", "the Azores", "Slovenia",
@@ -112,7 +131,7 @@ PET_SPECIES: Mapping[str, tuple[float, float]] = {
 }
 PET_NAMES = (
     "Biscuit", "Pepper", "Mochi", "Luna", "Ziggy", "Olive", "Nacho", "Clover", "Pixel", "Waffles", "Juniper",
-    "Rocket", "Pickles", "Maple", "Sprout", "Bean", "Comet", "Hazel", "Tofu", "Figaro",
+    "Rocket", "Pickles", "Maple", "Sprout", "Beanie", "Comet", "Hazel", "Tofu", "Figaro",
 )
 
 _OCC_WEIGHTS = {o: w for o, (_, w) in OCCUPATIONS.items()}
@@ -150,9 +169,16 @@ def _weighted(rng: np.random.Generator, options: Mapping[str, Sequence[float]] |
     return names[int(rng.choice(len(names), p=w / w.sum()))]
 
 
-def _person(rng: np.random.Generator, pid: str, relation: str, taken: set[str], *, city: str, age: int) -> dict[str, Any]:
-    name = _weighted(rng, NAMES, exclude=sorted(taken))
+def _name(rng: np.random.Generator, relation: str, taken: set[str]) -> str:
+    pool = (*NEUTRAL_NAMES, *(FEMALE_NAMES if relation in _FEMALE else MALE_NAMES if relation in _MALE else
+                              (*FEMALE_NAMES, *MALE_NAMES)))
+    name = _weighted(rng, pool, exclude=sorted(taken))
     taken.add(name)
+    return name
+
+
+def _person(rng: np.random.Generator, pid: str, relation: str, taken: set[str], *, city: str, age: int) -> dict[str, Any]:
+    name = _name(rng, relation, taken)
     occupation = _weighted(rng, _OCC_WEIGHTS, _stage(max(age, 18)))
     return {"id": pid, "relation": relation, "name": name, "age": age, "city": city, "occupation": occupation,
             "employer": _weighted(rng, SECTORS[OCCUPATIONS[occupation][0]])}
@@ -188,9 +214,8 @@ def sample_user(rng: np.random.Generator) -> dict[str, Any]:
         children = int(rng.choice([0, 1, 2], p=[0.5, 0.3, 0.2]))
     for _ in range(children):
         pid = f"p{len(people) + 2}"
-        name = _weighted(rng, NAMES, exclude=sorted(taken))
-        taken.add(name)
-        people[pid] = {"id": pid, "relation": ("daughter", "son")[int(rng.integers(2))], "name": name,
+        relation = ("daughter", "son")[int(rng.integers(2))]
+        people[pid] = {"id": pid, "relation": relation, "name": _name(rng, relation, taken),
                        "age": int(rng.integers(1, 16)), "city": city, "occupation": None, "employer": None}
     pets = []
     if rng.random() < 0.35 + 0.2 * (children > 0):
@@ -233,8 +258,11 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
     for kind, per_month in EVENT_RATES.items():
         for who in (relatives if kind == "relative_move" else ["me"]):
             n = int(rng.poisson(per_month * rate * span_days / 30.0))
-            draws.extend((float(t), kind, who) for t in rng.uniform(0.0, span_days, size=n))
+            # Events happen on whole days (before that day's sessions), so a day's news and state agree.
+            draws.extend((float(np.floor(t)), kind, who) for t in rng.uniform(0.0, span_days, size=n))
     draws.sort()
+    busy_until = -1.0  # the day the last trip ends: trips never overlap
+    had: dict[str, list[str]] = {"trips": [], "illnesses": [], "purchases": []}
     events: list[dict[str, Any]] = []
 
     def add(day: float, kind: str, participants: list[str], consequences: list[dict[str, Any]], **details: Any) -> None:
@@ -245,7 +273,9 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
     for day, kind, who in draws:
         partner = state["partner"]
         if kind == "move":
-            city = _weighted(rng, CITIES, exclude=[state["city"]])
+            # Most moves stay in the region (same time zone); the user's waking hours stay those of their first city.
+            near = [c for c in CITIES if UTC_OFFSETS[c] == UTC_OFFSETS[state["city"]] and c != state["city"]]
+            city = _weighted(rng, near or CITIES, exclude=[state["city"]])
             state["city"] = city
             cons = [{"subject": "me", "attr": "city", "value": city}]
             if partner:
@@ -265,19 +295,27 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
             add(day, kind, ["me"], [{"subject": "me", "attr": "employer", "value": employer}, *cons])
         elif kind == "trip":
             companion = partner or (relatives[int(rng.integers(len(relatives)))] if relatives else None)
-            dest = _weighted(rng, DESTINATIONS)
+            nights = int(rng.integers(3, 15))
+            if day <= busy_until + 7 or day + nights >= span_days or len(had["trips"]) == len(DESTINATIONS):
+                continue  # still away (or just back), or back after the span ends
+            busy_until = day + nights
+            dest = _weighted(rng, DESTINATIONS, exclude=had["trips"])
+            had["trips"].append(dest)
             add(day, kind, ["me", *([companion] if companion else [])],
-                [{"subject": "me", "attr": "trips", "value": dest}],
-                nights=int(rng.integers(3, 15)), companion=companion)
+                [{"subject": "me", "attr": "trips", "value": dest}], nights=nights, companion=companion)
         elif kind == "illness":
-            add(day, kind, ["me"], [{"subject": "me", "attr": "illnesses", "value": _weighted(rng, ILLNESSES)}],
-                days_off=int(rng.integers(2, 15)))
+            if len(had["illnesses"]) < len(ILLNESSES):  # each illness once: "the flu" twice would count as one
+                had["illnesses"].append(_weighted(rng, ILLNESSES, exclude=had["illnesses"]))
+                add(day, kind, ["me"], [{"subject": "me", "attr": "illnesses", "value": had["illnesses"][-1]}],
+                    days_off=int(rng.integers(2, 15)))
         elif kind == "adoption":
             pet = _pet(rng, attrs["children"] > 0, [p.split(" the ")[0] for p in state["pets"]])
             state["pets"].append(pet)
             add(day, kind, ["me", *([partner] if partner else [])], [{"subject": "me", "attr": "pets", "value": pet}])
         elif kind == "purchase":
-            add(day, kind, ["me"], [{"subject": "me", "attr": "purchases", "value": _weighted(rng, PURCHASES)}])
+            if len(had["purchases"]) < len(PURCHASES):
+                had["purchases"].append(_weighted(rng, PURCHASES, exclude=had["purchases"]))
+                add(day, kind, ["me"], [{"subject": "me", "attr": "purchases", "value": had["purchases"][-1]}])
         elif kind == "habit":
             options = [h for h in HABITS if h not in state["habits"]]
             if options:
@@ -337,8 +375,8 @@ def told(index: Index, subject: str, attr: str, when: str) -> list[Mapping[str, 
 
 
 def by_valid(tellings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Tellings ordered by the date from which their value held (then as said)."""
-    return sorted(tellings, key=lambda t: (t["valid"], t["said"], t["turn"]))
+    """Tellings ordered by the date their value refers to, then as said."""
+    return sorted(tellings, key=lambda t: (t["valid"], t["said"], t["seq"]))
 
 
 def _months_text(days: float) -> str:
@@ -348,74 +386,136 @@ def _months_text(days: float) -> str:
     return f"about {round(days / 30.0)} months"
 
 
-def derive(index: Index, spec: Mapping[str, Any], when: str) -> dict[str, Any]:
-    """The gold of one question from a user's tellings: its answer, evidence and superseded turns.
+def _dedup(xs: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(xs))
+
+
+def _tail(said: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The last tellings that share the last one's value."""
+    k = len(said) - 1
+    while k > 0 and said[k - 1]["value"] == said[-1]["value"]:
+        k -= 1
+    return list(said[k:])
+
+
+def local_day(t: datetime, offset: float) -> str:
+    """The user's calendar day (ISO) of an instant, ``offset`` hours east of UTC."""
+    return (t.astimezone(timezone.utc) + timedelta(hours=offset)).date().isoformat()
+
+
+def meant(index: Index, rel: str, when: str) -> str | None:
+    """The person id the user means by "my <rel>" at ``when``: the partner they are with, or the one named relative."""
+    names = [t for (who, attr) in index if attr == "name" for t in told(index, who, "name", when)]
+    if rel == "partner":
+        now = by_valid(told(index, "me", "partner", when))
+        ids = {t["subject"] for t in names if now and t["value"] == now[-1]["value"]}
+    else:
+        ids = {t["subject"] for t in names if t.get("relation") == rel}
+    return next(iter(ids)) if len(ids) == 1 else None
+
+
+def derive(index: Index, spec: Mapping[str, Any], when: str, offset: float = 0.0) -> dict[str, Any] | None:
+    """The gold of one question from a user's tellings, or None where the tellings leave it ambiguous.
 
     Args:
         index: the user's tellings (``index_tellings`` of ``meta["truth"][user]["tellings"]``).
-        spec: the question's entry of ``meta["questions"]`` (``kind``, ``subject``, ``attr`` and ``at`` where used).
+        spec: the question's entry of ``meta["questions"]`` (``kind``, ``subject``, ``attr`` and ``at``,
+            ``value``, ``rel``, ``genre`` where used).
         when: the question's time (ISO).
+        offset: the user's hours east of UTC (their calendar dates the tellings).
 
     Returns:
-        ``{"gold", "evidence", "superseded"}``; ``evidence`` empty for an abstention.
+        ``{"gold", "evidence", "support", "superseded"}``: ``evidence`` the fewest turns that answer it,
+        ``support`` for each of them every turn that could stand in its place; empty for an abstention.
     """
     kind, subject, attr = spec["kind"], spec.get("subject", "me"), spec.get("attr", "")
-    said = by_valid(told(index, subject, attr, when))
-    out: dict[str, Any] = {"gold": ABSTAIN, "evidence": [], "superseded": []}
+    out: dict[str, Any] = {"gold": ABSTAIN, "evidence": [], "support": [], "superseded": []}
     if kind == "abstain":
-        return out
+        if attr == "relative":
+            named = [t for (who, a) in index if a == "name" for t in told(index, who, a, when)]
+            return None if any(t.get("relation") == spec["rel"] for t in named) else out
+        return None if told(index, "me", attr, when) else out
     if kind == "assistant":
-        # "The book you suggested when I wanted a short read": the latest suggestion for that request.
+        # "The book you suggested when I wanted a short read": asked only while one title answers it.
         recs = [t for t in told(index, "assistant", attr, when) if t["genre"] == spec["genre"]]
-        if not recs:
-            return out
-        return {"gold": recs[-1]["value"], "evidence": [recs[-1]["turn"]],
-                "superseded": [t["turn"] for t in recs if t["value"] != recs[-1]["value"]]}
+        if len({t["value"] for t in recs}) != 1:
+            return None
+        return {"gold": recs[-1]["value"], "evidence": [recs[-1]["turn"]], "support": [_dedup([t["turn"] for t in recs])],
+                "superseded": []}
+    if (subject != "me" or kind == "hop") and meant(index, spec.get("rel", ""), when) != subject:
+        return None
+    said = by_valid(told(index, subject, attr, when))
     if not said:
-        return out
-    cur = said[-1]
-    stale = [t["turn"] for t in said if t["value"] != cur["value"]]
+        return None
+    cur, tail = said[-1], _tail(said)
+    stale = _dedup([t["turn"] for t in said if t["value"] != cur["value"]])
+    support = [_dedup([t["turn"] for t in tail])]
     if kind in ("current", "preference"):
-        # A preference is shown, not asked for by name: the latest turn that showed it is the evidence.
-        return {"gold": cur["value"], "evidence": [cur["turn"]], "superseded": stale}
+        return {"gold": cur["value"], "evidence": [cur["turn"]], "support": support, "superseded": stale}
     if kind == "previous":
-        prev = [t for t in said if t["value"] != cur["value"]][-1]
-        return {"gold": prev["value"], "evidence": [prev["turn"], cur["turn"]], "superseded": []}
+        before = said[:len(said) - len(tail)]
+        if not before or spec.get("value") != cur["value"] or any(t["value"] == cur["value"] for t in before):
+            return None
+        prev = _tail(before)
+        return {"gold": prev[-1]["value"], "evidence": [prev[-1]["turn"], cur["turn"]],
+                "support": [_dedup([t["turn"] for t in prev]), *support], "superseded": []}
     if kind == "as_of":
-        then = [t for t in said if t["valid"] <= spec["at"]]
+        at = local_day(datetime.fromisoformat(spec["at"]), offset)
+        then = [t for t in said if t["valid"] <= at]
         if not then:
-            return out
+            return None
         hit = then[-1]
-        later = [t["turn"] for t in said if t["valid"] > spec["at"] and t["value"] != hit["value"]]
-        return {"gold": hit["value"], "evidence": [hit["turn"]], "superseded": later}
+        changes = [t for t in said[len(then):] if t["value"] != hit["value"]]
+        if changes and changes[0]["aspect"] != "began":
+            return None  # the change has no date: it may have come before or after the day asked
+        return {"gold": hit["value"], "evidence": [hit["turn"]], "support": [_dedup([t["turn"] for t in _tail(then)])],
+                "superseded": _dedup([t["turn"] for t in said if t["valid"] > at and t["value"] != hit["value"]])}
     if kind == "since":
-        days = (datetime.fromisoformat(when) - datetime.fromisoformat(cur["valid"])).total_seconds() / 86400.0
-        return {"gold": _months_text(days), "evidence": [cur["turn"]], "superseded": stale}
+        if attr in ("city", "employer"):
+            if spec.get("value") != cur["value"]:
+                return None
+            dated = [t for t in tail if t["aspect"] == "began"]
+        else:
+            stale = []
+            dated = [t for t in said if t["value"] == spec.get("value") and t["aspect"] == "began"]
+        if len({t["valid"] for t in dated}) != 1:
+            return None
+        start = datetime.fromisoformat(dated[0]["valid"]).replace(tzinfo=timezone.utc) - timedelta(hours=offset)
+        days = (datetime.fromisoformat(when) - start).total_seconds() / 86400.0
+        return {"gold": _months_text(days), "evidence": [dated[-1]["turn"]], "support": [_dedup([t["turn"] for t in dated])],
+                "superseded": stale}
     if kind == "latest":
-        return {"gold": cur["value"], "evidence": [cur["turn"]], "superseded": []}
+        if len({t["value"] for t in said if t["valid"] == cur["valid"]}) != 1:
+            return None
+        return {"gold": cur["value"], "evidence": [cur["turn"]],
+                "support": [_dedup([t["turn"] for t in said if t["value"] == cur["value"]])], "superseded": []}
     if kind == "count":
-        return {"gold": str(len(said)), "evidence": [t["turn"] for t in said], "superseded": []}
+        values = _dedup([t["value"] for t in said])
+        groups = [_dedup([t["turn"] for t in said if t["value"] == v]) for v in values]
+        return {"gold": str(len(values)), "evidence": [g[-1] for g in groups], "support": groups, "superseded": []}
     if kind == "hop":
-        # "Where does my sister work": who the relative is (the introduction), then the relative's value.
-        intro = told(index, subject, "name", when)
-        if not intro:
-            return out
-        return {"gold": cur["value"], "evidence": [intro[-1]["turn"], cur["turn"]], "superseded": stale}
+        # "Where does my sister work": who the relative is (the naming), then the relative's value.
+        names = by_valid(told(index, subject, "name", when))
+        return {"gold": cur["value"], "evidence": _dedup([names[-1]["turn"], cur["turn"]]),
+                "support": [_dedup([t["turn"] for t in names]), *support], "superseded": stale}
     raise ValueError(f"unknown question kind {kind!r}")
 
 
 def check_world(stream: ScenarioStream) -> list[str]:
-    """Problems with a ``life`` stream's gold (empty: every question checks out).
+    """Problems with a ``life`` stream's gold against its truth (empty: every question checks out).
 
-    Re-derives each question's gold, evidence and superseded turns from
-    ``meta["truth"]`` and ``meta["questions"]``; checks that every evidence
+    Re-derives each question's gold, evidence, support and superseded turns
+    from ``meta["truth"]`` and ``meta["questions"]``; checks that every
+    telling states what the events make true on its date, that every evidence
     turn is the asking user's, said before the question and not deleted, and
     that its text carries its fact (one of ``meta["facts"][turn]``,
     case-insensitive); that abstention questions have no evidence; and that no
-    turn id, session id or question id repeats.
+    turn id repeats. The text's own check, from the claims as said, is
+    ``memsim.scenarios.world_check.check_claims``.
     """
     problems: list[str] = []
     truth, facts, specs = stream.meta["truth"], stream.meta["facts"], stream.meta["questions"]
+    offsets = stream.meta.get("utc_offsets", {})
     turns = {t.turn_id: t for e in stream.events if isinstance(e, Session) for t in e.turns}
     n_turns = sum(len(e.turns) for e in stream.events if isinstance(e, Session))
     if len(turns) != n_turns:
@@ -436,8 +536,9 @@ def check_world(stream: ScenarioStream) -> list[str]:
         if spec is None:
             problems.append(f"{q.question_id}: no entry in meta['questions']")
             continue
-        want = derive(indexes[q.user_id], spec, q.time.isoformat())
-        got = {"gold": q.gold, "evidence": list(q.evidence), "superseded": list(q.superseded)}
+        want = derive(indexes[q.user_id], spec, q.time.isoformat(), float(offsets.get(q.user_id, 0.0)))
+        got = {"gold": q.gold, "evidence": list(q.evidence), "superseded": list(q.superseded),
+               "support": [list(g) for g in q.extra.get("support", ())]}
         if got != want:
             problems.append(f"{q.question_id} ({q.kind}): stream has {got}, the truth gives {want}")
         if not q.evidence and (q.excluded != "abstention" or q.gold != ABSTAIN):
@@ -461,10 +562,12 @@ def _holds(user: Mapping[str, Any], telling: Mapping[str, Any]) -> bool:
     if attr == "name":
         return bool(user["people"][subject]["name"] == value)
     if attr == "trip_plans":  # a plan holds when the trip happens after it was made
-        return any(e["type"] == "trip" and e["date"] > telling["valid"] and e["consequences"][0]["value"] == value
+        return any(e["type"] == "trip" and e["date"] >= telling["valid"] and e["consequences"][0]["value"] == value
                    for e in user["events"])
     start = user["attributes"] if subject == "me" else user["people"][subject]
     state: Any = list(start[attr]) if attr in ACCUMULATING else start[attr]
+    if subject == "me" and attr == "partner" and state is None:
+        state = "single"
     for e in user["events"]:
         if e["date"] > telling["valid"]:
             break
@@ -472,4 +575,3 @@ def _holds(user: Mapping[str, Any], telling: Mapping[str, Any]) -> bool:
             if c["subject"] == subject and c["attr"] == attr:
                 state = [*state, c["value"]] if attr in ACCUMULATING else c["value"]
     return value in state if attr in ACCUMULATING else bool(state == value)
-
