@@ -409,7 +409,9 @@ def _longitudinal(
     last = max(ep.end for ep in eps)
     span = ((end or last) - start).total_seconds()
     total_days = max(1, math.ceil(span / 86400.0))
-    p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day")
+    # The start is the origin of the placebo's weeks: with it, anyone can check each arm's dose from the rows.
+    p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day",
+                  start=start.isoformat())
     suts = _build(p.spec, p.resources)
     p.recorder.arms(suts)
     clock = _Clock(eps, start, span, total_days)
