@@ -35,6 +35,8 @@ __all__ = [
     "LLMClient",
     "LLMUnavailableError",
     "LLMRequestError",
+    "LLMReplyError",
+    "MAX_REPLY_BYTES",
     "LocalLLM",
     "OpenAICompatibleLLM",
     "ScriptedLLM",
@@ -109,6 +111,20 @@ class LLMUnavailableError(UserError):
 
 class LLMRequestError(UserError):
     """The endpoint refused a request for a reason retrying cannot fix (key, model, input)."""
+
+
+class LLMReplyError(Exception):
+    """The endpoint answered, but not with a valid completion (damaged JSON, no choices, no content).
+
+    Not a ``UserError``: one bad reply fails one answer, whose row records the
+    error, and the run goes on; the command counts the failed answers and
+    exits non-zero when they pass a threshold
+    (``memsim.analysis.cli.run.MAX_ANSWER_ERROR_SHARE``).
+    """
+
+
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+"""Largest reply body read from an OpenAI-compatible endpoint (bytes); a completion is kilobytes."""
 
 
 def default_model_path() -> Path:
@@ -320,6 +336,10 @@ _CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
     ("o4-mini", 200_000),
 )
 _DEFAULT_CONTEXT_WINDOW = 8_192
+MAX_RETRIES = 20
+"""Most retries of one call (``--llm-retries``): past it a failing endpoint would hold a run for hours."""
+MAX_TIMEOUT_S = 3600.0
+"""Longest deadline of one attempt (``--llm-timeout``, seconds)."""
 # Status codes worth another try: timeouts, conflicts, rate limits, server errors.
 _RETRY_STATUS = frozenset({408, 409, 429})
 
@@ -346,8 +366,13 @@ def _is_openai_host(url: str) -> bool:
 class OpenAICompatibleLLM:
     """A chat model behind the OpenAI API or any server compatible with it.
 
-    Safe to share between threads: at most ``concurrency`` requests are in
-    flight at once. Rate limits, server errors, timeouts and refused
+    Every attempt has one deadline, ``timeout_s``, for all of it: connecting,
+    the first byte and the whole body (``memsim.sim.core.deadline``), so a
+    server that drips its reply is cut off; a body past ``MAX_REPLY_BYTES``
+    is refused while it is read. A reply that is not a valid completion
+    (damaged JSON, no choices, no content) raises ``LLMReplyError``. Safe to
+    share between threads: at most ``concurrency`` requests are in flight at
+    once. Rate limits, server errors, timeouts and refused
     connections are retried ``max_retries`` times by the openai SDK itself
     (exponential backoff from 0.5 s with jitter, capped at 8 s, or what the
     server asks for with ``Retry-After`` up to a minute; each retry is
@@ -376,7 +401,7 @@ class OpenAICompatibleLLM:
             base_url: API root (``.../v1``); default ``$OPENAI_BASE_URL``, else OpenAI's.
             api_key: default ``$OPENAI_API_KEY``; required for OpenAI's own endpoint,
                 a placeholder is sent to other endpoints when none is set.
-            timeout_s: seconds before a request counts as failed (and is retried).
+            timeout_s: the deadline of each attempt, connect to last byte (a failed attempt is retried).
             max_retries: further attempts after the first failed one (the SDK's ``max_retries``).
             concurrency: requests in flight at most, across threads.
             context_window: tokens the model accepts; default from a table of known
@@ -391,8 +416,9 @@ class OpenAICompatibleLLM:
         """
         if not model:
             raise UserError("--llm-model: the openai client needs a model name")
-        if max_retries < 0 or timeout_s <= 0 or concurrency < 1:
-            raise UserError("openai client: need max_retries >= 0, timeout_s > 0, concurrency >= 1")
+        if not (0 <= max_retries <= MAX_RETRIES and 0 < timeout_s <= MAX_TIMEOUT_S and 1 <= concurrency <= 1024):
+            raise UserError(f"openai client: need 0 <= --llm-retries <= {MAX_RETRIES}, 0 < --llm-timeout <= "
+                            f"{MAX_TIMEOUT_S:g} and 1 <= concurrency <= 1024, got {max_retries}, {timeout_s:g}, {concurrency}")
         url = openai_base_url(base_url)
         if urlparse(url).scheme not in ("http", "https"):
             raise UserError(f"--llm-base-url: {url!r} is not an http(s) URL")
@@ -423,13 +449,20 @@ class OpenAICompatibleLLM:
     def _api(self) -> Any:
         with self._client_lock:
             if self._client is None:
+                import httpx
                 import openai
 
+                from memsim.sim.core.deadline import deadline_transport
+
+                # The SDK's own timeout bounds each read only; the transport bounds the whole attempt.
+                http = httpx.Client(transport=deadline_transport(self.timeout_s, MAX_REPLY_BYTES), timeout=self.timeout_s,
+                                    trust_env=False, follow_redirects=True)
                 self._client = openai.OpenAI(
                     api_key=self._key,
                     base_url=self.endpoint,
                     timeout=self.timeout_s,
                     max_retries=self.max_retries,
+                    http_client=http,
                 )
             return self._client
 
@@ -509,27 +542,48 @@ class OpenAICompatibleLLM:
             ) from None
         except openai.APIConnectionError as exc:
             raise self._gave_up(exc) from None
-        text = (resp.choices[0].message.content or "") if resp.choices else ""
+        except openai.OpenAIError as exc:  # a reply the SDK could not read as a completion
+            raise LLMReplyError(f"LLM endpoint {self.endpoint}: not a valid completion ({_short(exc)})") from None
+        except ValueError as exc:  # damaged JSON (the SDK parses the body after its retries)
+            raise LLMReplyError(f"LLM endpoint {self.endpoint}: reply is not valid JSON ({_short(exc)})") from None
+        text = self._content(resp)
         usage = getattr(resp, "usage", None)
-        prompt_tokens = getattr(usage, "prompt_tokens", None)
-        completion_tokens = getattr(usage, "completion_tokens", None)
+        prompt_tokens = _count(getattr(usage, "prompt_tokens", None))
+        completion_tokens = _count(getattr(usage, "completion_tokens", None))
         if prompt_tokens is None:
             prompt_tokens = sum(self.count_tokens(m.get("content", "")) for m in messages)
         if completion_tokens is None:
             completion_tokens = self.count_tokens(text)
         return Completion(text, int(prompt_tokens), int(completion_tokens), latency)
 
+    def _content(self, resp: Any) -> str:
+        """The text of a completion; ``LLMReplyError`` when the reply is not one (no choices, no content)."""
+        where = f"LLM endpoint {self.endpoint} (model {self.model!r})"
+        if isinstance(resp, (str, bytes)) or resp is None:
+            raise LLMReplyError(f"{where}: reply is not a JSON completion ({_short_text(resp)})")
+        choices = getattr(resp, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise LLMReplyError(f"{where}: reply has no choices")
+        message = getattr(choices[0], "message", None)
+        content = getattr(message, "content", None)
+        if not isinstance(content, str):
+            what = "null" if content is None else type(content).__name__
+            raise LLMReplyError(f"{where}: reply's choices[0].message.content is {what}, not text")
+        return content
+
     def _gave_up(self, exc: Exception) -> LLMUnavailableError:
-        """The error once the SDK has stopped retrying: the attempts it made, and the last error."""
+        """The error once the SDK has stopped retrying: the attempts it made, and the last error (with its cause)."""
         request = getattr(exc, "request", None)
         try:
             # The SDK numbers its retries in this header of every request it sends.
             attempts = int(request.headers["x-stainless-retry-count"]) + 1  # type: ignore[union-attr]
         except (AttributeError, KeyError, TypeError, ValueError):
             attempts = self.max_retries + 1
+        cause = exc.__cause__
+        why = f" ({_short(cause)})" if cause is not None and str(cause) else ""
         return LLMUnavailableError(
             f"LLM endpoint {self.endpoint} (model {self.model!r}) failed {attempts} "
-            f"time(s) in a row; last error: {_short(exc)}"
+            f"time(s) in a row, each attempt with a {self.timeout_s:g} s deadline; last error: {_short(exc)}{why}"
         )
 
     def request_settings(self) -> dict[str, Any]:
@@ -561,11 +615,23 @@ def _load_tokenizer(path: Path) -> Any:
         raise UserError(f"--llm-model-path: cannot read the tokenizer of {path}: {exc}") from None
 
 
-def _short(exc: Exception | None) -> str:
+def _short(exc: BaseException | None) -> str:
     if exc is None:
         return "none"
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:200]}"
+
+
+def _short_text(value: Any) -> str:
+    text = " ".join(str(value).split())
+    return repr(text[:60] + ("..." if len(text) > 60 else ""))
+
+
+def _count(value: Any) -> int | None:
+    """A token count a server reported, or None when it reported none or nonsense (negative, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 # --------------------------------------------------------------------------- scripted
