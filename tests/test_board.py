@@ -46,7 +46,10 @@ def test_board_ranks_runs_of_one_protocol_and_shows_others_apart(tmp_path: Path,
     assert all(r["system"] != "gated~twin" for r in first["ranking"])  # twins are arms, not systems
     heads = [r["headline"] for r in first["ranking"]]
     assert heads == sorted(heads, reverse=True) and first["ranking"][0]["rank"] == 1
-    gated = next(r for r in first["ranking"] if r["system"] == "gated" and r["run"] == str(runs[0]))
+    # gated learns from the evidence channel (the oracle bit) in seed0: marked and ranked apart.
+    gated = next(r for r in first["ranked_apart"] if r["system"] == "gated" and r["run"] == str(runs[0]))
+    assert gated["mark"] == "oracle-fed" and gated["rank"] == 1
+    assert all(r["mark"] == "" for r in first["ranking"])
     metrics = json.loads((runs[0] / "metrics.json").read_text())["systems"]["gated"]
     assert gated["headline"] == metrics["overall"]["scores"]["recall_all@10"]["mean"]
     assert gated["gain_second"] == metrics["gain_second"] and gated["retrieve_p95_ms"] is not None
@@ -71,7 +74,7 @@ def test_board_in_headless_chromium_has_the_ranking_and_frontier_plots(tmp_path:
     page = write_board(_runs(tmp_path), tmp_path / "board")
     dom, console = _render(page)
     assert console == []
-    assert dom.count('class="ranking"') == 2
+    assert dom.count('class="ranking"') == 3  # two groups, and the first one's oracle-fed system ranked apart
     assert 'id="frontier-latency-0"' in dom and 'id="frontier-cost-0"' in dom
     assert "<circle" in dom and "gated" in dom
 

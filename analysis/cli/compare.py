@@ -9,9 +9,12 @@ systems ranked on the learning effect and on the headline metric, and a plot per
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["compare_arguments", "compare_main"]
+from memsim.analysis.cli.options import int_in
+
+__all__ = ["compare_arguments", "compare_main", "default_compare_dir"]
 
 # The report's own defaults (analysis.report.DEFAULT_*), repeated here so that the parser does not import polars.
 _WINDOW = 50
@@ -23,9 +26,18 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
                         help="run folders to compare (e.g. one per seed), or one sweep folder")
     parser.add_argument("--out", type=Path, default=None,
-                        help="output folder (default runs/compare; for a sweep, SWEEP_DIR/compare)")
-    parser.add_argument("--window", type=int, default=_WINDOW, help="questions in the windowed curve (default %(default)s)")
+                        help="output folder (default: compare/ beside the run folders, in their common parent; "
+                        "for a sweep, SWEEP_DIR/compare)")
+    parser.add_argument("--window", type=int_in("window"), default=_WINDOW, help="questions in the windowed curve (default %(default)s)")
     parser.add_argument("--fading", type=float, default=_FADING, help="fading factor in (0, 1] (default %(default)s)")
+
+
+def default_compare_dir(run_dirs: Sequence[str | Path]) -> Path:
+    """``compare/`` in the run folders' common parent: beside the runs, never in whatever folder the shell is in."""
+    import os
+
+    parents = [str(Path(d).resolve().parent) for d in run_dirs]
+    return Path(os.path.commonpath(parents)) / "compare"
 
 
 def compare_main(args: argparse.Namespace) -> int:
@@ -48,7 +60,14 @@ def compare_main(args: argparse.Namespace) -> int:
         raise UserError(f"--window must be a positive number of questions, got {args.window}")
     if not 0 < args.fading <= 1:
         raise UserError(f"--fading must be in (0, 1], got {args.fading}")
-    path = compare_runs(args.run_dirs, args.out or Path("runs/compare"), window=args.window, fading=args.fading)
+    from memsim.analysis.distinct import distinct_runs
+
+    # The same run in two folders is one observation: pooled twice it would give n = 2 and a zero-width interval.
+    distinct = distinct_runs(args.run_dirs)
+    for note in distinct.notes():
+        print(f"compare: {note}")
+    path = compare_runs(list(distinct.kept), args.out or default_compare_dir(distinct.kept), window=args.window,
+                        fading=args.fading)
     print((path.parent / "compare.md").read_text(encoding="utf-8"))
     print(f"comparison: {path}")
     return 0
