@@ -20,11 +20,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memsim.analysis.cli.options import float_in, int_in
+
 __all__ = ["bench_arguments", "bench_main"]
 
 
 def _add_longmemeval(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--size-gb", type=float, default=1.0, help="size of the generated file (default 1.0)")
+    p.add_argument("--size-gb", type=float_in("size_gb"), default=1.0, help="size of the generated file (default 1.0)")
     p.add_argument("--embedder", choices=("hash", "minilm"), default="hash", help="hash: protocol cost only; minilm: the real model")
     p.add_argument("--keep", action="store_true", help="keep the generated file in /tmp")
 
@@ -37,9 +39,9 @@ def _longmemeval(args: argparse.Namespace) -> int:
 
 
 def _add_engine(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--users", type=int, default=20, help="persona users (default 20)")
-    p.add_argument("--months", type=float, default=12.0, help="simulated months (default 12)")
-    p.add_argument("--systems", type=int, default=3, help="null systems fed in parallel (default 3)")
+    p.add_argument("--users", type=int_in("users"), default=20, help="persona users (default 20)")
+    p.add_argument("--months", type=float_in("months"), default=12.0, help="simulated months (default 12)")
+    p.add_argument("--systems", type=int_in("systems"), default=3, help="null systems fed in parallel (default 3)")
 
 
 def _engine(args: argparse.Namespace) -> int:
@@ -75,12 +77,12 @@ def _add_systems(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", action="append", dest="systems", metavar="SPEC",
                    help=f"system to bench (repeatable; default: {', '.join(DEFAULT_SYSTEMS)})")
     p.add_argument("--sizes", default="1000,10000,100000", help="store sizes, comma-separated")
-    p.add_argument("--sample", type=int, default=1000, help="base texts embedded with the real model")
-    p.add_argument("--ingest-turns", type=int, default=200, help="turns timed through ingest per size")
-    p.add_argument("--queries", type=int, default=200, help="retrievals timed per size")
-    p.add_argument("--k", type=int, default=10, help="memories per retrieval")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="FAISS/torch threads while timing (0: leave as is)")
+    p.add_argument("--sample", type=int_in("sample"), default=1000, help="base texts embedded with the real model")
+    p.add_argument("--ingest-turns", type=int_in("items"), default=200, help="turns timed through ingest per size")
+    p.add_argument("--queries", type=int_in("items"), default=200, help="retrievals timed per size")
+    p.add_argument("--k", type=int_in("k"), default=10, help="memories per retrieval")
+    p.add_argument("--seed", type=int_in("seed"), default=0)
+    p.add_argument("--threads", type=int_in("threads"), default=1, help="FAISS/torch threads while timing (0: leave as is)")
     p.add_argument("--json", dest="json_out", default=None, help="also write rows as JSON to this file")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="cache folder for what systems cache beside embeddings (multisignal's entities); "
@@ -121,11 +123,11 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--variant", action="append", choices=READER_VARIANTS, default=None,
                    help="reader variant to time (repeatable; default: all)")
-    p.add_argument("--questions", type=int, default=8, help="timed questions per variant")
-    p.add_argument("--memories", type=int, default=10, help="memories per question")
+    p.add_argument("--questions", type=int_in("items"), default=8, help="timed questions per variant")
+    p.add_argument("--memories", type=int_in("k"), default=10, help="memories per question")
     p.add_argument("--llm-model-path", default=None, metavar="GGUF", help="GGUF model (default: SmolLM2-135M)")
-    p.add_argument("--llm-threads", type=int, default=None, help="CPU threads")
-    p.add_argument("--max-answer-tokens", type=int, default=None, help="reply budget per answer")
+    p.add_argument("--llm-threads", type=int_in("llm_threads"), default=None, help="CPU threads")
+    p.add_argument("--max-answer-tokens", type=int_in("max_answer_tokens"), default=None, help="reply budget per answer")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
@@ -154,8 +156,8 @@ def _print(figures: dict[str, Any]) -> None:
 def _add_locomo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=None, help="the LoCoMo file (default: $MEMSIM_LOCOMO or ../shared/...)")
     p.add_argument("--system", default="naive", help="memory system: name or name:key=value,... (default naive)")
-    p.add_argument("-k", type=int, default=30, help="headline cut-off (default 30)")
-    p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    p.add_argument("-k", type=int_in("k"), default=30, help="headline cut-off (default 30)")
+    p.add_argument("--limit-conversations", type=int_in("limit_conversations"), default=None, metavar="N", help="only the first N conversations")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="also write the warm run's folder")
 
@@ -182,13 +184,13 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=None, help="the LoCoMo file (default: $MEMSIM_LOCOMO or ../shared/...)")
     p.add_argument("--system", action="append", default=[],
                    help="memsim system, repeatable: all in one run, compared with the reference run once per system (default naive)")
-    p.add_argument("-k", type=int, default=30, help="cut-off (default 30)")
+    p.add_argument("-k", type=int_in("k"), default=30, help="cut-off (default 30)")
     p.add_argument("--backend", choices=_BACKENDS, default=None, help="memsim's embedding backend (default: $MEMSIM_EMBED_BACKEND or onnx)")
-    p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    p.add_argument("--limit-conversations", type=int_in("limit_conversations"), default=None, metavar="N", help="only the first N conversations")
     p.add_argument("--cold-export", action="store_true", help="also export the ONNX graph afresh (first use on a machine)")
     p.add_argument("--order", choices=("reference-first", "memsim-first"), default="reference-first",
                    help="which pipeline runs first and pays for the imports both use (default reference-first)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N",
+    p.add_argument("--repeat", type=int_in("repeat"), default=1, metavar="N",
                    help="run the two N times, interleaved (A B A B ...), and report the median ratio and its range (default 1)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the figures as JSON to FILE, or to stdout instead of the table when no FILE is given")
@@ -219,8 +221,8 @@ def _add_backends(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=None, help="the LoCoMo file (default: $MEMSIM_LOCOMO or ../shared/...)")
     p.add_argument("--backend", action="append", choices=_BACKENDS, default=[],
                    help="backends to run, the first is the yardstick of cosine (default: torch onnx onnx-int8)")
-    p.add_argument("-k", type=int, default=30, help="recall cut-off (default 30)")
-    p.add_argument("--limit-conversations", type=int, default=None, metavar="N", help="only the first N conversations")
+    p.add_argument("-k", type=int_in("k"), default=30, help="recall cut-off (default 30)")
+    p.add_argument("--limit-conversations", type=int_in("limit_conversations"), default=None, metavar="N", help="only the first N conversations")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the figures as JSON to FILE, or to stdout instead of the table when no FILE is given")
 

@@ -13,6 +13,8 @@ import sys
 import time
 import traceback
 
+from memsim.analysis.cli.options import int_in
+
 __all__ = ["check_arguments", "check_main"]
 
 
@@ -25,7 +27,7 @@ def check_arguments(p: argparse.ArgumentParser) -> None:
                    "minilm: the packaged all-MiniLM-L6-v2, whose cosines make merging systems merge for real")
     p.add_argument("--only", action="append", default=[], metavar="CHECK",
                    help="run only this check (repeatable); ids as printed")
-    p.add_argument("--seed", type=int, default=7, help="seed of the resources every built system gets")
+    p.add_argument("--seed", type=int_in("seed"), default=7, help="seed of the resources every built system gets")
 
 
 def check_main(args: argparse.Namespace) -> int:

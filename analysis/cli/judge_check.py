@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from memsim.analysis.cli.options import int_in
+
 __all__ = ["judge_check_arguments", "judge_check_main"]
 
 
@@ -27,13 +29,13 @@ def judge_check_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model of the LLM judges (repeatable: each is checked); a GGUF path for --llm local "
                         "(default: the packaged SmolLM2-135M-Instruct), a model name for --llm openai")
     parser.add_argument("--llm-base-url", default=None, help="OpenAI-compatible API root for --llm openai")
-    parser.add_argument("--llm-threads", type=int, default=None, help="CPU threads of the local model")
+    parser.add_argument("--llm-threads", type=int_in("llm_threads"), default=None, help="CPU threads of the local model")
     parser.add_argument("--judge-prompts", action="append", default=None, metavar="PATH",
                         help="official judge templates from your own copy (LongMemEval's evaluate_qa.py, "
                         "a Mem0 prompt file); repeatable")
-    parser.add_argument("--per-kind", type=int, default=PER_KIND,
+    parser.add_argument("--per-kind", type=int_in("per_kind"), default=PER_KIND,
                         help=f"questions drawn per category / type / kind (default {PER_KIND})")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
+    parser.add_argument("--seed", type=int_in("seed"), default=0, help="seed of the draw (default 0)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write cached check results")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/judge-check-<time>)")
 

@@ -21,6 +21,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from memsim.analysis.cli.options import int_in
+
 __all__ = ["power_arguments", "power_main"]
 
 CONTRAST_NAMES = ("learning_from_feedback", "effect_of_feedback_calls", "effect_of_use")
@@ -38,13 +40,13 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--contrast", choices=CONTRAST_NAMES, default=None,
                         help="default: learning_from_feedback (system - placebo) when a placebo ran, else effect_of_use")
     parser.add_argument("--half", type=int, choices=(1, 2), default=2, help="half of each user's questions (default 2)")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds to simulate for a config (default 10)")
+    parser.add_argument("--seeds", type=int_in("seeds"), default=10, help="seeds to simulate for a config (default 10)")
     parser.add_argument("--against", choices=("contrast", "control"), default="contrast",
                         help="contrast: the learning table's contrasts (default); control: DiD against the static "
                              "control with injected oracle fixes (configs only)")
     parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
                         help="minilm (packaged all-MiniLM-L6-v2) or hash (fast bag-of-words, for quick looks)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval (--against control)")
+    parser.add_argument("--n-boot", type=int_in("n_boot"), default=1000, help="bootstrap resamples per interval (--against control)")
     parser.add_argument("--sweep-dir", type=Path, default=None,
                         help="sweep folder of the seeds' runs (default runs/power-<config name>); finished seeds are reused")
     from memsim.analysis.cli.sweep import add_executor_arguments

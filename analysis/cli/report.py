@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from memsim.analysis.cli.options import int_in
+
 __all__ = ["report_arguments", "report_main"]
 
 # The report's own defaults (analysis.report.DEFAULT_*), repeated here so that the parser does not import polars.
@@ -15,7 +17,7 @@ _FADING = 0.98
 def report_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim report``."""
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (spec.json, probes.parquet, metrics.json, ...)")
-    parser.add_argument("--window", type=int, default=_WINDOW, help="questions in the windowed curve (default %(default)s)")
+    parser.add_argument("--window", type=int_in("window"), default=_WINDOW, help="questions in the windowed curve (default %(default)s)")
     parser.add_argument(
         "--window-days", type=float, default=_WINDOW_DAYS, help="days in the time-windowed curve (default %(default)s)"
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from memsim.analysis.cli.options import int_in, run_folder
 from memsim.sim.core.table import text_table
 
 __all__ = [
@@ -38,7 +39,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
     add_system_argument(parser, default=[], help="system under test (repeatable); default: the config's [run] systems")
     add_seed_argument(parser, default=None, help="seed (default: the config's)")
-    parser.add_argument("-k", type=int, default=None, help="memories retrieved per question (default: the config's)")
+    parser.add_argument("-k", type=int_in("k"), default=None, help="memories retrieved per question (default: the config's)")
     add_out_argument(parser, help="run folder (default: runs/<scenario>-<time>); an unfinished run there is resumed")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     parser.add_argument("--keep-deleted-text", action="store_true", default=None,
@@ -168,19 +169,52 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     except RunFolderRefused:
         raise  # nothing was played: there is nothing to resume
     except UserError:
-        print(f"stopped; every row committed so far is in {out} (rerun the same command to resume)", file=sys.stderr)
+        if any(Path(out, part).exists() for part in ("parts", "probes.parquet")):
+            # Rows were played before the error: say where they are. An error before the first row stays one line.
+            print(f"stopped; every row committed so far is in {out} (rerun the same command to resume)", file=sys.stderr)
         raise
     print_outcome(outcome)
     return exit_code(outcome, out)
 
 
+MAX_ANSWER_ERROR_SHARE = 0.05
+"""Share of answered questions whose reader or judge may fail (a reply that is not a completion, an
+unreadable one) before the run exits 1: past it the answer figures describe the endpoint, not the systems."""
+
+
+def answer_failures(probes: Any) -> tuple[int, int, str]:
+    """(answers that failed, questions answered, the first error) from a run's rows; (0, 0, '') without answers."""
+    import polars as pl
+
+    if probes is None or "error" not in getattr(probes, "columns", ()):
+        return 0, 0, ""
+    tried = pl.col("error").str.starts_with("answer:").fill_null(False)
+    if "answer" in probes.columns:  # absent when every answer failed
+        tried = tried | pl.col("answer").is_not_null()
+    answered = probes.filter(tried)
+    failed = answered.filter(pl.col("error").str.starts_with("answer:").fill_null(False))
+    first = failed["error"][0] if failed.height else ""
+    return failed.height, answered.height, first
+
+
 def exit_code(outcome: Any, out: Any) -> int:
-    """1 when a system failed mid-run (the run is incomplete; rerunning the command resumes it), else 0."""
+    """1 when a system failed mid-run (the run is incomplete; rerunning the command resumes it), or when
+    more than ``MAX_ANSWER_ERROR_SHARE`` of the answers failed (reader or judge); else 0."""
     failed = outcome.summary.metrics.get("failed_systems")
+    code = 0
     if failed:
         print(f"incomplete: {', '.join(failed)} failed; rerun the same command to resume into {out}", file=sys.stderr)
-        return 1
-    return 0
+        code = 1
+    bad, asked, first = answer_failures(getattr(outcome.result, "probes", None))
+    if bad:
+        cut = first if len(first) <= 300 else first[:297] + "..."
+        print(f"answers failed: {bad} of {asked} questions ({100 * bad / asked:.1f}%) got no answer or verdict; "
+              f"first error: {cut}", file=sys.stderr)
+        if bad > MAX_ANSWER_ERROR_SHARE * asked:
+            print(f"more than {100 * MAX_ANSWER_ERROR_SHARE:g}% of the answers failed: the answer figures are not "
+                  "a measurement of the systems", file=sys.stderr)
+            code = 1
+    return code
 
 
 def cache_dir_embedder(cache_dir: Path | None) -> Any:
@@ -315,7 +349,7 @@ def print_outcome(outcome: Any) -> None:
 def rerun_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim rerun``."""
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (its spec.json is replayed)")
-    parser.add_argument("--out", type=Path, default=None, help="new run folder (default: RUN_DIR-rerun)")
+    parser.add_argument("--out", type=run_folder, default=None, help="new run folder (default: RUN_DIR-rerun)")
     from memsim.analysis.cli.options import add_no_progress_argument
 
     add_no_progress_argument(parser)

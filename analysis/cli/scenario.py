@@ -17,18 +17,20 @@ import argparse
 import json
 from pathlib import Path
 
+from memsim.analysis.cli.options import int_in
+
 __all__ = ["scenario_arguments", "scenario_main"]
 
 
 def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="scenario config (TOML), e.g. scenarios/configs/locomo_stream.toml")
-    p.add_argument("--seed", type=int, default=None, help="seed of the scenario stream (default: the config's)")
+    p.add_argument("--seed", type=int_in("seed"), default=None, help="seed of the scenario stream (default: the config's)")
 
 
 def _add_stats(p: argparse.ArgumentParser) -> None:
     _add_config(p)
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the profile as JSON to OUT")
-    p.add_argument("--k", type=int, default=10, help="cut-off of naive recall_all@k (default 10)")
+    p.add_argument("--k", type=int_in("k"), default=10, help="cut-off of naive recall_all@k (default 10)")
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -59,7 +61,7 @@ def _add_render(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-model", default=None, metavar="M", help="model name the endpoint serves (default: its first)")
     p.add_argument("--judge", action="append", default=None, metavar="NAME",
                    help="registered judge that must also accept each fact-bearing rewrite (repeatable)")
-    p.add_argument("--retries", type=int, default=2, help="rewrites tried again after a failed verification (default 2)")
+    p.add_argument("--retries", type=int_in("retries"), default=2, help="rewrites tried again after a failed verification (default 2)")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="folder of the LLM response cache (default $MEMSIM_CACHE_DIR or ~/.cache/memsim)")
 

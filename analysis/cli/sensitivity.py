@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from memsim.analysis.cli.options import int_in
+
 __all__ = ["sensitivity_arguments", "sensitivity_main"]
 
 
@@ -20,10 +22,10 @@ def sensitivity_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim sensitivity``."""
     parser.add_argument("config", type=Path, help="base scenario config (TOML), e.g. scenarios/configs/persona.toml")
     parser.add_argument("--system", default="neuroplastic", help="system under study (name or name:key=value,...)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per grid point (default 3)")
+    parser.add_argument("--seeds", type=int_in("seeds"), default=3, help="seeds per grid point (default 3)")
     parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash",
                         help="hash (fast bag-of-words, default) or minilm (packaged all-MiniLM-L6-v2)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
+    parser.add_argument("--n-boot", type=int_in("n_boot"), default=1000, help="bootstrap resamples per interval")
     parser.add_argument("--out", type=Path, default=Path("analysis/figures/sensitivity.png"), help="plot file (PNG or SVG)")
     parser.add_argument("--sweep-dir", type=Path, default=None,
                         help="sweep folder of the grid's runs (default runs/sensitivity-<config name>); finished cells are reused")

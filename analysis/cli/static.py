@@ -12,6 +12,8 @@ import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
+from memsim.analysis.cli.options import int_in, run_folder
+
 __all__ = ["static_arguments", "static_main", "static_spec"]
 
 
@@ -21,10 +23,10 @@ def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
     p.add_argument("--data", type=Path, default=None, help=protocol.data)
     p.add_argument("--system", action="append", default=None, metavar="NAME[:k=v,...]",
                    help="memory system (repeatable; default naive)")
-    p.add_argument("-k", type=int, default=protocol.k, help=f"headline cut-off (default {protocol.k})")
-    p.add_argument("--seed", type=int, default=0, help="seed (sampling, bootstrap; default 0)")
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples per interval (default 2000)")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("-k", type=int_in("k"), default=protocol.k, help=f"headline cut-off (default {protocol.k})")
+    p.add_argument("--seed", type=int_in("seed"), default=0, help="seed (sampling, bootstrap; default 0)")
+    p.add_argument("--n-boot", type=int_in("n_boot"), default=2000, help="bootstrap resamples per interval (default 2000)")
+    p.add_argument("--out", type=run_folder, default=None,
                    help=f"run folder (default runs/static-{protocol.name}-<time>); an unfinished run there is resumed")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     add_cache_dir_argument(p)

@@ -12,6 +12,8 @@ import argparse
 import os
 from pathlib import Path
 
+from memsim.analysis.cli.options import float_in, int_in
+
 __all__ = ["sweep_arguments", "sweep_main", "add_executor_arguments"]
 
 
@@ -20,7 +22,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("execution")
     g.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="local: a process pool; dask: dask.distributed (pip install 'memsim[sweep]')")
-    g.add_argument("--workers", type=int, default=None,
+    g.add_argument("--workers", type=int_in("workers"), default=None,
                    help=f"worker processes (default: the number of cores, here {os.cpu_count()})")
     g.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="a running Dask scheduler (tcp://host:8786); default: a local cluster on 127.0.0.1")
@@ -32,7 +34,7 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="sweep folder (default runs/sweep-<name>); finished cells there are not played again")
     parser.add_argument("--dry-run", action="store_true", help="list the cells and their estimated cost; run nothing")
-    parser.add_argument("--calibrate-s", type=float, default=10.0,
+    parser.add_argument("--calibrate-s", type=float_in("seconds"), default=10.0,
                         help="wall seconds of the calibration run behind --dry-run's time estimate (default 10)")
     parser.add_argument("--retry-failed", action="store_true", help="also play cells recorded as failed")
     add_executor_arguments(parser)
