@@ -443,15 +443,15 @@ def check_set_digest(items: Sequence[CheckItem]) -> str:
 
 
 def score_judge(judge: Any, items: Sequence[CheckItem], progress: Callable[[int], None] | None = None) -> list[float]:
-    """The judge's score of every item (NaN: no verdict)."""
+    """The judge's score of every item (NaN: no readable verdict, a miss whatever the label)."""
+    from memsim.sim.answer.judges import judge_verdict
+
     out = []
     for i, it in enumerate(items):
-        out.append(
-            float(
-                judge.score(question=it.question, gold=it.gold, answer=it.answer, category=it.kind,
-                            question_id=it.question_id)
-            )
-        )
+        verdict = judge_verdict(judge, question=it.question, gold=it.gold, answer=it.answer, category=it.kind,
+                                question_id=it.question_id)
+        # A run scores an unreadable reply wrong; the check must not credit it with rejecting a fail item.
+        out.append(float(verdict.score) if verdict.readable else math.nan)
         if progress is not None:
             progress(i + 1)
     return out

@@ -249,6 +249,14 @@ def execute(
             from memsim.analysis.report import write_report
 
             write_report(Path(out_dir))
+    if spec.answer is not None and not spec.answer.allow_unreadable_verdicts:
+        from memsim.sim.answer.judges import too_many_unreadable
+
+        # The figures are written first (unreadable replies scored wrong), so the failure can be looked into.
+        problem = too_many_unreadable(summary.metrics)
+        if problem:
+            where = f" (figures in {out_dir})" if out_dir is not None else ""
+            raise UserError(problem + where)
     return Outcome(spec, result, summary)
 
 

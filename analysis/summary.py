@@ -8,9 +8,11 @@ Every run kind goes through ``summarise``. What it computes:
   conversations or instances, a longitudinal run's users), and the questions
   left out of scores, by reason;
 - for longitudinal runs, the learning-through-use table
-  (``memsim.analysis.learning``): per feedback-using system its three contrasts (learning
-  from feedback, effect of feedback calls, effect of use) per half with
-  design-based MDEs, stale>cur per half, and per-user halves;
+  (``memsim.analysis.learning``): per feedback-using system its contrasts
+  against the arms that ignore content (the headline: system minus the best
+  of them, per half), per half with intervals inverted from their sign-flip
+  tests and design-based MDEs, stale>cur per half, per-user halves, and the
+  unit of inference decided from the design (``inference_unit``);
 - storage, safety counts (isolation failures, deletion leaks) and the
   systems' own reports.
 
@@ -102,7 +104,8 @@ def _table(
         x = scored[col].cast(pl.Float64).fill_null(math.nan).to_numpy()
         mean = _mean(x)
         lo, hi = bootstrap_ci(x, rng=rng, n_boot=n_boot, clusters=clusters) if mean is not None else (None, None)
-        scores[col] = {"mean": mean, "lo": lo, "hi": hi}
+        # n: the questions this column scored (an unexcluded question can still be unscored: NaN).
+        scores[col] = {"mean": mean, "lo": lo, "hi": hi, "n": int((~np.isnan(x)).sum())}
     out: dict[str, Any] = {
         "questions": rows.height,
         "scored": scored.height,
@@ -211,7 +214,12 @@ def answer_table(
         blank = int((~judged & ~errors & ~left_out).sum())
         if blank:
             reasons["no verdict in the judge's reply" if col in llm_judges else "no gold answer"] = blank
+        flag = "unreadable_" + col.removeprefix("answer_")
+        unreadable = (rows[flag].cast(pl.Boolean).fill_null(False).to_numpy() & ~errors & ~left_out
+                      if flag in rows.columns else np.zeros(rows.height, dtype=bool))
         judges[col] = {
+            # LLM judge replies without a readable verdict: scored wrong (in accuracy), counted here.
+            "unreadable": int(unreadable.sum()),
             "questions": int((~left_out).sum()),
             "judged": int(counted.sum()),
             "unjudged": int((~judged & ~left_out).sum()),
@@ -346,7 +354,7 @@ def summarise(
     The bootstrap draws from the run's ``stats`` stream (``memsim.sim.core.streams.streams``),
     so the figures are a function of the folder alone.
     """
-    from memsim.analysis.learning import gain_curve, learning_table
+    from memsim.analysis.learning import design_unit, family_arms, gain_curve, learning_table
     from memsim.sim.core.streams import streams
 
     rng = streams(spec.seed)["stats"]
@@ -386,15 +394,20 @@ def summarise(
             metrics["control_missing"] = spec.control
         metrics["feedback"] = spec.feedback_from
         twins, placebos = twins_and_placebos(systems, info)
+        arms = family_arms(systems, info)
+        # The unit is the design's (the users the stream plays, failures included), decided once for every table.
+        unit, users, reason = design_unit(info, probes)
+        metrics["inference_unit"] = {"unit": unit, "users": users, "reason": reason}
         learning = learning_table(
             scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
-            balance_kinds=spec.balance_kinds, seed=spec.seed,
+            balance_kinds=spec.balance_kinds, seed=spec.seed, arms=arms, unit=unit, unit_reason=reason,
         )
         metrics["balance_kinds"] = spec.balance_kinds
         metrics["twins"] = twins
         metrics["placebos"] = placebos
+        metrics["arms"] = arms
         metrics["gain_curves"] = {s: gain_curve(scored, metric=metric, system=s, twin=t) for s, t in twins.items()}
-        metrics.update(_report_figures(spec, scored, twins, placebos, control))
+        metrics.update(_report_figures(spec, scored, twins, placebos, control, arms=arms, unit=(unit, reason)))
     cols = score_columns(spec, probes)
     per_system: dict[str, Any] = {}
     for name in systems:
@@ -465,7 +478,8 @@ GAIN_WINDOW_DAYS = 14.0
 
 
 def _report_figures(
-    spec: RunSpec, scored: pl.DataFrame, twins: Mapping[str, str], placebos: Mapping[str, str], control: str | None
+    spec: RunSpec, scored: pl.DataFrame, twins: Mapping[str, str], placebos: Mapping[str, str], control: str | None,
+    *, arms: Mapping[str, Mapping[str, str]] | None = None, unit: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """The report's figures beside the headline table: each judge's twin table and the gain bands over time.
 
@@ -485,14 +499,15 @@ def _report_figures(
     ]
     answer_learning = {
         col: learning_table(scored, metric=col, twins=twins, placebos=placebos, control=control,
-                            rng=streams(spec.seed)["stats"], n_boot=spec.n_boot, seed=spec.seed)
+                            rng=streams(spec.seed)["stats"], n_boot=spec.n_boot, seed=spec.seed, arms=arms,
+                            unit=unit[0] if unit else None, unit_reason=unit[1] if unit else None)
         for col in judged
     }
     rng = streams(spec.seed)["stats"]
 
     def band(system: str, twin: str) -> list[dict[str, Any]]:
         return gain_curve_band(scored, metric=spec.metric, system=system, twin=twin, window_days=GAIN_WINDOW_DAYS,
-                               rng=rng, n_boot=spec.n_boot)
+                               rng=rng, n_boot=spec.n_boot, unit=unit[0] if unit else None)
 
     bands = {s: band(s, t) for s, t in twins.items()}
     system_of_twin = {t: s for s, t in twins.items()}
@@ -589,7 +604,11 @@ def format_tables(
     lines: list[str] = []
     for fam, members in families.items():
         heads = [c.partition("@")[2] and "@" + c.partition("@")[2] or c.removeprefix("answer_") for c in members]
-        rows = [[name, g["questions"], g["scored"], *(_num(g["scores"].get(c, {}).get("mean")) for c in members)]
+        # "scored": the questions the family's columns scored (the most over its cut-offs), not those merely
+        # left in: a question without gold keys is in the table but unscored.
+        rows = [[name, g["questions"], max((g["scores"].get(c, {}).get("n", g["scored"]) for c in members),
+                                           default=g["scored"]),
+                 *(_num(g["scores"].get(c, {}).get("mean")) for c in members)]
                 for name, g in groups]
         lines += [text_table([fam, "n", "scored", *heads], rows), ""]
     metric = metrics["metric"]
@@ -598,6 +617,7 @@ def format_tables(
         lines.append(
             f"{metric} {head['mean']:.3f} [{head['lo']:.3f}, {head['hi']:.3f}] "
             f"(95% bootstrap interval, {entry['overall']['episodes']} episodes resampled)"
+            + _judge_notes(metrics, system, metric)
         )
     excluded = entry["overall"]["excluded"]
     if excluded:
@@ -608,6 +628,18 @@ def format_tables(
     for col, info in marks:
         lines.append(f"{col.removeprefix('answer_')}: {info['mark']}")
     return "\n".join(lines)
+
+
+def _judge_notes(metrics: Mapping[str, Any], system: str, col: str) -> str:
+    """What a headline judged by an LLM carries on its own line: replies without a verdict, an unreliable mark."""
+    judge = ((metrics["systems"][system].get("answers") or {}).get("judges") or {}).get(col) or {}
+    notes = []
+    if judge.get("unreadable"):
+        notes.append(f"{judge['unreadable']} of {judge['questions']} judge replies had no verdict, scored wrong")
+    mark = ((metrics.get("judges") or {}).get(col) or {}).get("mark", "")
+    if "unreliable" in mark:
+        notes.append(mark)
+    return f" [{'; '.join(notes)}]" if notes else ""
 
 
 def format_compression(metrics: Mapping[str, Any], metric: str) -> str:
@@ -661,6 +693,9 @@ def format_answer_accuracy(
         lines.append(text_table(["judge", "accuracy", "judged", "unjudged", "abstention", "mark"], rows,
                                 align="lrrrrl"))
         for col, j in table["judges"].items():
+            if j.get("unreadable"):
+                lines.append(f"unreadable by {col.removeprefix('answer_')}: {j['unreadable']} of {j['questions']} "
+                             "replies had no verdict; scored wrong, in the accuracy above")
             if j["unjudged_reasons"]:
                 reasons = ", ".join(f"{r} {n}" for r, n in j["unjudged_reasons"].items())
                 lines.append(f"unjudged by {col.removeprefix('answer_')}: {reasons}")
@@ -691,5 +726,8 @@ def _headline_accuracy(entry: Mapping[str, Any], probes: pl.DataFrame, system: s
             judged = x[~np.isnan(x)]
             mean = float(judged.mean()) if judged.size else None
             parts.append(f"{reason} {_num(mean)} ({judged.size} of {x.size} judged)")
+    unreadable = ((entry.get("answers") or {}).get("judges") or {}).get(column, {}).get("unreadable")
+    if unreadable:
+        parts.append(f"{unreadable} replies without a verdict scored wrong")
     text = f"{column}: " + ", ".join(parts)
     return f"{text} [{mark}]" if mark else text

@@ -39,6 +39,8 @@ __all__ = [
     "recorded_hashes",
     "fetch",
     "locate",
+    "locate_oracle",
+    "shared_file",
     "env_path",
     "resolve_given",
     "fetch_hint",
@@ -293,6 +295,23 @@ def locate(kind: Kind) -> Path | None:
         if shared.is_file():
             return shared
     return None
+
+
+def shared_file(*parts: str) -> Path:
+    """A file under the ``shared/data`` folder beside the repository (where the test data of a checkout lies)."""
+    return Path(__file__).resolve().parents[2].joinpath("shared", "data", *parts)
+
+
+def locate_oracle() -> Path | None:
+    """LongMemEval's oracle file: ``$MEMSIM_LONGMEMEVAL_ORACLE``, the data folder, then ``../shared``; None when absent."""
+    env = os.environ.get("MEMSIM_LONGMEMEVAL_ORACLE")
+    if env:
+        return Path(env).expanduser()
+    cached = cached_path("longmemeval-oracle")
+    if cached.is_file():
+        return cached
+    shared = shared_file("longmemeval", "longmemeval_oracle.json")
+    return shared if shared.is_file() else None
 
 
 @dataclass(frozen=True, slots=True)

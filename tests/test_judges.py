@@ -143,12 +143,13 @@ def test_llm_locomo_reads_verdict_and_records_model() -> None:
     assert desc["prompt_ids"][0].startswith("judge_locomo@")
 
 
-def test_llm_locomo_incorrect_is_wrong_and_unparsed_is_nan() -> None:
+def test_llm_locomo_incorrect_is_wrong_and_no_verdict_is_wrong_and_counted() -> None:
     judge = make_judge("llm_locomo", ScriptedLLM("Incorrect."))
     assert judge.score(question="q", gold="x", answer="y") == 0.0
+    assert judge.unreadable == 0
     judge = make_judge("llm_locomo", ScriptedLLM("I cannot decide"))
-    assert math.isnan(judge.score(question="q", gold="x", answer="y"))
-    assert judge.unparsed == 1
+    assert judge.score(question="q", gold="x", answer="y") == 0.0
+    assert judge.unreadable == 1 and judge.calls == 1
 
 
 def test_llm_locomo_adversarial_needs_no_call() -> None:

