@@ -1,65 +1,116 @@
-"""Learning through use: three contrasts per feedback-using system, with user-level inference.
+"""Learning through use: the contrasts of each feedback-using system against the arms that ignore content.
 
-A system that learns from feedback is played with its **twin** (the same
-system, same arguments, same random draws, same stream, feedback withheld,
-maintenance kept) and its **placebo** (told bits unrelated to the question,
-at the same rate). On the questions both arms of a pair scored:
+A system that learns from feedback is played beside arms that get the same
+stream and the same random draws but whose feedback carries nothing about
+the question (the roles come from ``run.json``'s ``arms``, never from
+labels): its **twin** (no feedback calls), its **placebo** (the system's own
+bits, permuted within user and week: the same calls and the same dose), and
+the **constant arms**, told always False or always True at the same calls.
+On the questions both arms of a pair scored:
 
-- **learning from feedback** = system - placebo: what the content of the
-  feedback taught (the headline);
+- **learning from feedback** (the headline) = system - the best arm that
+  ignores content: per half, the arm among those played with the highest
+  metric on the paired questions (by point estimate), so a system that noise
+  harms cannot look as if it learned unless it beats every such arm;
+- **system - placebo**, **system - always False**, **system - always True**:
+  the system against each content-ignoring arm alone;
 - **effect of feedback calls** = placebo - twin: what being told anything did;
 - **effect of use** = system - twin: both together (the flat ``gain_*`` keys);
-- each per half, with the **DiD** across halves (does it grow?), and the same
-  contrast in ``stale_above_current``;
+- each per half, with the **DiD** across halves and the same contrast in
+  ``stale_above_current``;
 - **DiD vs static control**: ``(2nd - 1st)_system - (2nd - 1st)_control``,
   reported apart because it also moves with storage policy and with the
   question mix, not only with learning.
 
-Halves are per user: each user's questions split at that user's own median
-question index. Intervals are percentile bootstraps that resample whole
-units; p-values are sign-flip tests of the same question-weighted statistic
-(whole units' sums flipped). The unit is the user when there are at least
-``MIN_USERS`` users, else the question thread (a question and its re-asks),
-and the interval is then conditional on these users. Each contrast's MDE is
-design-based (``memsim.analysis.stats.design_mde``): the smallest effect that test detects
-with 80% power when the reference arm's questions are redrawn at their
-users' base rates plus the effect; it never reads the observed gap.
+Halves follow ``memsim.analysis.stats.user_halves`` (each user's questions
+split at that user's median). The unit of inference (users from 30 users in
+the design, else question threads, conditional on the users) is decided once
+(``memsim.analysis.stats.inference_unit``). Each p is a sign-flip test of the
+question-weighted difference (whole units' sums flipped) and each interval
+the shifts that test does not reject (``memsim.analysis.stats.FlipTest``), so
+an interval excludes 0 exactly when p < 0.05. Each contrast's MDE is
+design-based (``memsim.analysis.stats.design_mdes``): the smallest gain or loss
+that test detects with 80% power when the reference arm's questions are
+redrawn at their users' base rates plus the effect, varying between units as
+the contrast's units do; it never reads the observed gap.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from memsim.analysis.stats import MDE_METHOD, Design, design_mde, percentile_interval, sign_flip_p, sign_flips
+from memsim.analysis.stats import (
+    MDE_METHOD,
+    MIN_USER_CLUSTERS,
+    Design,
+    FlipTest,
+    MdeSearch,
+    design_mdes,
+    did_parts,
+    effect_spread,
+    inference_unit,
+    percentile_interval,
+    sign_flips,
+    user_halves,
+)
 from memsim.sim.core.streams import stream_key
 from memsim.sim.core.table import text_table
 
 __all__ = [
-    "MIN_USERS", "CONTRASTS", "STALE", "Pair", "compare", "paired_rows", "unit_column", "contrast_design", "mde_rng",
-    "learning_table", "user_halves", "gain_curve", "gain_curve_band", "format_learning", "format_diff", "format_p",
-    "contrast_rows", "contrast_headers", "arm_rows", "arm_headers", "learning_notes",
+    "MIN_USERS", "ROLES", "ROLE_NAMES", "CONTRASTS", "ARM_PAIRS", "STALE", "Pair", "compare", "paired_rows",
+    "unit_column", "unit_sums", "contrast_design", "mde_rng", "family_arms", "design_unit", "learning_table",
+    "user_halves", "gain_curve", "gain_curve_band", "format_learning", "format_diff", "format_p", "contrast_rows",
+    "contrast_headers", "arm_rows", "arm_headers", "learning_notes", "learning_header",
 ]
 
-MIN_USERS = 30
-"""Fewest users for resampling whole users (below: question threads, conditional on the users)."""
+MIN_USERS = MIN_USER_CLUSTERS
+"""Fewest users for users to be the unit (below: question threads, conditional on the users)."""
+
+ROLES: tuple[str, ...] = ("twin", "placebo", "always_false", "always_true")
+"""The arms that ignore the content of feedback (``run.json`` arm names), in the order that breaks ties."""
+
+ROLE_NAMES: dict[str, str] = {
+    "system": "system", "twin": "twin", "placebo": "placebo", "always_false": "always False",
+    "always_true": "always True",
+}
+"""How tables name each arm."""
 
 _Z80 = 0.8416  # one-sided z of 80% power
 _Z975 = 1.96
 
 
-def user_halves(probes: pl.DataFrame) -> pl.DataFrame:
-    """``question_id -> (user_id, thread_id, half)``: each user's questions split at that user's median index."""
-    qs = probes.select("question_id", "user_id", "thread_id", "q_index", "kind").unique("question_id").sort("q_index")
-    med = qs.group_by("user_id").agg(pl.col("q_index").median().alias("_median"))
-    return qs.join(med, on="user_id").with_columns(
-        (pl.col("q_index") >= pl.col("_median")).cast(pl.Int8).alias("half")
-    ).drop("_median")
+def family_arms(labels: Sequence[str], info: Mapping[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """System label -> ``{role: label}`` of its content-ignoring arms among ``labels`` (roles in ``ROLES`` order).
+
+    Read from ``run.json``'s ``arms`` (``memsim.analysis.load.label_arms``); a
+    system played with none of them is left out.
+    """
+    from memsim.analysis.load import label_arms
+
+    found: dict[str, dict[str, str]] = {}
+    for label, (base, role) in label_arms(labels, info).items():
+        if role in ROLES and base != label:
+            found.setdefault(base, {})[role] = label
+    return {s: {r: found[s][r] for r in ROLES if r in found[s]} for s in labels if s in found}
+
+
+def design_unit(info: Mapping[str, Any] | None, probes: pl.DataFrame) -> tuple[str, int, str]:
+    """``(unit, users, reason)`` of a run: decided from the users its stream plays (``run.json`` totals).
+
+    The rows' users are the fallback for folders without totals; rows that
+    failed count too, so losing a user never switches the unit.
+    """
+    users = int(((info or {}).get("totals") or {}).get("users") or 0)
+    if users <= 0 and probes.height and "user_id" in probes.columns:
+        users = probes["user_id"].n_unique()
+    unit, reason = inference_unit(users)
+    return unit, users, reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +124,7 @@ class Pair:
     did: float
     """``second - first``."""
     first_ci: tuple[float, float]
+    """95% interval of ``first``: the shifts the sign-flip test does not reject."""
     second_ci: tuple[float, float]
     did_ci: tuple[float, float]
     second_p: float
@@ -82,13 +134,24 @@ class Pair:
     n: int
     """Paired questions."""
     units: int
-    """Resampled units."""
+    """Units whose signs are flipped."""
     first_p: float = math.nan
     """Sign-flip p of the first-half difference."""
     first_mde: float | None = None
-    """Design-based MDE of the first-half difference (None: not asked for, or out of reach)."""
+    """Design-based MDE of the first-half difference: the smaller of ``first_mde_gain`` and ``first_mde_loss``."""
     second_mde: float | None = None
     """Design-based MDE of the second-half difference."""
+    first_mde_gain: float | None = None
+    """Smallest gain the first half's design detects (None: not asked for, or out of reach)."""
+    first_mde_loss: float | None = None
+    """Magnitude of the smallest loss the first half's design detects."""
+    second_mde_gain: float | None = None
+    second_mde_loss: float | None = None
+    first_spread: float | None = None
+    """Spread between units of the first-half difference (``effect_spread``), injected by its MDE."""
+    second_spread: float | None = None
+    sums: pl.DataFrame | None = field(default=None, repr=False, compare=False)
+    """Per unit: weighted sums and weights of each half (``unit_sums``), to combine halves of two pairs."""
 
 
 def mde_rng(seed: int, *, metric: str, system: str, other: str, half: int) -> np.random.Generator:
@@ -129,16 +192,54 @@ def paired_rows(
     return joined.with_columns(pl.lit(1.0).alias("_w"))
 
 
-def unit_column(joined: pl.DataFrame) -> str:
-    """``user_id`` with at least ``MIN_USERS`` users, else ``thread_id``."""
-    return "user_id" if joined["user_id"].n_unique() >= MIN_USERS else "thread_id"
+def unit_column(joined: pl.DataFrame, unit: str | None = None) -> str:
+    """``user_id`` for ``unit="user"``, ``thread_id`` for ``"thread"``; None: users from ``MIN_USERS`` users in the rows."""
+    if unit is None:
+        return "user_id" if joined["user_id"].n_unique() >= MIN_USERS else "thread_id"
+    if unit not in ("user", "thread"):
+        raise ValueError(f"unit must be 'user' or 'thread', got {unit!r}")
+    return "user_id" if unit == "user" else "thread_id"
 
 
-def contrast_design(joined: pl.DataFrame, *, other: str, half: int) -> Design:
-    """The design behind one half of a contrast: the reference arm's paired rows (``paired_rows``)."""
+def unit_sums(joined: pl.DataFrame, unit_col: str) -> pl.DataFrame:
+    """Per unit (column ``unit``, sorted): weighted sums ``s1``/``s2`` of the differences and weights ``n1``/``n2``."""
+    return joined.group_by(pl.col(unit_col).cast(pl.Utf8).alias("unit")).agg(
+        (pl.col("_d") * pl.col("_w")).filter(pl.col("half") == 0).sum().alias("s1"),
+        pl.col("_w").filter(pl.col("half") == 0).sum().alias("n1"),
+        (pl.col("_d") * pl.col("_w")).filter(pl.col("half") == 1).sum().alias("s2"),
+        pl.col("_w").filter(pl.col("half") == 1).sum().alias("n2"),
+    ).sort("unit")
+
+
+def contrast_design(joined: pl.DataFrame, *, other: str, half: int, unit: str | None = None,
+                    spread: float | None = None) -> Design:
+    """The design behind one half of a contrast: the reference arm's paired rows (``paired_rows``).
+
+    ``spread``: the standard deviation across units of the injected effect;
+    None takes the spread the contrast's own units show in that half
+    (``effect_spread`` of the paired differences), 0 for identical arms.
+    """
+    unit_col = unit_column(joined, unit)
     rows = joined.filter(pl.col("half") == half)
-    return Design.from_rows(rows[other].to_numpy(), rows["user_id"].to_numpy(), rows[unit_column(joined)].to_numpy(),
-                            rows["_w"].to_numpy())
+    units = rows[unit_col].cast(pl.Utf8).to_numpy()
+    if spread is None:
+        spread = effect_spread(rows["_d"].to_numpy(), units)
+    return Design.from_rows(rows[other].to_numpy(), rows["user_id"].to_numpy(), units, rows["_w"].to_numpy(),
+                            spread=spread)
+
+
+def _tests(sums: pl.DataFrame, rng: np.random.Generator, n_flips: int) -> dict[str, Any]:
+    """Estimate, p and inverted interval of each half and of the DiD, on one set of sign patterns."""
+    s1, n1 = sums["s1"].to_numpy().astype(float), sums["n1"].to_numpy().astype(float)
+    s2, n2 = sums["s2"].to_numpy().astype(float), sums["n2"].to_numpy().astype(float)
+    flips = sign_flips(len(sums), rng, n_flips)
+    first, second = FlipTest(s1, n1, flips), FlipTest(s2, n2, flips)
+    did = FlipTest(*did_parts(s1, n1, s2, n2), flips)
+    return {
+        "first": first.estimate, "second": second.estimate, "did": second.estimate - first.estimate,
+        "first_ci": first.interval(), "second_ci": second.interval(), "did_ci": did.interval(bounds=(-2.0, 2.0)),
+        "first_p": first.p(0.0), "second_p": second.p(0.0), "did_p": did.p(0.0),
+    }
 
 
 def compare(
@@ -152,72 +253,94 @@ def compare(
     n_boot: int = 2000,
     balance_kinds: bool = False,
     mde_seed: int | None = None,
+    unit: str | None = None,
 ) -> Pair | None:
-    """``system - other`` per half on the questions both scored, with unit-resampled intervals and p.
+    """``system - other`` per half on the questions both scored, with sign-flip p, inverted interval and MDE.
 
     The estimate of a half is the question-weighted mean difference; its p is
-    a sign-flip test of that same statistic (whole units' sums flipped). With
-    ``balance_kinds``, questions are weighted so both halves count the kinds in
-    the same proportions (``paired_rows``: a shift in the kind mix between
-    halves, such as "previous value" questions that only become askable after
-    facts change, then moves neither half). With ``mde_seed`` (the run's
-    seed), each half also gets its design-based MDE (``memsim.analysis.stats.design_mde``
-    on ``other``'s rows, drawn from ``mde_rng``).
+    a sign-flip test of that same statistic (whole units' sums flipped) and
+    its 95% interval the shifts of the differences that test does not reject
+    (``FlipTest``), on the same sign patterns, so the interval excludes 0
+    exactly when p < 0.05. ``n_boot`` is the number of random sign patterns
+    drawn when there are more than 16 units. With ``balance_kinds``, questions
+    are weighted so both halves count the kinds in the same proportions
+    (``paired_rows``: a shift in the kind mix between halves, such as
+    "previous value" questions that only become askable after facts change,
+    then moves neither half). With ``mde_seed`` (the run's seed), each half
+    also gets its design-based MDE (``memsim.analysis.stats.design_mdes`` on
+    ``other``'s rows, drawn from ``mde_rng``). ``unit``: ``"user"`` or
+    ``"thread"`` as the design decided; None: from the rows (``unit_column``).
     """
     joined = paired_rows(probes, halves, metric=metric, system=system, other=other, balance_kinds=balance_kinds)
     if joined.height == 0:
         return None
-    unit_col = unit_column(joined)
-    units = joined.group_by(unit_col, maintain_order=True).agg(
-        (pl.col("_d") * pl.col("_w")).filter(pl.col("half") == 0).sum().alias("s1"),
-        pl.col("_w").filter(pl.col("half") == 0).sum().alias("n1"),
-        (pl.col("_d") * pl.col("_w")).filter(pl.col("half") == 1).sum().alias("s2"),
-        pl.col("_w").filter(pl.col("half") == 1).sum().alias("n2"),
-    ).sort(unit_col)
-    s1, n1 = units["s1"].to_numpy().astype(float), units["n1"].to_numpy().astype(float)
-    s2, n2 = units["s2"].to_numpy().astype(float), units["n2"].to_numpy().astype(float)
-    first = s1.sum() / n1.sum() if n1.sum() else math.nan
-    second = s2.sum() / n2.sum() if n2.sum() else math.nan
-    k = len(units)
-    idx = rng.integers(0, k, size=(n_boot, k))
-    w = np.zeros((n_boot, k))
-    np.add.at(w, (np.repeat(np.arange(n_boot), k), idx.ravel()), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        b1 = (w @ s1) / (w @ n1)
-        b2 = (w @ s2) / (w @ n2)
-    flips = sign_flips(k, rng)
-    # Each unit's share of the weighted DiD: flipping it tests the DiD itself.
-    did_parts = (s2 / n2.sum() if n2.sum() else 0 * s2) - (s1 / n1.sum() if n1.sum() else 0 * s1)
+    sums = unit_sums(joined, unit_column(joined, unit))
+    t = _tests(sums, rng, n_boot)
 
-    def mde(half: int) -> float | None:
+    def mde(half: int) -> tuple[MdeSearch, float] | None:
         if mde_seed is None or not (joined["half"] == half).any():
             return None
-        design = contrast_design(joined, other=other, half=half)
-        return design_mde(design, rng=mde_rng(mde_seed, metric=metric, system=system, other=other, half=half))
+        design = contrast_design(joined, other=other, half=half, unit=unit)
+        return design_mdes(design, rng=mde_rng(mde_seed, metric=metric, system=system, other=other, half=half)), \
+            design.spread
 
+    m1, m2 = mde(0), mde(1)
     return Pair(
-        first=float(first),
-        second=float(second),
-        did=float(second - first),
-        first_ci=percentile_interval(b1),
-        second_ci=percentile_interval(b2),
-        did_ci=percentile_interval(b2 - b1),
-        second_p=float(sign_flip_p(s2, flips)[0]),
-        did_p=float(sign_flip_p(did_parts, flips)[0]),
-        n=joined.height,
-        units=k,
-        first_p=float(sign_flip_p(s1, flips)[0]),
-        first_mde=mde(0),
-        second_mde=mde(1),
+        first=float(t["first"]), second=float(t["second"]), did=float(t["did"]),
+        first_ci=t["first_ci"], second_ci=t["second_ci"], did_ci=t["did_ci"],
+        second_p=float(t["second_p"]), did_p=float(t["did_p"]), n=joined.height, units=len(sums),
+        first_p=float(t["first_p"]),
+        first_mde=m1[0].mde if m1 else None, second_mde=m2[0].mde if m2 else None,
+        first_mde_gain=m1[0].gain if m1 else None, first_mde_loss=m1[0].loss if m1 else None,
+        second_mde_gain=m2[0].gain if m2 else None, second_mde_loss=m2[0].loss if m2 else None,
+        first_spread=m1[1] if m1 else None, second_spread=m2[1] if m2 else None,
+        sums=sums,
+    )
+
+
+def _across(first: Pair, second: Pair, rng: np.random.Generator, n_flips: int) -> Pair:
+    """The first half of ``first`` and the second half of ``second`` as one pair, with the DiD between them.
+
+    Each half keeps its own figures (estimate, interval, p, MDE); the DiD is
+    the second's second half minus the first's first half, tested and
+    inverted on the units of both (a unit missing from one counts 0 there).
+    """
+    if first is second or first.sums is None or second.sums is None:
+        return first if first is second else second
+    a = first.sums.select("unit", "s1", "n1")
+    b = second.sums.select("unit", "s2", "n2")
+    sums = a.join(b, on="unit", how="full", coalesce=True).fill_null(0.0).sort("unit")
+    t = _tests(sums, rng, n_flips)
+    return Pair(
+        first=first.first, second=second.second, did=second.second - first.first,
+        first_ci=first.first_ci, second_ci=second.second_ci, did_ci=t["did_ci"],
+        second_p=second.second_p, did_p=float(t["did_p"]), n=int(round(float(sums["n1"].sum() + sums["n2"].sum()))),
+        units=len(sums),
+        first_p=first.first_p, first_mde=first.first_mde, second_mde=second.second_mde,
+        first_mde_gain=first.first_mde_gain, first_mde_loss=first.first_mde_loss,
+        second_mde_gain=second.second_mde_gain, second_mde_loss=second.second_mde_loss,
+        first_spread=first.first_spread, second_spread=second.second_spread, sums=sums,
     )
 
 
 CONTRASTS: tuple[tuple[str, str], ...] = (
-    ("learning_from_feedback", "learning from feedback (system - placebo)"),
+    ("learning_from_feedback", "learning from feedback (system - best content-ignoring arm)"),
+    ("system_vs_placebo", "system - placebo"),
     ("effect_of_feedback_calls", "effect of feedback calls (placebo - twin)"),
     ("effect_of_use", "effect of use (system - twin)"),
+    ("system_vs_always_false", "system - always False"),
+    ("system_vs_always_true", "system - always True"),
 )
-"""The three contrasts of a feedback-using system, as ``metrics.json`` keys them, with their names in tables."""
+"""The contrasts of a feedback-using system, as ``metrics.json`` keys them, with their names in tables."""
+
+ARM_PAIRS: dict[str, tuple[str, str]] = {
+    "system_vs_placebo": ("system", "placebo"),
+    "effect_of_feedback_calls": ("placebo", "twin"),
+    "effect_of_use": ("system", "twin"),
+    "system_vs_always_false": ("system", "always_false"),
+    "system_vs_always_true": ("system", "always_true"),
+}
+"""Each contrast but the headline as ``(minuend role, reference role)``."""
 
 STALE = "stale_above_current"
 """The cost column beside the headline: a superseded value outranks the current one."""
@@ -228,12 +351,26 @@ def _contrast(pair: Pair, minus: str, reference: str) -> dict[str, Any]:
     return {
         "system": minus, "reference": reference,
         "first": pair.first, "first_lo": pair.first_ci[0], "first_hi": pair.first_ci[1], "first_p": pair.first_p,
-        "first_mde": pair.first_mde,
+        "first_mde": pair.first_mde, "first_mde_gain": pair.first_mde_gain, "first_mde_loss": pair.first_mde_loss,
+        "first_spread": pair.first_spread,
         "second": pair.second, "second_lo": pair.second_ci[0], "second_hi": pair.second_ci[1],
-        "second_p": pair.second_p, "second_mde": pair.second_mde,
+        "second_p": pair.second_p, "second_mde": pair.second_mde, "second_mde_gain": pair.second_mde_gain,
+        "second_mde_loss": pair.second_mde_loss, "second_spread": pair.second_spread,
         "did": pair.did, "did_lo": pair.did_ci[0], "did_hi": pair.did_ci[1], "did_p": pair.did_p,
         "paired": pair.n, "units": pair.units,
     }
+
+
+def _best_arm(pairs: Mapping[str, Pair | None], half: int) -> str | None:
+    """The role whose arm scores highest in ``half``: the smallest ``system - arm`` (ties: ``ROLES`` order)."""
+    best: tuple[float, str] | None = None
+    for role, pair in pairs.items():
+        value = None if pair is None else (pair.first if half == 0 else pair.second)
+        if value is None or math.isnan(value):
+            continue
+        if best is None or value < best[0]:
+            best = (value, role)
+    return None if best is None else best[1]
 
 
 def learning_table(
@@ -247,16 +384,23 @@ def learning_table(
     n_boot: int = 2000,
     balance_kinds: bool = False,
     seed: int | None = None,
+    arms: Mapping[str, Mapping[str, str]] | None = None,
+    unit: str | None = None,
+    unit_reason: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per system (twins and placebos as their own rows): halves, stale>cur, the contrasts, DiDs, p, MDE.
+    """Per system (every arm as its own row): halves, stale>cur, the contrasts, DiDs, p, MDE.
 
-    A system with a twin gets ``contrasts``: ``learning_from_feedback`` (system
-    minus placebo), ``effect_of_feedback_calls`` (placebo minus twin) and
-    ``effect_of_use`` (system minus twin; the first two only when a placebo
-    ran), each per half with interval, p and design-based MDE, the DiD across
-    halves, and the same contrast in ``stale_above_current`` (``stale``). The
-    flat ``gain_*``/``did_twin*`` keys of a system (and of its placebo) are
-    the difference with its twin.
+    A system with content-ignoring arms gets ``contrasts``:
+    ``learning_from_feedback`` (system minus the best of those arms, chosen per
+    half by point estimate; ``first_reference``/``second_reference`` name it),
+    ``system_vs_placebo``, ``effect_of_feedback_calls`` (placebo minus twin),
+    ``effect_of_use`` (system minus twin), ``system_vs_always_false`` and
+    ``system_vs_always_true``, those whose arms ran, each per half with
+    interval, p and design-based MDE, the DiD across halves, and the same
+    contrast in ``stale_above_current`` (``stale``). The flat
+    ``gain_*``/``did_twin*`` keys of a system (and of each of its other arms)
+    are the difference with its twin. Every arm's entry names its ``arm`` and
+    the system it belongs to (``of``).
 
     Args:
         probes: the run's rows.
@@ -265,73 +409,113 @@ def learning_table(
         placebos: placebo label -> the twin it is compared with.
         control: the static control's label (None: no "vs static control" column).
         rng: the run's ``stats`` stream.
-        n_boot: bootstrap resamples.
+        n_boot: random sign patterns per test when there are more than 16 units.
         balance_kinds: weight questions so that both halves have the same kind mix (``compare``).
         seed: the run's seed, for the design-based MDEs (``mde_rng``); None: no MDE.
+        arms: system label -> ``{role: label}`` of its content-ignoring arms (``family_arms``);
+            None: the twins and placebos given.
+        unit: ``"user"`` or ``"thread"`` as the design decided (``design_unit``); None: from the rows' users.
+        unit_reason: why that unit, for the table's header line.
     """
     scored = probes.filter(pl.col("error").is_null())
     halves = user_halves(scored)
     n_users = halves["user_id"].n_unique()
-    primaries = _primaries(scored, twins, placebos)
+    if unit is None:
+        unit, unit_reason = inference_unit(n_users)
+    if arms is None:
+        placebo_of = {t: p for p, t in placebos.items()}
+        arms = {s: {"twin": t, **({"placebo": placebo_of[t]} if t in placebo_of else {})} for s, t in twins.items()}
+    labels = list(dict.fromkeys(scored["system"].to_list()))
+    families = {s: {r: lab for r, lab in fam.items() if lab in labels} for s, fam in arms.items() if s in labels}
+    families = {s: fam for s, fam in families.items() if fam}
+    member = {lab: (s, r) for s, fam in families.items() for r, lab in fam.items()}
     has_stale = STALE in scored.columns and metric != STALE
-    pairs: dict[tuple[str, str], Pair | None] = {}
+    pairs: dict[tuple[str, str, str], Pair | None] = {}
 
-    def pair_of(system: str, other: str) -> Pair | None:
-        if (system, other) not in pairs:
-            pairs[system, other] = compare(scored, halves, metric=metric, system=system, other=other, rng=rng,
-                                           n_boot=n_boot, balance_kinds=balance_kinds, mde_seed=seed)
-        return pairs[system, other]
+    def pair_of(a: str, b: str, *, col: str = metric, mde: bool = True) -> Pair | None:
+        key = (col, a, b)
+        if key not in pairs:
+            pairs[key] = compare(scored, halves, metric=col, system=a, other=b, rng=rng, n_boot=n_boot,
+                                 balance_kinds=balance_kinds and col == metric,
+                                 mde_seed=seed if mde and col == metric else None, unit=unit)
+        return pairs[key]
 
-    placebo_of = {t: p for p, t in placebos.items()}
+    contrasts_of: dict[str, dict[str, Any]] = {}
+    for system, fam in families.items():
+        label_of = {"system": system, **fam}
+        contrasts: dict[str, Any] = {}
+        found: dict[str, tuple[str, str, Pair]] = {}
+        for key, (ra, rb) in ARM_PAIRS.items():
+            a, b = label_of.get(ra), label_of.get(rb)
+            pair = pair_of(a, b) if a and b else None
+            if pair is not None:
+                found[key] = (a, b, pair)  # type: ignore[assignment]
+        vs = {role: pair_of(system, fam[role]) for role in ROLES if role in fam}
+        ref1, ref2 = _best_arm(vs, 0), _best_arm(vs, 1)
+        if ref2 is not None or ref1 is not None:
+            r1, r2 = ref1 or ref2, ref2 or ref1
+            head = _across(vs[r1], vs[r2], rng, n_boot)  # type: ignore[arg-type]
+            entry = _contrast(head, system, fam[r2])  # type: ignore[index]
+            entry.update(first_reference=fam[r1], second_reference=fam[r2], first_reference_arm=r1,  # type: ignore[index]
+                         second_reference_arm=r2, candidates=[fam[r] for r in vs])
+            if ref1 is None:
+                entry.update(first=None, first_lo=None, first_hi=None, first_p=None, did=None, did_lo=None,
+                             did_hi=None, did_p=None)
+            if has_stale:
+                s1, s2 = pair_of(system, fam[r1], col=STALE), pair_of(system, fam[r2], col=STALE)  # type: ignore[index]
+                if s1 is not None and s2 is not None:
+                    entry["stale"] = {k: v for k, v in _contrast(_across(s1, s2, rng, n_boot), system, fam[r2]).items()  # type: ignore[index]
+                                      if "_mde" not in k and "spread" not in k}
+            contrasts["learning_from_feedback"] = entry
+        for key, (a, b, pair) in found.items():
+            contrasts[key] = _contrast(pair, a, b)
+            if has_stale:
+                stale = pair_of(a, b, col=STALE)
+                if stale is not None:
+                    contrasts[key]["stale"] = {k: v for k, v in _contrast(stale, a, b).items()
+                                               if "_mde" not in k and "spread" not in k}
+        if contrasts:
+            contrasts_of[system] = contrasts
+
     out: dict[str, dict[str, Any]] = {}
-    for label in dict.fromkeys(scored["system"].to_list()):
+    for label in labels:
         rows = scored.filter(pl.col("system") == label).join(halves.select("question_id", "half"), on="question_id")
         x = rows[metric].cast(pl.Float64)
         entry: dict[str, Any] = {
             "users": n_users,
-            "unit": "user" if n_users >= MIN_USERS else "thread",
+            "unit": unit,
+            "unit_reason": unit_reason,
             "first": _nanmean(x.filter(rows["half"] == 0)),
             "second": _nanmean(x.filter(rows["half"] == 1)),
             "mix_first": _mix(rows.filter(pl.col("half") == 0)),
             "mix_second": _mix(rows.filter(pl.col("half") == 1)),
         }
+        if label in families:
+            entry["arm"] = "system"
+        elif label in member:
+            entry["of"], entry["arm"] = member[label]
         if has_stale:
             st = rows[STALE].cast(pl.Float64)
             entry.update(stale_first=_nanmean(st.filter(rows["half"] == 0)), stale_second=_nanmean(st.filter(rows["half"] == 1)))
-        reference = twins.get(label) or placebos.get(label)
-        if reference is not None:
-            pair = pair_of(label, reference)
+        base = label if label in families else member.get(label, (None, None))[0]
+        twin = families.get(base, {}).get("twin") if base is not None else None
+        if twin is not None and twin != label:
+            pair = pair_of(label, twin, mde=False)
             if pair is not None:
                 entry.update(
-                    twin=reference,
+                    twin=twin,
                     gain_first=pair.first, gain_first_lo=pair.first_ci[0], gain_first_hi=pair.first_ci[1],
                     gain_second=pair.second, gain_second_lo=pair.second_ci[0], gain_second_hi=pair.second_ci[1],
                     gain_second_p=pair.second_p, gain_mde=pair.second_mde,
                     did_twin=pair.did, did_twin_lo=pair.did_ci[0], did_twin_hi=pair.did_ci[1], did_twin_p=pair.did_p,
                     paired=pair.n, units=pair.units,
                 )
-                entry["gain_by_kind"] = _by_kind(scored, halves, metric, label, reference)
-        if label in twins:
-            twin, placebo = twins[label], placebo_of.get(twins[label])
-            arms = {"effect_of_use": (label, twin)}
-            if placebo is not None:
-                arms = {"learning_from_feedback": (label, placebo), "effect_of_feedback_calls": (placebo, twin), **arms}
-            contrasts: dict[str, Any] = {}
-            for key, (a, b) in arms.items():
-                pair = pair_of(a, b)
-                if pair is None:
-                    continue
-                contrasts[key] = _contrast(pair, a, b)
-                if has_stale:
-                    stale = compare(scored, halves, metric=STALE, system=a, other=b, rng=rng, n_boot=n_boot)
-                    if stale is not None:
-                        contrasts[key]["stale"] = {k: v for k, v in _contrast(stale, a, b).items()
-                                                   if not k.endswith("_mde")}
-            if contrasts:
-                entry["contrasts"] = contrasts
-        if control is not None and label != control and label in primaries:
+                entry["gain_by_kind"] = _by_kind(scored, halves, metric, label, twin)
+        if label in contrasts_of:
+            entry["contrasts"] = contrasts_of[label]
+        if control is not None and label != control and label not in member:
             pair = compare(scored, halves, metric=metric, system=label, other=control, rng=rng, n_boot=n_boot,
-                           balance_kinds=balance_kinds)
+                           balance_kinds=balance_kinds, unit=unit)
             if pair is not None:
                 entry.update(
                     did_control=pair.did, did_control_lo=pair.did_ci[0], did_control_hi=pair.did_ci[1],
@@ -344,18 +528,12 @@ def learning_table(
 def _interval_mde(ci: tuple[float, float]) -> float | None:
     """MDE of the DiD vs the static control, read from its interval's width (80% power, two-sided 5%).
 
-    Only this figure, which is not one of the three contrasts, keeps the interval reading.
+    Only this figure, which is not one of the contrasts, keeps the interval reading.
     """
     lo, hi = ci
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return None
     return (hi - lo) / (2 * _Z975) * (_Z975 + _Z80)
-
-
-def _primaries(scored: pl.DataFrame, twins: Mapping[str, str], placebos: Mapping[str, str]) -> set[str]:
-    """Labels that are neither twins nor placebos."""
-    others = set(twins.values()) | set(placebos)
-    return {s for s in scored["system"].unique().to_list() if s not in others}
 
 
 def _nanmean(s: pl.Series) -> float | None:
@@ -439,12 +617,31 @@ def format_p(v: Any) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
-def _mde_text(v: Any) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+def _mde_text(c: Mapping[str, Any], half: str) -> str:
+    """The smaller of a half's gain and loss MDEs, signed by which it is (``+2.9``: a gain, ``-2.7``: a loss)."""
+    gain, loss = c.get(f"{half}_mde_gain"), c.get(f"{half}_mde_loss")
+    if gain is None and loss is None:
+        v = c.get(f"{half}_mde")
+        return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+    if loss is None or (gain is not None and gain <= loss):
+        return f"+{100 * gain:.1f}"
+    return f"-{100 * loss:.1f}"
 
 
 def _text_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return text_table(head, rows, align="l" * len(head)).split("\n")
+
+
+def _contrast_name(key: str, name: str, c: Mapping[str, Any]) -> str:
+    """The contrast's name; the headline's says which arm was its reference in each half."""
+    if key != "learning_from_feedback":
+        return name
+    r1, r2 = c.get("first_reference_arm"), c.get("second_reference_arm")
+    if r1 is None and r2 is None:
+        return name
+    refs = (f"reference: {ROLE_NAMES.get(r2, r2)}" if r1 == r2 or r1 is None else
+            f"reference: 1st {ROLE_NAMES.get(r1, r1)}, 2nd {ROLE_NAMES.get(r2, r2)}")
+    return f"learning from feedback = system - best content-ignoring arm ({refs})"
 
 
 def contrast_rows(table: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
@@ -461,9 +658,9 @@ def contrast_rows(table: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
                 continue
             stale = c.get("stale") or {}
             rows.append([
-                label, name,
-                format_diff(c, "first"), format_p(c.get("first_p")), _mde_text(c.get("first_mde")),
-                format_diff(c, "second"), format_p(c.get("second_p")), _mde_text(c.get("second_mde")),
+                label, _contrast_name(key, name, c),
+                format_diff(c, "first"), format_p(c.get("first_p")), _mde_text(c, "first"),
+                format_diff(c, "second"), format_p(c.get("second_p")), _mde_text(c, "second"),
                 format_diff(c, "did"), format_p(c.get("did_p")),
                 format_diff(stale, "second") if stale else "—",
             ])
@@ -476,18 +673,32 @@ def contrast_headers(metric: str) -> list[str]:
             "DiD 2nd - 1st (pp)", "p", "stale>cur, 2nd half (pp)"]
 
 
+def _role(label: str, e: Mapping[str, Any], table: Mapping[str, Mapping[str, Any]], placebos: Collection[str]) -> str:
+    """How the arms table names an arm: ``twin of x``, ``placebo of x``, ``always False (x)``... from its entry."""
+    arm, of = e.get("arm"), e.get("of")
+    if arm == "system":
+        return "feedback-using"
+    if arm in ROLE_NAMES and of is not None:
+        return f"{arm} of {of}" if arm in ("twin", "placebo") else f"{ROLE_NAMES[arm]} ({of})"
+    # Entries written before arms were named: the twin is what a system's ``twin`` key names.
+    twin_of = {t["twin"]: s for s, t in table.items() if "twin" in t and s not in placebos and "contrasts" in t}
+    if label in twin_of:
+        return f"twin of {twin_of[label]}"
+    if label in placebos:
+        return "placebo"
+    return "feedback-using" if "contrasts" in e else "no feedback use"
+
+
 def arm_rows(table: Mapping[str, Mapping[str, Any]], placebos: Collection[str] = ()) -> list[list[str]]:
     """One row per arm: each half of the metric and of stale>cur (%), and the DiD vs the static control."""
     def pct(v: Any) -> str:
         return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
 
-    twin_of = {e["twin"]: label for label, e in table.items() if "twin" in e and label not in placebos}
     rows = []
     for label, e in table.items():
-        role = f"twin of {twin_of[label]}" if label in twin_of else (
-            "placebo" if label in placebos else ("feedback-using" if "contrasts" in e else "no feedback use"))
-        rows.append([label, role, pct(e.get("first")), pct(e.get("second")), pct(e.get("stale_first")),
-                     pct(e.get("stale_second")), format_diff(e, "did_control") if "did_control" in e else "",
+        rows.append([label, _role(label, e, table, placebos), pct(e.get("first")), pct(e.get("second")),
+                     pct(e.get("stale_first")), pct(e.get("stale_second")),
+                     format_diff(e, "did_control") if "did_control" in e else "",
                      format_p(e.get("did_control_p")) if "did_control" in e else ""])
     return rows
 
@@ -496,6 +707,14 @@ def arm_headers(metric: str) -> list[str]:
     """Headers of ``arm_rows``, naming the metric."""
     return ["system", "arm", f"{metric} 1st half %", f"{metric} 2nd half %", "stale>cur 1st %", "stale>cur 2nd %",
             "DiD vs static control (pp) [95% CI]", "p"]
+
+
+def learning_header(table: Mapping[str, Mapping[str, Any]], metric: str) -> str:
+    """The line above the learning tables: the metric and the unit of inference, with the reason for it."""
+    e = next(iter(table.values()), {})
+    unit = e.get("unit", "user")
+    reason = e.get("unit_reason") or f"{e.get('users', 0)} users"
+    return f"Learning through use, {metric}; inference unit: {unit}s ({reason})"
 
 
 def learning_notes(
@@ -508,23 +727,24 @@ def learning_notes(
 ) -> list[str]:
     """The footnotes every learning table carries (CLI, report): halves, contrasts, intervals, p, MDE, control."""
     any_entry = next(iter(table.values()), {})
-    users, unit = any_entry.get("users", 0), any_entry.get("unit", "user")
+    unit = any_entry.get("unit", "user")
     lines = [
         f"metric: {metric} (every halves figure above is {metric}); halves: each user's questions split at that "
         "user's median",
-        "learning from feedback = system - its placebo (the same system told bits unrelated to the question, at "
-        "the same rate): what the content of feedback taught; effect of feedback calls = placebo - twin (the same "
-        "system told nothing): what being told anything did; effect of use = system - twin: both together",
+        "learning from feedback = system - the best arm that ignores the content of feedback (twin: told nothing; "
+        "placebo: the system's own bits permuted within user and week, the same calls and dose; always False / "
+        "always True: the same calls, a constant bit), the arm chosen per half as the one with the highest "
+        f"{metric} there (named in the row): a system that noise harms cannot show learning unless it beats every "
+        "such arm. Choosing the highest by its point estimate makes the headline conservative (it is biased "
+        "towards 0 and below; its p and interval are those of the chosen pair)",
+        "system - placebo / - always False / - always True: against one arm; effect of feedback calls = placebo - "
+        "twin: what being told anything did; effect of use = system - twin: both together",
     ]
-    if unit == "user":
-        lines.append(f"[lo, hi]: 95% bootstrap interval resampling the {users} users; p: sign-flip test of the same "
-                     "question-weighted difference, whole users' signs flipped")
-    else:
-        lines.append(
-            f"[lo, hi]: 95% bootstrap interval resampling question threads, CONDITIONAL ON THESE {users} USERS "
-            f"(fewer than {MIN_USERS}); p: sign-flip test of the same question-weighted difference, whole threads "
-            "flipped"
-        )
+    unit_text = "whole users" if unit == "user" else "whole question threads (a question and its re-asks), " \
+                                                     "CONDITIONAL ON THESE USERS"
+    lines.append(f"p: sign-flip test of the question-weighted difference, signs of {unit_text} flipped; [lo, hi]: "
+                 "95% interval inverted from that test (the shifts it does not reject at 5%, on the same sign "
+                 "patterns), so it excludes 0 exactly when p < 0.05")
     mix1, mix2 = any_entry.get("mix_first") or {}, any_entry.get("mix_second") or {}
     if mix1 or mix2:
         kinds = sorted(set(mix1) | set(mix2))
@@ -533,7 +753,7 @@ def learning_notes(
                         else "; not balanced (--balance-kinds weights both halves to the same mix)"))
     lines.append("stale>cur: share of changed-fact questions where a superseded value outranks the current one "
                  "(lower is better); its contrast is the same difference in stale>cur")
-    lines.append(MDE_METHOD)
+    lines.append(MDE_METHOD + "; the MDE column signs it: +: a gain, -: a loss")
     lines.append(
         f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
         if control else
@@ -552,12 +772,12 @@ def format_learning(
     balance_kinds: bool = False,
     placebos: Collection[str] = (),
 ) -> str:
-    """The learning-through-use tables as text: the contrasts first, then each arm's halves, with the footnotes.
+    """The learning-through-use tables as text: the header line, the contrasts, each arm's halves, the footnotes.
 
     ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
-    the footnote says why). ``placebos``: the placebo labels (``metrics.json``'s ``placebos``; from ``run.json``).
+    the footnote says why). ``placebos``: the placebo labels, for entries written before each names its arm.
     """
-    lines: list[str] = []
+    lines: list[str] = [learning_header(table, metric), ""]
     contrasts = contrast_rows(table)
     if contrasts:
         lines += _text_table(contrast_headers(metric), contrasts)
@@ -578,6 +798,7 @@ def gain_curve_band(
     window_days: float = 14.0,
     rng: np.random.Generator,
     n_boot: int = 2000,
+    unit: str | None = None,
 ) -> list[dict[str, Any]]:
     """``gain_curve`` with a 95% band per window that resamples whole units within the window.
 
@@ -585,7 +806,8 @@ def gain_curve_band(
     ``system - twin`` over the window's paired questions). The band is a
     percentile bootstrap of that ratio of sums: users are resampled when the
     run has at least ``MIN_USERS`` of them, else question threads (the band
-    is then conditional on these users), as in ``compare``.
+    is then conditional on these users), as in ``compare``; ``unit`` as the
+    design decided (``design_unit``), None: from the rows' users.
 
     Returns:
         One dict per window with ``t_days`` (window centre), ``gain``, ``lo``,
@@ -606,7 +828,7 @@ def gain_curve_band(
     if d.height == 0:
         return []
     # The unit is chosen once for the whole curve so that every window's band means the same thing.
-    unit_col = "user_id" if d["user_id"].n_unique() >= MIN_USERS else "thread_id"
+    unit_col = unit_column(d, unit)
     out: list[dict[str, Any]] = []
     for (window,), part in sorted(d.group_by(["_window"]), key=lambda kv: float(kv[0][0])):
         units = part.group_by(unit_col).agg(pl.col("_d").sum().alias("s"), pl.len().alias("n")).sort(unit_col)

@@ -1,22 +1,26 @@
-"""Statistics over per-question rows: intervals, halves, DiD, rankings.
+"""Statistics over per-question rows: halves, intervals, sign-flip tests, DiD, rankings, design-based MDE.
 
 Every function takes its random generator from the caller (``rng``), so the
 same seed gives the same numbers. NaN in a metric means *unscored* and is
 dropped before any statistic, never counted as zero.
 
-Conventions shared by the halves and difference-in-differences figures:
+Conventions shared by every halves figure (the learning table, ``halves``,
+``diff_in_diff``, power, the A/A check and sensitivity):
 
-- Here the question stream is split at the median ``q_index`` of the rows
-  being compared: rows with ``q_index`` below the median form the first
-  half, the rest the second half. (The learning figures split each user's
-  questions at that user's own median instead: ``memsim.analysis.learning``.)
-- Intervals are percentile bootstrap intervals. The unit resampled
-  (``cluster_labels``) is the whole user when there are at least
-  ``MIN_USER_CLUSTERS`` (30) users, so that questions about the same person, which
-  are not independent, move together; with fewer users it is the question
-  thread (a question and its re-asks), and the interval is conditional on
-  those users; with neither, questions are resampled within each half (the
-  half sizes stay fixed).
+- **One halves rule** (``user_halves``): each user's questions are split at
+  that user's own median ``q_index`` (at or above it: second half), over
+  every question the rows hold, scored or not, so a heavy user cannot move
+  another user's split and every metric of a run shares one split.
+- **The unit** of inference is the whole user when there are at least
+  ``MIN_USER_CLUSTERS`` (30) users, so that questions about the same person,
+  which are not independent, move together; with fewer users it is the
+  question thread (a question and its re-asks), and the inference is
+  conditional on those users.
+- **Paired differences** (``diff_in_diff``, the learning contrasts) are tested
+  by flipping whole units' signs (``sign_flips``, ``FlipTest``), and their 95%
+  interval is the set of shifts that test does not reject, so an interval
+  excludes 0 exactly when p < 0.05. One system's own halves (``halves``) keep
+  a percentile bootstrap that resamples the same units.
 - Every p-value comes with the test's name, its n and an effect size.
 """
 
@@ -47,29 +51,45 @@ __all__ = [
     "friedman_ranking",
     "critical_difference_plot",
     "cluster_labels",
+    "user_halves",
+    "inference_unit",
+    "MIN_USER_CLUSTERS",
+    "did_parts",
     "sign_flips",
     "sign_flip_p",
+    "FlipTest",
     "Design",
+    "effect_spread",
     "design_power",
     "design_mde",
+    "design_mdes",
+    "MdeSearch",
+    "MDE_STEP",
     "MDE_REPLICATES",
     "MDE_METHOD",
 ]
 
 FRIEDMAN_TEST = "Friedman chi-square, Nemenyi post-hoc"
 
-MDE_REPLICATES = 200
-"""Synthetic replicates behind each design-based power figure."""
+MDE_REPLICATES = 1000
+"""Synthetic replicates behind each design-based power figure.
+
+At 1,000 the MDE of a 30-user design moves by about 0.05 point from one set
+of draws to another (0.07 at 200), so its printed tenth of a point is a
+property of the design rather than of the draws.
+"""
 
 _EXACT_FLIPS = 16  # units up to which every sign pattern is enumerated
 _N_FLIPS = 2000  # random sign patterns above that
 _MDE_FLIPS = 500  # per synthetic replicate: enough to place p against 0.05, a quarter of the cost
 
 MDE_METHOD = (
-    "MDE: design-based, the smallest effect d that the headline's test (sign-flip p < 0.05 of the "
-    f"question-weighted difference, whole units flipped; {_MDE_FLIPS} patterns) detects in 80% of "
-    f"{MDE_REPLICATES} replicates, each redrawing every question of the reference arm as Bernoulli(its user's "
-    "base rate in that half + d); it ignores the pairing of the arms (conservative)"
+    "MDE: design-based, the smallest effect d, gain or loss, on a 0.1-point grid, that the headline's test "
+    f"(sign-flip p < 0.05 of the question-weighted difference, whole units flipped; {_MDE_FLIPS} patterns) "
+    f"detects in 80% of {MDE_REPLICATES} replicates, each redrawing every question of the reference arm as "
+    "Bernoulli(its user's base rate in that half + d + its unit's own deviation), the deviations normal with the "
+    "spread between units that contrast shows (beyond within-unit noise); the smaller of the gain and the loss "
+    "is printed; it ignores the pairing of the arms (conservative)"
 )
 """The design-based MDE in one sentence, for every table's footnote."""
 
@@ -112,13 +132,17 @@ class DiDResult:
     did: float
     """``(second - first)_system - (second - first)_control``."""
     ci: tuple[float, float]
-    """Paired bootstrap interval of ``did``."""
+    """95% interval of ``did``: the shifts the sign-flip test does not reject (``FlipTest``)."""
     n: int
     """Questions both systems scored (the paired set)."""
     n_first: int = 0
     """Paired questions in the first half."""
     n_second: int = 0
     """Paired questions in the second half."""
+    p: float = math.nan
+    """Two-sided sign-flip p of ``did = 0`` (whole units flipped); below alpha exactly when ``ci`` excludes 0."""
+    units: int = 0
+    """Units whose signs are flipped (users, question threads or questions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,29 +345,62 @@ def _require(df: pl.DataFrame, metric: str, systems: Sequence[str]) -> None:
             raise UserError(f"probes: unknown system {s!r}; valid: {', '.join(known)}")
 
 
-def _split(q_index: np.ndarray) -> np.ndarray:
-    """Boolean mask of the second half: ``q_index`` at or above the median."""
-    if q_index.size == 0:
-        return np.zeros(0, dtype=bool)
-    return q_index >= np.median(q_index)
+def user_halves(rows: pl.DataFrame) -> pl.DataFrame:
+    """The one halves rule: ``question_id -> user_id, thread_id, q_index, kind, half`` (0 first, 1 second).
+
+    Each user's questions are split at that user's own median ``q_index``:
+    at or above it, the second half. Every question the rows hold counts,
+    whichever arm asked it and whether or not it was scored, so the split
+    does not depend on the metric or on which arms are compared. Rows without
+    ``user_id`` are one user; ``thread_id`` defaults to the question and
+    ``kind`` to ``""`` where the rows lack them.
+    """
+    extra = []
+    if "user_id" not in rows.columns:
+        extra.append(pl.lit("").alias("user_id"))
+    if "thread_id" not in rows.columns:
+        extra.append(pl.col("question_id").alias("thread_id"))
+    if "kind" not in rows.columns:
+        extra.append(pl.lit("").alias("kind"))
+    qs = (
+        rows.with_columns(extra).select("question_id", "user_id", "thread_id", "q_index", "kind")
+        .unique("question_id", keep="first", maintain_order=True).sort("q_index")
+    )
+    med = qs.group_by("user_id").agg(pl.col("q_index").median().alias("_median"))
+    return qs.join(med, on="user_id").with_columns(
+        (pl.col("q_index") >= pl.col("_median")).cast(pl.Int8).alias("half")
+    ).drop("_median")
 
 
 MIN_USER_CLUSTERS = 30
-"""Fewest users for resampling whole users; below it, question threads are resampled.
+"""Fewest users for users to be the unit of inference; below it, question threads are.
 
 A cluster bootstrap over a handful of users gives intervals that are too
 narrow (an A/A check with 3 to 12 users covered 0 in only 87-90% of runs).
-With fewer users, the unit resampled is the question thread: a question and
-every later re-ask of it (``thread_id``), which keeps the strongest
-dependence in the stream (asking the same thing again) inside one unit.
+With fewer users the unit is the question thread: a question and every later
+re-ask of it (``thread_id``), which keeps the strongest dependence in the
+stream (asking the same thing again) inside one unit, and the inference is
+conditional on those users.
 """
 
 
-def cluster_labels(frame: pl.DataFrame, *, user_col: str = "user_id") -> np.ndarray | None:
-    """Bootstrap unit per row: users when there are many, else question threads, else None (rows)."""
+def inference_unit(users: int) -> tuple[str, str]:
+    """``("user" | "thread", reason)`` for a design of ``users`` users (``MIN_USER_CLUSTERS``).
+
+    Decided from the design (the users the stream plays), not from the rows
+    that survive, so a run that loses a user does not change its unit.
+    """
+    if users >= MIN_USER_CLUSTERS:
+        return "user", f"{users} users in the design, at least {MIN_USER_CLUSTERS}: whole users"
+    return "thread", (f"{users} users in the design, fewer than {MIN_USER_CLUSTERS}: question threads, "
+                      "conditional on these users")
+
+
+def cluster_labels(frame: pl.DataFrame, *, user_col: str = "user_id", unit: str | None = None) -> np.ndarray | None:
+    """Unit per row: users when there are many (or ``unit="user"``), else question threads, else None (rows)."""
     if user_col in frame.columns:
         users = frame[user_col].cast(pl.Utf8).to_numpy()
-        if len(set(users.tolist())) >= MIN_USER_CLUSTERS:
+        if unit == "user" or (unit is None and len(set(users.tolist())) >= MIN_USER_CLUSTERS):
             return users
     if "thread_id" in frame.columns and frame["thread_id"].null_count() < frame.height:
         threads = frame["thread_id"].cast(pl.Utf8).fill_null(frame["question_id"].cast(pl.Utf8)).to_numpy()
@@ -357,6 +414,10 @@ def _scored(df: pl.DataFrame, metric: str, system: str) -> pl.DataFrame:
         .filter(pl.col(metric).is_not_null() & pl.col(metric).cast(pl.Float64).is_not_nan())
         .sort("q_index")
     )
+
+
+def _error_free(df: pl.DataFrame) -> pl.DataFrame:
+    return df.filter(pl.col("error").is_null()) if "error" in df.columns else df
 
 
 def halves(
@@ -380,18 +441,19 @@ def halves(
         alpha: 1 - coverage of the intervals.
 
     Returns:
-        Means, their difference and bootstrap intervals. Halves split at the
-        median ``q_index`` of this system's scored rows; resampling is
-        clustered by user when there are several users.
+        Means, their difference and bootstrap intervals. Halves follow
+        ``user_halves`` over every question of ``df``; resampling is
+        clustered by user when there are many users, else by thread.
 
     Raises:
         UserError: unknown metric or system.
     """
     _check_boot(n_boot, alpha)
     _require(df, metric, [system])
-    rows = _scored(df, metric, system)
+    split = user_halves(_error_free(df)).select("question_id", "half")
+    rows = _scored(df, metric, system).join(split, on="question_id")
     x = rows[metric].cast(pl.Float64).to_numpy()
-    second = _split(rows["q_index"].to_numpy())
+    second = rows["half"].to_numpy() == 1
     users = cluster_labels(rows)
     n1, n2 = int((~second).sum()), int(second.sum())
     m1 = float(x[~second].mean()) if n1 else math.nan
@@ -413,12 +475,27 @@ def halves(
 
 
 def _paired(df: pl.DataFrame, metric: str, system: str, control: str) -> pl.DataFrame:
-    """Questions both systems scored: one row per question with ``x`` (system) and ``y`` (control)."""
+    """Questions both systems scored: one row per question with ``x`` (system), ``y`` (control) and ``half``."""
     keys = ["question_id", "user_id"] if "user_id" in df.columns else ["question_id"]
-    extra = [c for c in ("thread_id",) if c in df.columns]
-    a = _scored(df, metric, system).select([*keys, *extra, "q_index", pl.col(metric).cast(pl.Float64).alias("x")])
-    b = _scored(df, metric, control).select([*keys, pl.col(metric).cast(pl.Float64).alias("y")])
-    return a.join(b, on=keys, how="inner").sort("q_index")
+    split = user_halves(_error_free(df)).select("question_id", "thread_id", "half")
+    a = _scored(_error_free(df), metric, system).select([*keys, "q_index", pl.col(metric).cast(pl.Float64).alias("x")])
+    b = _scored(_error_free(df), metric, control).select([*keys, pl.col(metric).cast(pl.Float64).alias("y")])
+    return a.join(b, on=keys, how="inner").join(split, on="question_id").sort("q_index")
+
+
+def did_parts(s1: np.ndarray, n1: np.ndarray, s2: np.ndarray, n2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's share of a DiD of weighted means, and its share of a shift of the DiD.
+
+    With per-unit sums ``s`` and weights ``n`` of each half, the DiD
+    ``sum(s2)/sum(n2) - sum(s1)/sum(n1)`` is the sum of the first array;
+    shifting every second-half difference by ``+delta/2`` and every
+    first-half one by ``-delta/2`` shifts it by ``delta`` times the sum of the
+    second (which is 1), so ``FlipTest(x, w)`` tests and inverts the DiD.
+    """
+    t1, t2 = float(n1.sum()), float(n2.sum())
+    x = (s2 / t2 if t2 else 0 * s2) - (s1 / t1 if t1 else 0 * s1)
+    w = ((n2 / t2 if t2 else 0 * n2) + (n1 / t1 if t1 else 0 * n1)) / 2
+    return x, w
 
 
 def diff_in_diff(
@@ -430,15 +507,30 @@ def diff_in_diff(
     rng: np.random.Generator,
     n_boot: int = 2000,
     alpha: float = 0.05,
+    unit: str | None = None,
 ) -> DiDResult:
     """Difference in differences of a system against a control on paired questions.
 
-    Only questions both systems scored count. The halves split at the median
-    ``q_index`` of that paired set, so both systems are compared on the same
-    questions. Per question the paired difference ``d = x_system - x_control``
-    gives ``DiD = mean(d | second half) - mean(d | first half)``; resampling
-    draws question ids (or whole users when there are several), keeping each
-    question's two values together.
+    Only questions both systems scored count; the halves are ``user_halves``
+    over every question of ``df`` (the learning table's rule). Per question
+    the paired difference ``d = x_system - x_control`` gives ``DiD =
+    mean(d | second half) - mean(d | first half)``, the learning table's DiD.
+    Its p is the sign-flip test of that statistic with whole units flipped
+    (users, or question threads below ``MIN_USER_CLUSTERS`` users, or
+    questions without either), and its interval the shifts that test does
+    not reject at ``alpha`` (``FlipTest``), so the interval excludes 0
+    exactly when ``p < alpha``.
+
+    Args:
+        df: probe rows of both systems.
+        metric: the metric column.
+        system: the system's label.
+        control: the control's label.
+        rng: draws the sign patterns when there are more than 16 units.
+        n_boot: random sign patterns (more than 16 units).
+        alpha: 1 - coverage of the interval.
+        unit: ``"user"`` or ``"thread"`` as the design decided
+            (``inference_unit``); None: from the users in ``df``.
 
     Raises:
         UserError: unknown metric or system.
@@ -449,14 +541,24 @@ def diff_in_diff(
     n = pairs.height
     if n == 0:
         return DiDResult(math.nan, (math.nan, math.nan), 0, 0, 0)
-    d = (pairs["x"] - pairs["y"]).to_numpy()
-    second = _split(pairs["q_index"].to_numpy())
+    second = pairs["half"].to_numpy() == 1
     n1, n2 = int((~second).sum()), int(second.sum())
     if n1 == 0 or n2 == 0:
         return DiDResult(math.nan, (math.nan, math.nan), n, n1, n2)
+    d = (pairs["x"] - pairs["y"]).to_numpy()
+    labels = cluster_labels(pairs, unit=unit)
+    labels = pairs["question_id"].cast(pl.Utf8).to_numpy() if labels is None else labels
+    _, codes = np.unique(labels.astype(str), return_inverse=True)
+    k = int(codes.max()) + 1
+    s1 = np.bincount(codes[~second], weights=d[~second], minlength=k)
+    c1 = np.bincount(codes[~second], minlength=k).astype(float)
+    s2 = np.bincount(codes[second], weights=d[second], minlength=k)
+    c2 = np.bincount(codes[second], minlength=k).astype(float)
+    x, w = did_parts(s1, c1, s2, c2)
+    test = FlipTest(x, w, sign_flips(k, rng, n_boot))
     did = float(d[second].mean() - d[~second].mean())
-    _, _, ci = _halves_boot(d, second, cluster_labels(pairs), n_boot=n_boot, alpha=alpha, rng=rng)
-    return DiDResult(did=did, ci=ci, n=n, n_first=n1, n_second=n2)
+    return DiDResult(did=did, ci=test.interval(alpha, bounds=(-2.0, 2.0)), n=n, n_first=n1, n_second=n2,
+                     p=test.p(0.0), units=k)
 
 
 # ---------------------------------------------------------------------------
@@ -649,7 +751,7 @@ def critical_difference_plot(result: FriedmanResult, *, title: str | None = None
 
 
 # ---------------------------------------------------------------------------
-# Sign-flip test of a weighted difference, and the design-based MDE
+# Sign-flip test of a weighted difference, its interval, and the design-based MDE
 # ---------------------------------------------------------------------------
 
 
@@ -675,10 +777,106 @@ def sign_flip_p(sums: np.ndarray, flips: tuple[np.ndarray, bool]) -> np.ndarray:
     x = np.atleast_2d(np.asarray(sums, dtype=float))
     observed = np.abs(x.sum(axis=1))
     flipped = np.abs(x @ signs.T)
-    extreme = (flipped >= observed[:, None] - 1e-12).sum(axis=1)
+    extreme = (flipped >= observed[:, None] - _TIE).sum(axis=1)
     p = extreme / signs.shape[0] if exact else (extreme + 1) / (signs.shape[0] + 1)
-    p = np.where(np.abs(x).sum(axis=1) < 1e-12, 1.0, p)
+    p = np.where(np.abs(x).sum(axis=1) < _TIE, 1.0, p)
     return p if np.ndim(sums) > 1 else p[:1]
+
+
+_TIE = 1e-12  # flipped sums this close to the observed one count as at least as extreme
+
+
+class FlipTest:
+    """The sign-flip test of ``sum(x - delta * w) = 0`` for every shift ``delta``, on one set of sign patterns.
+
+    ``x`` are per-unit sums of a weighted difference and ``w`` (>= 0) the
+    per-unit weights, so the estimate is ``sum(x) / sum(w)`` and shifting
+    every difference by ``delta`` moves each unit's sum by ``delta * w``.
+    ``p(delta)`` flips whole units' signs of the shifted sums; ``p(0)`` is
+    ``sign_flip_p(x)``. Every pattern's "at least as extreme" set of shifts is
+    an interval around the estimate (its weight sum is at most ``sum(w)``), so
+    ``p`` never decreases towards the estimate and never increases away from
+    it: the shifts not rejected at ``alpha`` form one interval, found by
+    bisection on the same patterns (``interval``).
+    """
+
+    def __init__(self, x: np.ndarray, w: np.ndarray, flips: tuple[np.ndarray, bool]) -> None:
+        signs, self.exact = flips
+        self.x, self.w = np.asarray(x, dtype=float), np.asarray(w, dtype=float)
+        self.patterns = signs.shape[0]
+        self._a, self._b = signs @ self.x, signs @ self.w
+        self._s, self._t = float(self.x.sum()), float(self.w.sum())
+
+    @property
+    def estimate(self) -> float:
+        """``sum(x) / sum(w)``; NaN when the weights are all zero."""
+        return self._s / self._t if self._t else math.nan
+
+    def p(self, delta: float) -> float:
+        """Two-sided p of ``estimate = delta``."""
+        if np.abs(self.x - delta * self.w).sum() < _TIE:
+            return 1.0
+        observed = abs(self._s - delta * self._t)
+        extreme = int((np.abs(self._a - delta * self._b) >= observed - _TIE).sum())
+        return extreme / self.patterns if self.exact else (extreme + 1) / (self.patterns + 1)
+
+    def interval(self, alpha: float = 0.05, *, bounds: tuple[float, float] = (-1.0, 1.0),
+                 tol: float = 1e-6) -> tuple[float, float]:
+        """The shifts in ``bounds`` whose ``p`` is at least ``alpha``: ``(lo, hi)``.
+
+        ``bounds`` is the range the figure can take (a difference of two scores
+        in [0, 1] lies in [-1, 1]); a side the test never rejects within it ends
+        at the bound. The bisection is told 0's verdict first, so the interval
+        excludes 0 exactly when ``p(0) < alpha``.
+        """
+        theta = self.estimate
+        if math.isnan(theta):
+            return (math.nan, math.nan)
+        theta = min(max(theta, bounds[0]), bounds[1])
+        return (self._edge(theta, bounds[0], alpha, tol), self._edge(theta, bounds[1], alpha, tol))
+
+    def _edge(self, theta: float, far: float, alpha: float, tol: float) -> float:
+        if self.p(far) >= alpha:
+            return far
+        inner, outer = theta, far
+        if min(theta, far) < 0.0 < max(theta, far):
+            if self.p(0.0) >= alpha:
+                inner = 0.0
+            else:
+                outer = 0.0
+        while abs(outer - inner) > tol:
+            mid = (inner + outer) / 2
+            if self.p(mid) >= alpha:
+                inner = mid
+            else:
+                outer = mid
+        return inner
+
+
+def effect_spread(diff: np.ndarray, units: np.ndarray) -> float:
+    """Between-unit standard deviation of the mean paired difference, beyond what within-unit noise explains.
+
+    The one-way random-effects (ANOVA) estimate: ``tau^2 = max(0, (MSB - MSW) / n0)``
+    with ``MSB`` the between-unit and ``MSW`` the within-unit mean square of
+    the per-question differences and ``n0`` the effective questions per unit.
+    0 when there are fewer than two units or no unit has two questions (no
+    within-unit noise to subtract). Two identical arms get 0.
+    """
+    d = np.asarray(diff, dtype=float)
+    if d.size == 0:
+        return 0.0
+    _, codes = np.unique(np.asarray(units).astype(str), return_inverse=True)
+    k = int(codes.max()) + 1
+    n = np.bincount(codes, minlength=k).astype(float)
+    total = float(n.sum())
+    if k < 2 or total <= k:
+        return 0.0
+    means = np.bincount(codes, weights=d, minlength=k) / n
+    grand = float(d.mean())
+    msb = float((n * (means - grand) ** 2).sum()) / (k - 1)
+    msw = float(((d - means[codes]) ** 2).sum()) / (total - k)
+    n0 = (total - float((n**2).sum()) / total) / (k - 1)
+    return math.sqrt(max(0.0, (msb - msw) / n0)) if n0 > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -696,10 +894,13 @@ class Design:
     """Per question, its weight in the headline's mean (1 unless halves are balanced by kind)."""
     starts: np.ndarray
     """Index of each unit's first row."""
+    spread: float = 0.0
+    """Standard deviation across units of the injected effect (``effect_spread`` of the contrast, or declared)."""
 
     @classmethod
-    def from_rows(cls, base: np.ndarray, users: np.ndarray, units: np.ndarray, weight: np.ndarray | None = None) -> Design:
-        """A design from one half's paired rows: reference scores, user and resampled unit per row."""
+    def from_rows(cls, base: np.ndarray, users: np.ndarray, units: np.ndarray, weight: np.ndarray | None = None,
+                  *, spread: float = 0.0) -> Design:
+        """A design from one half's paired rows: reference scores, user and unit per row, the effect's spread."""
         base = np.asarray(base, dtype=float)
         weight = np.ones_like(base) if weight is None else np.asarray(weight, dtype=float)
         _, user_idx = np.unique(np.asarray(users), return_inverse=True)
@@ -707,50 +908,106 @@ class Design:
         order = np.argsort(np.asarray(units), kind="stable")
         unit_sorted = np.asarray(units)[order]
         starts = np.flatnonzero(np.r_[True, unit_sorted[1:] != unit_sorted[:-1]]) if unit_sorted.size else np.zeros(0, int)
-        return cls(base[order], rate[order], weight[order], starts)
+        return cls(base[order], rate[order], weight[order], starts, float(spread))
 
     @property
     def units(self) -> int:
-        """Resampled units."""
+        """Units whose signs the test flips."""
         return int(self.starts.size)
 
 
 class _Injector:
-    """Common random numbers for one design: the same uniforms and sign patterns for every effect.
+    """Common random numbers for one design: the same draws for every effect and both signs.
 
-    With them the rejection rate rises with the effect replicate by replicate,
+    With them the rejection rate moves with the effect replicate by replicate,
     so the curve is smooth and the MDE a well-defined crossing.
+
+    A question is a hit when its uniform falls below its rate. Within a unit
+    every question shares one rate (a unit lies within one user, and the
+    injected deviation is the unit's), so the uniforms are laid out as
+    replicate x unit x position (padded past a unit's last question with 2,
+    which no rate reaches) and one comparison per effect counts every unit's
+    hits.
     """
 
     def __init__(self, design: Design, rng: np.random.Generator, replicates: int) -> None:
         self.design = design
-        self.uniform = rng.random((replicates, design.base.size))
-        self.flips = sign_flips(design.units, rng, _MDE_FLIPS)
+        n, k = design.base.size, design.units
+        uniform = rng.random((replicates, n))
+        self.flips = sign_flips(k, rng, _MDE_FLIPS)
+        # Each unit's own deviation from the effect, cut symmetrically to the room its rate leaves on both
+        # sides: at effect 0 every unit's injected effect is then symmetric about 0, as the test assumes.
+        self.unit_rate = design.rate[design.starts]
+        room = np.minimum(self.unit_rate, 1.0 - self.unit_rate)
+        self.deviation = np.clip(design.spread * rng.standard_normal((replicates, k)), -room, room)
+        lengths = np.diff(np.r_[design.starts, n])
+        unit_of = np.repeat(np.arange(k), lengths)
+        if not np.allclose(design.rate, self.unit_rate[unit_of]):
+            raise ValueError("design: a unit's questions must share one base rate (a unit lies within one user)")
+        width = int(lengths.max())
+        slot = unit_of * width + (np.arange(n) - design.starts[unit_of])
+        padded = np.full((replicates, k * width), 2.0)
+        padded[:, slot] = uniform
+        self.uniform = padded.reshape(replicates, k, width)
+        weight = np.zeros(k * width)
+        weight[slot] = design.weight
+        self.weight = weight.reshape(k, width)
+        # With one weight per unit (the usual case: halves not balanced by kind) hits are counts times it.
+        self.unit_weight = self.weight[:, 0] if np.allclose(self.weight, self.weight[:, :1] * (self.weight > 0)) \
+            else None
+        self.expected = np.add.reduceat(design.rate * design.weight, design.starts)
 
     def power(self, effect: float, alpha: float) -> float:
-        d = self.design
-        drawn = (self.uniform < np.clip(d.rate + effect, 0.0, 1.0)).astype(float)
+        threshold = np.clip(self.unit_rate + self.deviation + effect, 0.0, 1.0)
+        below = self.uniform < threshold[:, :, None]
+        if self.unit_weight is not None:
+            hits = below.sum(axis=2) * self.unit_weight
+        else:
+            hits = (below * self.weight).sum(axis=2)
         # Against the reference's expectation (its user's rate), not its realised scores: where units are
         # users the two are the same sums, but where a user holds several units (threads) the realised
         # scores would add each unit's fixed distance from its user's rate to every sign pattern, and the
         # test would reject far less than alpha at effect 0.
-        sums = np.add.reduceat((drawn - d.rate) * d.weight, d.starts, axis=1)
+        sums = hits - self.expected
         return float((sign_flip_p(sums, self.flips) < alpha).mean())
+
+
+MDE_STEP = 0.001
+"""Resolution of the MDE search: 0.1 point, the digit the tables print."""
+
+
+@dataclass(frozen=True, slots=True)
+class MdeSearch:
+    """The smallest gain and the smallest loss a design detects (magnitudes; None: out of reach)."""
+
+    gain: float | None
+    """Smallest positive effect with power at least the target."""
+    loss: float | None
+    """Magnitude of the smallest negative effect with power at least the target."""
+
+    @property
+    def mde(self) -> float | None:
+        """The smaller of the two magnitudes (what the tables print); None when neither is reached."""
+        found = [v for v in (self.gain, self.loss) if v is not None]
+        return min(found) if found else None
 
 
 def design_power(
     design: Design, effects: Sequence[float], *, rng: np.random.Generator, replicates: int = MDE_REPLICATES,
     alpha: float = 0.05,
 ) -> list[float]:
-    """Share of synthetic replicates whose sign-flip p is below ``alpha``, per effect.
+    """Share of synthetic replicates whose sign-flip p is below ``alpha``, per effect (negative: a loss).
 
-    A replicate redraws each reference question as ``Bernoulli(clip(rate + effect, 0, 1))``
-    (its user's base rate plus the effect, independently per question: hits are
-    lost as well as misses fixed) and tests synthetic minus the reference's
-    expectation (its users' base rates) with the headline's test. Where users
-    are the units that is the same statistic as synthetic minus reference; where
-    they are threads it leaves out each thread's fixed distance from its user's
-    rate. At effect 0 the rejection rate is near ``alpha``.
+    A replicate redraws each reference question as ``Bernoulli(clip(rate +
+    u + effect, 0, 1))``: its user's base rate, its unit's own deviation ``u``
+    (normal with the design's ``spread``, cut symmetrically to the room the
+    rate leaves), and the effect, independently per question, so hits are
+    lost as well as misses fixed. It then tests synthetic minus the
+    reference's expectation (its users' base rates) with the headline's test.
+    Where users are the units that is the same statistic as synthetic minus
+    reference; where they are threads it leaves out each thread's fixed
+    distance from its user's rate. At effect 0 the rejection rate is near
+    ``alpha``.
     """
     if design.units < 2:
         return [math.nan for _ in effects]
@@ -758,26 +1015,41 @@ def design_power(
     return [inj.power(float(e), alpha) for e in effects]
 
 
-def design_mde(
+def design_mdes(
     design: Design, *, rng: np.random.Generator, replicates: int = MDE_REPLICATES, power: float = 0.8,
-    alpha: float = 0.05, tol: float = 1e-3,
-) -> float | None:
-    """Smallest effect whose ``design_power`` reaches ``power`` (bisection); None when no effect does.
+    alpha: float = 0.05,
+) -> MdeSearch:
+    """Smallest gain and smallest loss whose ``design_power`` reaches ``power``, on a 0.1-point grid.
 
-    Draws the same common random numbers as ``design_power`` with the same
-    ``rng`` state, so the MDE is the crossing of that curve. It never reads an
-    observed gap: two identical arms get the MDE their design could detect.
+    Both searches use the same common random numbers as ``design_power`` with
+    the same ``rng`` state, so each is a crossing of that curve: the smallest
+    multiple of ``MDE_STEP`` (bisection over the grid) at or above the target.
+    It never reads an observed gap: two identical arms get the MDE their
+    design could detect.
     """
     if design.units < 2:
-        return None
+        return MdeSearch(None, None)
     inj = _Injector(design, rng, replicates)
-    lo, hi = 0.0, 1.0
-    if inj.power(hi, alpha) < power:
-        return None
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        if inj.power(mid, alpha) >= power:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    steps = int(round(1.0 / MDE_STEP))
+
+    def smallest(sign: float) -> float | None:
+        if inj.power(sign * steps * MDE_STEP, alpha) < power:
+            return None
+        lo, hi = 0, steps
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if inj.power(sign * mid * MDE_STEP, alpha) >= power:
+                hi = mid
+            else:
+                lo = mid
+        return round(hi * MDE_STEP, 6)
+
+    return MdeSearch(smallest(1.0), smallest(-1.0))
+
+
+def design_mde(
+    design: Design, *, rng: np.random.Generator, replicates: int = MDE_REPLICATES, power: float = 0.8,
+    alpha: float = 0.05,
+) -> float | None:
+    """The smaller magnitude of ``design_mdes``'s gain and loss; None when neither is reached."""
+    return design_mdes(design, rng=rng, replicates=replicates, power=power, alpha=alpha).mde
