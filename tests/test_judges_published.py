@@ -85,3 +85,55 @@ def test_bleu1_matches_the_published_rows(answer: str, gold: str, published: flo
 def test_tokens_are_nltk_word_tokenize(text: str, tokens: list[str]) -> None:
     # What nltk.word_tokenize(text.lower()) returns for these texts (punkt splits them at the same places).
     assert nltk_tokens(text) == tokens
+
+
+def _bleu1_by_hand(pred: list[str], ref: list[str]) -> float:
+    """The published formula: clipped unigram precision (method 1: 0.1 matches when none) times the brevity penalty."""
+    from collections import Counter
+
+    matches = sum((Counter(pred) & Counter(ref)).values()) or 0.1
+    brevity = 1.0 if len(pred) > len(ref) else math.exp(1 - len(ref) / len(pred))
+    return brevity * matches / len(pred)
+
+
+# nltk.word_tokenize(text.lower()) on NLTK's English punkt tables: a period after an abbreviation, an
+# initial or a number followed by a lowercase word does not end a sentence, so it stays on its token.
+PUNKT_PAIRS = [
+    ("Dr. Smith went to the U.S. in 2020. Then he left.", "Smith went to the U.S. in 2020.",
+     ["dr.", "smith", "went", "to", "the", "u.s.", "in", "2020.", "then", "he", "left", "."],
+     ["smith", "went", "to", "the", "u.s.", "in", "2020", "."]),
+    ("Tupac and Dr. Dre", "Dr. Dre", ["tupac", "and", "dr.", "dre"], ["dr.", "dre"]),
+    ("J.K. Rowling", "J. K. Rowling", ["j.k.", "rowling"], ["j.", "k.", "rowling"]),
+    ("On 5 Jan. 2023 at 3 p.m. she left.", "5 January 2023",
+     ["on", "5", "jan.", "2023", "at", "3", "p.m.", "she", "left", "."], ["5", "january", "2023"]),
+    ("It cost $1,500.50 in Feb. 2022.", "$1,500.50", ["it", "cost", "$", "1,500.50", "in", "feb.", "2022", "."],
+     ["$", "1,500.50"]),
+    ("May 7, 2023. She moved.", "7 May 2023", ["may", "7", ",", "2023.", "she", "moved", "."], ["7", "may", "2023"]),
+    ("The meeting is at 10 a.m. Mr. Lee will come.", "10 a.m.",
+     ["the", "meeting", "is", "at", "10", "a.m.", "mr.", "lee", "will", "come", "."], ["10", "a.m", "."]),
+]
+
+
+@pytest.mark.parametrize(("answer", "gold", "answer_tokens", "gold_tokens"), PUNKT_PAIRS,
+                         ids=[p[0][:24] for p in PUNKT_PAIRS])
+def test_bleu1_tokenises_with_punkt_as_published(answer: str, gold: str, answer_tokens: list[str],
+                                                  gold_tokens: list[str]) -> None:
+    assert nltk_tokens(answer) == answer_tokens
+    assert nltk_tokens(gold) == gold_tokens
+    assert bleu1(answer, gold) == pytest.approx(_bleu1_by_hand(answer_tokens, gold_tokens), abs=1e-12)
+
+
+def test_punkt_tables_are_nltks_english_ones() -> None:
+    from punkt.data import english
+
+    # NLTK's punkt_tab/english: 156 abbreviations, 37 collocations, 39 sentence starters, 20,366 ortho entries.
+    assert (len(english.ABBREV_TYPES), len(english.COLLOCATIONS), len(english.SENT_STARTERS),
+            len(english.ORTHO_CONTEXT)) == (156, 37, 39, 20366)
+    assert {"dr", "u.s", "jan", "p.m", "mr"} <= set(english.ABBREV_TYPES)
+    assert english.SOURCE == "punkt_tab:english"
+
+
+def test_a_sentence_end_still_splits() -> None:
+    from memsim.sim.answer.judges import nltk_sentences
+
+    assert nltk_sentences("she moved to lisbon. then she left!") == ["she moved to lisbon.", "then she left!"]
