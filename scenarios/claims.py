@@ -19,7 +19,7 @@ is found.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 __all__ = ["ASPECTS", "POLARITIES", "Claim", "claim_from_json", "claims_of", "fact_bearing"]
@@ -61,10 +61,16 @@ class Claim:
 
     def to_json(self) -> dict[str, str]:
         """The claim as a JSON object (empty optional fields left out)."""
-        return {k: v for k, v in asdict(self).items() if v != "" or k in _REQUIRED}
+        out = {"subject": self.subject, "attr": self.attr, "value": self.value, "time": self.time,
+               "aspect": self.aspect, "polarity": self.polarity, "said_as": self.said_as}
+        for key, value in (("when_as", self.when_as), ("relation", self.relation), ("genre", self.genre)):
+            if value:
+                out[key] = value
+        return out
 
 
 _REQUIRED = frozenset(("subject", "attr", "value", "time", "aspect", "polarity", "said_as"))
+_KNOWN = frozenset(f.name for f in fields(Claim))
 
 
 def claim_from_json(obj: Mapping[str, Any], *, where: str) -> Claim:
@@ -80,9 +86,8 @@ def claim_from_json(obj: Mapping[str, Any], *, where: str) -> Claim:
     """
     if not isinstance(obj, Mapping):
         raise ValueError(f"{where}: a claim must be an object, got {type(obj).__name__}")
-    known = {f.name for f in fields(Claim)}
     for key in obj:
-        if key not in known:
+        if key not in _KNOWN:
             raise ValueError(f"{where}: unknown claim field {key!r}")
     for key in _REQUIRED:
         if key not in obj:

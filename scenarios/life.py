@@ -130,7 +130,8 @@ class LifeScenario:
         end = cfg.start + timedelta(days=span_days)
         return ScenarioStream(start=cfg.start, end=end, events=tuple(sort_events(events)),
                               meta={"truth": truth, "facts": facts, "questions": specs, "claims": claims,
-                                    "vocabulary": X.vocabulary(), "utc_offsets": offsets})
+                                    "vocabulary": X.vocabulary(), "utc_offsets": offsets,
+                                    "accumulating": [*W.ACCUMULATING, "trip_plans"]})
 
 
 class _Life:
@@ -486,18 +487,19 @@ class _Life:
                 kinds = sorted(options)
                 w = np.array([QUESTION_WEIGHTS[k] for k in kinds])
                 kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
-                # A candidate the tellings leave ambiguous (two titles, an undated change) is not asked.
-                for i in rng.permutation(len(options[kind])):
-                    spec, ctx = options[kind][int(i)]
-                    gold = W.derive(self.index, spec, when, self.offset)
-                    if gold is not None:
-                        found = spec, ctx, gold
-                        break
-                else:
+                # A candidate the tellings leave ambiguous (two titles, an undated change) is not asked; one
+                # about a fact that changed is asked three times as often (what a memory must keep up with).
+                golds = [(spec, ctx, W.derive(self.index, spec, when, self.offset)) for spec, ctx in options[kind]]
+                answerable = [g for g in golds if g[2] is not None]
+                if not answerable:
                     del options[kind]
+                    continue
+                w = np.array([3.0 if g[2]["superseded"] else 1.0 for g in answerable])  # type: ignore[index]
+                found = answerable[int(rng.choice(len(answerable), p=w / w.sum()))]
             if found is None:
                 continue
             spec, ctx, gold = found
+            assert gold is not None
             qid = self.ids("q")
             self.specs[qid] = spec
             topic = spec["attr"] if spec.get("subject", "me") == "me" else f"{ctx['rel']}.{spec['attr']}"

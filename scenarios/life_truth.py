@@ -260,7 +260,8 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
             n = int(rng.poisson(per_month * rate * span_days / 30.0))
             # Events happen on whole days (before that day's sessions), so a day's news and state agree.
             draws.extend((float(np.floor(t)), kind, who) for t in rng.uniform(0.0, span_days, size=n))
-    draws.sort()
+    # Two events of one kind for one person on one day would leave that day's value undecided: keep the first.
+    draws = sorted(set(draws))
     busy_until = -1.0  # the day the last trip ends: trips never overlap
     had: dict[str, list[str]] = {"trips": [], "illnesses": [], "purchases": []}
     events: list[dict[str, Any]] = []

@@ -35,8 +35,10 @@ Rules, for the asking user at the question's time:
 
 A second pass reads the text: each claim's string (the value or a declared
 alias, ``meta["vocabulary"]``) is in its turn, each dated claim's date
-phrase is in its turn and gives the claim's date, and no form of any value
-in the vocabulary appears in a turn without a claim of that turn covering it.
+phrase is in its turn and gives the claim's date, no form of any value in
+the vocabulary appears in a turn without a claim of that turn covering it,
+and no two values of an attribute that replaces its value are asserted for
+the same day.
 """
 
 from __future__ import annotations
@@ -124,14 +126,18 @@ class _User:
 
     def __init__(self, said: list[_Said], offset: float) -> None:
         self.said, self.offset = said, offset
+        self.by_slot: dict[tuple[str, str], list[_Said]] = {}
+        for s in said:
+            if s.claim.polarity == "asserts":
+                self.by_slot.setdefault((s.claim.subject, s.claim.attr), []).append(s)
 
     def facts(self, when: datetime, subject: str, attr: str) -> list[_Said]:
-        return _order([s for s in self.said if s.said < when and (s.deleted is None or s.deleted > when)
-                       and s.claim.polarity == "asserts" and s.claim.subject == subject and s.claim.attr == attr])
+        return _order([s for s in self.by_slot.get((subject, attr), ())
+                       if s.said < when and (s.deleted is None or s.deleted > when)])
 
     def named(self, when: datetime) -> list[_Said]:
-        return [s for s in self.said if s.said < when and (s.deleted is None or s.deleted > when)
-                and s.claim.polarity == "asserts" and s.claim.attr == "name"]
+        return [s for (_, attr), items in self.by_slot.items() if attr == "name" for s in items
+                if s.said < when and (s.deleted is None or s.deleted > when)]
 
     def who(self, when: datetime, rel: str) -> str | None:
         """The person the user means by ``my <rel>`` at ``when``, if one is meant unambiguously."""
@@ -157,8 +163,8 @@ def _derive(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, A
         said = user.facts(when, "me", attr)
         return none if not said else f"the user stated {attr} in {said[-1].turn}"
     if kind == "assistant":
-        recs = [s for s in user.said if s.said < when and (s.deleted is None or s.deleted > when)
-                and s.claim.subject == "assistant" and s.claim.attr == attr and s.claim.genre == spec["genre"]]
+        recs = [s for s in user.facts(when, "assistant", attr) if s.claim.genre == spec["genre"]]
+        recs.sort(key=lambda s: s.pos)
         titles = _unique([s.claim.value for s in recs])
         if len(titles) != 1:
             return f"{len(titles)} titles were recommended for {spec['genre']!r}"
@@ -253,15 +259,41 @@ def _resolve_when(text: str, said: date) -> date | None:
     return None
 
 
-def _vocabulary_pattern(vocabulary: Mapping[str, Sequence[str]]) -> tuple[re.Pattern[str] | None, dict[str, set[str]]]:
+_TOKEN = re.compile(r"[\w-]+")
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+def _vocabulary_index(vocabulary: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[tuple[str, ...]]], dict[str, set[str]]]:
+    """Each form of the vocabulary as its words joined by one space, with the values it may stand for, and the
+    forms by their first word (longest first)."""
     owners: dict[str, set[str]] = {}
     for value, forms in vocabulary.items():
         for f in forms:
-            owners.setdefault(f.lower(), set()).add(value)
-    if not owners:
-        return None, owners
-    alternatives = sorted(owners, key=len, reverse=True)  # the longest form wins where forms overlap
-    return re.compile(r"\b(?:" + "|".join(re.escape(f) for f in alternatives) + r")\b", re.IGNORECASE), owners
+            owners.setdefault(" ".join(_tokens(f)), set()).add(value)
+    starts: dict[str, list[tuple[str, ...]]] = {}
+    for key in sorted(owners, key=lambda k: -k.count(" ")):
+        words = tuple(key.split(" "))
+        starts.setdefault(words[0], []).append(words)
+    return starts, owners
+
+
+def _found(text: str, starts: Mapping[str, Sequence[tuple[str, ...]]]) -> list[str]:
+    """Forms of the vocabulary in ``text``, whole words only, the longest where forms overlap."""
+    words = _tokens(text)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        for form in starts.get(words[i], ()):
+            if tuple(words[i:i + len(form)]) == form:
+                out.append(" ".join(form))
+                i += len(form)
+                break
+        else:
+            i += 1
+    return out
 
 
 def check_claims(stream: Any) -> WorldCheck:
@@ -269,7 +301,8 @@ def check_claims(stream: Any) -> WorldCheck:
 
     Args:
         stream: a ``ScenarioStream`` whose ``meta`` holds ``claims``, ``questions`` and ``vocabulary``
-            (``utc_offsets``, hours by user, where users live off UTC).
+            (``utc_offsets``, hours by user, where users live off UTC; ``accumulating``, the attributes whose
+            values add up rather than replace each other).
 
     Raises:
         ValueError: the stream logs no claims, or a claim is malformed (one line naming the turn and field).
@@ -287,7 +320,7 @@ def check_claims(stream: Any) -> WorldCheck:
         if isinstance(e, Deletion):
             for tid in e.turn_ids:
                 gone.setdefault(tid, e.time)
-    pattern, owners = _vocabulary_pattern(vocabulary)
+    starts, owners = _vocabulary_index(vocabulary)
     by_user: dict[str, list[_Said]] = {}
     turns: dict[str, Any] = {}
     pos = 0
@@ -307,7 +340,7 @@ def check_claims(stream: Any) -> WorldCheck:
             offset = float(offsets.get(t.user_id, 0.0))
             day = _local_day(t.created_at, offset)
             items = log[t.turn_id]
-            bad = _text_problems(t.turn_id, t.text, items, day, vocabulary, pattern, owners)
+            bad = _text_problems(t.turn_id, t.text, items, day, vocabulary, starts, owners)
             report.text_problems += bool(bad)
             report.problems.extend(bad)
             for c in items:
@@ -318,6 +351,9 @@ def check_claims(stream: Any) -> WorldCheck:
         if tid not in turns:
             report.problems.append(f"claim log: turn {tid} is in no session")
     users = {uid: _User(items, float(offsets.get(uid, 0.0))) for uid, items in by_user.items()}
+    adding = set(meta.get("accumulating", ()))
+    for uid, user in users.items():
+        report.problems.extend(_contradictions(uid, user, adding))
     for q in (e for e in stream.events if isinstance(e, Question)):
         report.questions[q.kind] += 1
         spec = specs.get(q.question_id)
@@ -331,6 +367,20 @@ def check_claims(stream: Any) -> WorldCheck:
             report.disagreements[q.kind] += 1
             report.problems.extend(lines)
     return report
+
+
+def _contradictions(uid: str, user: _User, adding: set[str]) -> list[str]:
+    """Two values of one attribute (not one whose values add up) asserted for the same day."""
+    out = []
+    for (subject, attr), items in user.by_slot.items():
+        if attr in adding or subject == "assistant":
+            continue
+        by_day: dict[str, set[str]] = {}
+        for s in items:
+            by_day.setdefault(s.claim.time, set()).add(s.claim.value)
+        out.extend(f"{uid}: {subject}.{attr} is asserted as {sorted(v)} for the same day {d}"
+                   for d, v in sorted(by_day.items()) if len(v) > 1)
+    return out
 
 
 def _compare(q: Any, spec: Mapping[str, Any], want: dict[str, Any] | str, turns: Mapping[str, Any],
@@ -355,7 +405,7 @@ def _compare(q: Any, spec: Mapping[str, Any], want: dict[str, Any] | str, turns:
 
 
 def _text_problems(tid: str, text: str, items: Sequence[Claim], day: date, vocabulary: Mapping[str, Sequence[str]],
-                   pattern: re.Pattern[str] | None, owners: Mapping[str, set[str]]) -> list[str]:
+                   starts: Mapping[str, Sequence[tuple[str, ...]]], owners: Mapping[str, set[str]]) -> list[str]:
     out: list[str] = []
     low = text.lower()
     for c in items:
@@ -370,11 +420,10 @@ def _text_problems(tid: str, text: str, items: Sequence[Claim], day: date, vocab
             if got is None or got.isoformat() != c.time:
                 out.append(f"turn {tid}: {c.subject}.{c.attr} = {c.value!r} began {c.time}, "
                            f"but the text dates it {c.when_as!r} (said {day.isoformat()})")
-    if pattern is not None:
-        covered = {c.value for c in items}
-        for m in pattern.finditer(text):
-            if not owners[m.group(0).lower()] & covered:
-                out.append(f"turn {tid}: {m.group(0)!r} is in the text but no claim of the turn covers it")
+    covered = {c.value for c in items}
+    for form in _found(text, starts):
+        if not owners[form] & covered:
+            out.append(f"turn {tid}: {form!r} is in the text but no claim of the turn covers it")
     return out
 
 

@@ -20,7 +20,7 @@ from memsim.sim.core.errors import UserError
 from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Question, Session
 
-SMALL = {"users": 4, "months": 4}
+SMALL = {"users": 6, "months": 6}  # six months, as the demo: changes have time to pile up
 
 
 def _stream(seed: int = 0, **args):
