@@ -301,6 +301,7 @@ def run(
         memsim.sim.core.errors.UserError: an unknown config or system, a bad setting, no systems.
     """
     from memsim.analysis.pipeline import execute, spec_from_config
+    from memsim.memory.http_health import check_http_systems
     from memsim.sim.core.errors import UserError
     from memsim.sim.spec import RunSpec, system_entries
 
@@ -320,6 +321,7 @@ def run(
         spec = spec_from_config(config, systems=chosen, seed=seed, k=k, placebo=placebo)
     if report and out is None:
         raise UserError("memsim.run: report=True needs a run folder (out=...)")
+    check_http_systems(spec.systems)
     outcome = execute(spec, out_dir=None if out is None else Path(out), report=report, embedder_factory=_embedder(cache_dir))
     return _finish(outcome)
 
@@ -356,6 +358,7 @@ def static(
         memsim.sim.core.errors.UserError: an unknown benchmark, option or system, a missing file.
     """
     from memsim.analysis.pipeline import execute, make_spec
+    from memsim.memory.http_health import check_http_systems
     from memsim.memory.registry import Resources, parse_system
     from memsim.scenarios.registry import static_protocol
     from memsim.sim.core.errors import UserError
@@ -374,6 +377,7 @@ def static(
                      n_boot=n_boot, control=None, answer=None)
     if report and out is None:
         raise UserError("memsim.static: report=True needs a run folder (out=...)")
+    check_http_systems(spec.systems)
     resources = Resources(rng=streams(seed)["systems"], embedder_factory=_embedder(cache_dir))
     outcome = execute(spec, out_dir=None if out is None else Path(out), resources=resources,
                       default_judges=protocol.judges, report=report)

@@ -199,7 +199,7 @@ class InstanceOut(_Model):
 class Describe(_Model):
     """Answer of ``GET /v1/describe``."""
 
-    protocol: str
+    protocol: str = Field(json_schema_extra={"enum": [PROTOCOL]}, description="the wire protocol and its version")
     name: str
     args: dict[str, Any]
     description: str
@@ -210,7 +210,9 @@ class Health(_Model):
     """Answer of ``GET /v1/health``."""
 
     status: str
-    protocol: str
+    # The document names the one value a server must send; the client still reads any string, so that a
+    # server speaking another version is told so by name rather than refused as malformed.
+    protocol: str = Field(json_schema_extra={"enum": [PROTOCOL]}, description="the wire protocol and its version")
 
 
 class ErrorOut(_Model):

@@ -38,7 +38,7 @@ def test_the_documented_example_returns_the_figures_of_the_command(tmp_path: Pat
     assert command[:2] == ["memsim", "run"]
     # The config path of the command is relative to the repository root.
     argv = [str(ROOT / a) if a.endswith(".toml") else a for a in command[2:]]
-    assert main([*argv, "--no-report", "--no-progress"]) == 0
+    assert main(["run", *argv, "--no-report", "--no-progress"]) == 0
     out = tmp_path / command[command.index("--out") + 1]
     cli = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert dict(run.metrics.raw) == cli  # the same figures, every one

@@ -42,6 +42,9 @@ def check_main(args: argparse.Namespace) -> int:
         spec = parse_system(args.system)
     except ValueError as exc:
         raise UserError(f"memsim check {args.system}: {exc}") from None
+    from memsim.memory.http_health import check_http_systems
+
+    check_http_systems([spec])  # a dead server said once, not once per check
     checks = dict(iter_checks())
     unknown = sorted(set(args.only) - set(checks))
     if unknown:

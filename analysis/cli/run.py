@@ -158,6 +158,9 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     spec = spec_from_config(config, systems=systems, seed=args.seed, k=args.k, answer=answer_options(args),
                             placebo=args.placebo, constant_arms=args.constant_arms, balance_kinds=args.balance_kinds,
                             keep_deleted_text=args.keep_deleted_text)
+    from memsim.memory.http_health import check_http_systems
+
+    check_http_systems(spec.systems)  # before the run folder exists: a dead server leaves nothing behind
     out = args.out or default_out_dir(spec.scenario.name)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")

@@ -115,6 +115,9 @@ def static_main(args: argparse.Namespace) -> int:
 
     protocol = static_protocol(args.benchmark)
     spec, planned = static_spec(args)
+    from memsim.memory.http_health import check_http_systems
+
+    check_http_systems(spec.systems)  # before the run folder exists: a dead server leaves nothing behind
     chosen = spec.scenario.args.get("protocol")
     print(f"{protocol.title} {spec.scenario.args['data']} (sha256 {spec.scenario_meta['sha256'][:12]})"
           + (f", protocol {chosen}" if chosen else ""))
