@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-from memsim.analysis.stats import diff_in_diff
+from memsim.analysis.stats import diff_in_diff, user_halves
 from memsim.memory.inject import inject_rows, oracle_probability, promote_gold
 from memsim.sim.core.errors import UserError
 
@@ -59,6 +59,7 @@ __all__ = [
     "calibrate_p_end",
     "power_curve",
     "ContrastPower",
+    "contrast_arms",
     "contrast_power",
     "CONTRAST_EFFECTS",
     "minimum_detectable_effect",
@@ -124,8 +125,9 @@ def _fix_and_time(
         covered = {x for a in after for x in a}
         fix[i] = 1.0 if gold is not None and all(x in covered for x in e) else 0.0
     ramp = np.array([oracle_probability(t, 1.0, span_days) for t in rows["t_days"].to_list()])
-    q = rows["q_index"].to_numpy()
-    second = q >= np.median(q) if q.size else np.zeros(0, dtype=bool)
+    # The one halves rule (each user's questions split at that user's median), as the tables use.
+    half = dict(user_halves(rows).select("question_id", "half").iter_rows())
+    second = np.array([half[q] == 1 for q in rows["question_id"].to_list()], dtype=bool)
     return fix, ramp, second
 
 
@@ -212,8 +214,9 @@ def _curve(runs: Sequence[pl.DataFrame], effects: Sequence[float],
     return points
 
 
-CONTRAST_EFFECTS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15)
-"""Effects (metric units) on the default design-based power curve of a contrast."""
+CONTRAST_EFFECTS: tuple[float, ...] = (-0.1, -0.05, -0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1,
+                                        0.15)
+"""Effects (metric units) on the default design-based power curve of a contrast: losses and gains."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,11 +233,58 @@ class ContrastPower:
     power: tuple[float, ...]
     """Share of replicates rejecting at 5%, per effect."""
     mde: float | None
-    """Smallest effect at 80% power (what the run's learning table prints for this contrast and half)."""
+    """The smaller of ``mde_gain`` and ``mde_loss`` (what the run's learning table prints for this contrast and half)."""
     questions: int
     """The reference arm's paired questions in that half."""
     units: int
-    """Resampled units (users, or question threads below ``MIN_USERS`` users)."""
+    """Units whose signs are flipped (users, or question threads below ``MIN_USERS`` users)."""
+    mde_gain: float | None = None
+    """Smallest gain at 80% power (None: out of reach)."""
+    mde_loss: float | None = None
+    """Magnitude of the smallest loss at 80% power."""
+    spread: float = 0.0
+    """Standard deviation across units of the injected effect."""
+    unit: str = "user"
+    """``user`` or ``thread``."""
+
+
+def contrast_arms(
+    probes: pl.DataFrame, info: Any, *, metric: str, system: str | None, contrast: str | None, half: int = 1,
+    unit: str | None = None, balance_kinds: bool = False,
+) -> tuple[str, str, str]:
+    """``(contrast, minuend, reference)`` of a contrast among a run's arms (roles from ``run.json``).
+
+    The headline (``learning_from_feedback``, the default) takes the reference
+    the learning table chose for ``half``: the content-ignoring arm with the
+    highest metric there (``memsim.analysis.learning.best_reference``).
+
+    Raises:
+        UserError: no feedback-using system, an unknown one, or an arm the run did not play.
+    """
+    from memsim.analysis.learning import ARM_PAIRS, best_reference, family_arms
+
+    labels = list(dict.fromkeys(probes["system"].to_list()))
+    families = family_arms(labels, info)
+    if not families:
+        raise UserError("power: no system in the run was played with a twin (none uses feedback)")
+    base = system or next(iter(families))
+    if base not in families:
+        raise UserError(f"power: --system {base!r} has no twin in the run; feedback-using: {', '.join(families)}")
+    fam = {"system": base, **families[base]}
+    name = contrast or "learning_from_feedback"
+    if name == "learning_from_feedback":
+        ref = best_reference(probes, metric=metric, system=base, arms=families[base], half=half, unit=unit,
+                             balance_kinds=balance_kinds)
+        if ref is None:
+            raise UserError(f"power: {base} shares no scored question with any of its arms in half {half + 1}")
+        return name, base, ref
+    if name not in ARM_PAIRS:
+        raise UserError(f"power: unknown contrast {name!r}; valid: learning_from_feedback, {', '.join(ARM_PAIRS)}")
+    a, b = (fam.get(r) for r in ARM_PAIRS[name])
+    if a is None or b is None:
+        missing = [r for r in ARM_PAIRS[name] if r not in fam]
+        raise UserError(f"power: --contrast {name} needs {base}'s {' and '.join(missing)} arm, which the run did not play")
+    return name, a, b
 
 
 def contrast_power(
@@ -247,19 +297,23 @@ def contrast_power(
     effects: Sequence[float] = CONTRAST_EFFECTS,
     half: int = 1,
     balance_kinds: bool = False,
+    unit: str | None = None,
+    spread: float | None = None,
 ) -> ContrastPower:
     """Design-based power of ``system - reference`` over ``effects``, by the computation behind a run's MDE.
 
-    The design is the reference arm's paired rows in ``half`` (``memsim.analysis.learning.contrast_design``);
+    The design is the reference arm's paired rows in ``half`` (``memsim.analysis.learning.contrast_design``),
+    with the spread between units the contrast shows there (or ``spread``, declared);
     power and MDE draw from that contrast's own child of the ``stats`` stream
     (``memsim.analysis.learning.mde_rng``) with the run's ``seed``, so the MDE is the very
     figure ``summarise`` wrote into ``metrics.json``, and the curve crosses 80% there.
+    ``unit``: the run's unit (``metrics.json``'s ``inference_unit``); None: from the rows' users.
 
     Raises:
         UserError: an arm has no rows, or the metric column is missing.
     """
-    from memsim.analysis.learning import contrast_design, mde_rng, paired_rows, user_halves
-    from memsim.analysis.stats import design_mde, design_power
+    from memsim.analysis.learning import contrast_design, mde_rng, paired_rows, unit_column
+    from memsim.analysis.stats import design_mdes, design_power
 
     _scores(probes, metric)
     scored = probes.filter(pl.col("error").is_null())
@@ -269,15 +323,17 @@ def contrast_power(
             raise UserError(f"power: the run has no rows of {label!r}; arms: {', '.join(sorted(labels))}")
     joined = paired_rows(scored, user_halves(scored), metric=metric, system=system, other=reference,
                          balance_kinds=balance_kinds)
-    design = contrast_design(joined, other=reference, half=half)
+    design = contrast_design(joined, other=reference, half=half, unit=unit, spread=spread)
 
     def rng() -> np.random.Generator:
         return mde_rng(seed, metric=metric, system=system, other=reference, half=half)
 
+    found = design_mdes(design, rng=rng())
     return ContrastPower(
         system=system, reference=reference, half=half, effects=tuple(float(e) for e in effects),
-        power=tuple(design_power(design, effects, rng=rng())), mde=design_mde(design, rng=rng()),
-        questions=int(design.base.size), units=design.units,
+        power=tuple(design_power(design, effects, rng=rng())), mde=found.mde,
+        questions=int(design.base.size), units=design.units, mde_gain=found.gain, mde_loss=found.loss,
+        spread=design.spread, unit="user" if unit_column(joined, unit) == "user_id" else "thread",
     )
 
 

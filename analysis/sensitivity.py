@@ -9,10 +9,11 @@ differences (DiD) of the system against the control.
 The seeds of one point are pooled into one comparison rather than averaged:
 every seed's rows keep their own users and question threads (ids are
 prefixed by the seed), and each seed's question positions are scaled to
-``[0, 1)`` so that the halves split every seed's stream in its middle. The
-interval is ``memsim.analysis.stats.diff_in_diff``'s paired bootstrap over question
-threads (or users, when there are many), so three seeds give one interval
-that is narrower than any seed's own.
+``[0, 1)``. The halves are the tables' rule (each user's questions split at
+that user's median, ``memsim.analysis.stats.user_halves``), and the interval is
+``memsim.analysis.stats.diff_in_diff``'s: inverted from the sign-flip test of
+the DiD over question threads (or users, when there are many), so three seeds
+give one interval that is narrower than any seed's own.
 
 ``sensitivity_sweep`` expresses the same grid as a sweep spec
 (``memsim.analysis.sweep``: one cell per point and seed, played on a process pool
@@ -117,8 +118,8 @@ def pool_seeds(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """One frame from several seeds' probe rows, with seed-prefixed ids and positions scaled to [0, 1).
 
     Positions are scaled per seed (``q_index / questions in that seed``,
-    times 10^6 and rounded), so the pooled median splits every seed's stream
-    near its middle.
+    times 10^6 and rounded); users keep their seed's prefix, so each user's
+    halves are the ones that seed's own tables use.
     """
     out = []
     for seed, probes in enumerate(frames):
@@ -168,7 +169,7 @@ def sensitivity_grid(
         knobs: knobs to vary; each must be a key of its table in the resolved config.
         seeds: seeds per point (consecutive from the config's seed).
         embedder_factory: embedder for every run (default: the run's own, MiniLM).
-        n_boot: bootstrap resamples per interval.
+        n_boot: random sign patterns of the DiD test (more than 16 units; ``diff_in_diff``).
         progress: called with one line per finished run.
 
     Returns:

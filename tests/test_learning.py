@@ -109,7 +109,17 @@ def test_placebo_twin_is_played_and_reported() -> None:
         "control-learner": {"system": "control-learner", "arm": "system", "name": "control-learner"},
         "control-learner~twin": {"system": "control-learner", "arm": "twin", "name": "control-learner"},
         "control-learner~placebo": {"system": "control-learner", "arm": "placebo", "name": "control-learner"},
+        "control-learner~false": {"system": "control-learner", "arm": "always_false", "name": "control-learner"},
+        "control-learner~true": {"system": "control-learner", "arm": "always_true", "name": "control-learner"},
     }
+    # Every arm's entry names its role and its system; the headline's reference is one of the arms played.
+    assert m["arms"] == {"control-learner": {
+        "twin": "control-learner~twin", "placebo": "control-learner~placebo", "always_false": "control-learner~false",
+        "always_true": "control-learner~true"}}
+    assert m["systems"]["control-learner~false"]["arm"] == "always_false"
+    assert m["systems"]["control-learner~false"]["of"] == "control-learner"
+    head = learner["contrasts"]["learning_from_feedback"]
+    assert head["second_reference"] in m["arms"]["control-learner"].values()
 
 
 def test_the_arms_come_from_run_json_and_old_folders_fall_back_to_the_labels() -> None:
@@ -190,13 +200,17 @@ def test_noisy_channel_flips_bits_and_none_sends_nothing() -> None:
     assert silent.bits == []
 
 
-def test_withheld_twin_gets_no_feedback_and_placebo_keeps_the_rate() -> None:
+def test_withheld_twin_gets_no_feedback_and_placebo_keeps_the_dose() -> None:
     given, twin, placebo = Recorder(), Recorder(), Recorder()
-    replay(_stream(), {"s": given, "s~twin": twin, "s~placebo": placebo}, k=1,
+    replay(_two_users(), {"s": given, "s~twin": twin, "s~placebo": placebo}, k=1,
            modes={"s~twin": "withheld", "s~placebo": "shuffled"})
     assert twin.bits == []
-    # a lone user: no other user's bits to draw from, so the placebo is told nothing
-    assert given.bits and placebo.bits == []
+    # the placebo is told its system's own bits, permuted within user and week: the same calls and True bits per user
+    def dose(bits: list[tuple[str, bool]]) -> dict[str, tuple[int, int]]:
+        users = {q.split("-")[0] for q, _ in bits}
+        return {u: (sum(q.startswith(u) for q, _ in bits), sum(c for q, c in bits if q.startswith(u))) for u in users}
+
+    assert given.bits and dose(placebo.bits) == dose(given.bits) == {"a": (5, 5), "u": (5, 0)}
 
 
 def _two_users() -> ScenarioStream:
@@ -208,18 +222,6 @@ def _two_users() -> ScenarioStream:
         when = T0 + timedelta(days=i, hours=2)
         events.append(Question(f"a-q{i}", "a", when, "Where does my brother live?", "Rome", "current", ("a-fact",)))
     return ScenarioStream(start=T0, end=T0 + timedelta(days=7), events=tuple(sort_events(events)))
-
-
-def test_placebo_bits_come_from_its_systems_other_users_and_carry_no_link_to_the_answer() -> None:
-    given, placebo = Recorder(), Recorder()
-    replay(_two_users(), {"s": given, "s~placebo": placebo}, k=1, modes={"s~placebo": "shuffled"})
-    truth = dict(given.bits)
-    assert {q for q, c in truth.items() if c} == {f"a-q{i}" for i in range(1, 6)}
-    told = dict(placebo.bits)
-    # the first bit of the run has no other user to come from; after that, every bit is one its
-    # system was told about the other user
-    assert set(told) == set(truth) - {"a-q1"}
-    assert all(told[q] is (not truth[q]) for q in told), told
 
 
 # --- user-level inference ----------------------------------------------------------------------
