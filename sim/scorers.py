@@ -42,6 +42,7 @@ __all__ = [
     "Scorer",
     "EvidenceScorer",
     "StaleScorer",
+    "SupportScorer",
     "register_scorer",
     "unregister_scorer",
     "scorer_names",
@@ -184,6 +185,38 @@ class StaleScorer:
         return {"stale_above_current": stale_above_current(prov, question.evidence, question.superseded)}
 
 
+@dataclass(frozen=True, slots=True)
+class SupportScorer:
+    """``recall_support@k``: every part of the answer is met by one of the turns that could give it.
+
+    A world that knows every turn supporting each evidence turn (its
+    ``extra["support"]``: one group per evidence turn, e.g. each statement of
+    the current city) scores a hit when each group has a turn in the
+    provenance of the top k. Where one turn answers (``current``, ``latest``,
+    ``since``, ``as_of``, ``preference``, ``assistant``) that is any of its
+    statements; where several must be combined (``previous``, ``hop``,
+    ``count``) one of each. NaN for an excluded question or one without groups.
+    """
+
+    name: str = "support"
+
+    def columns(self, ks: Sequence[int]) -> list[str]:
+        """One column per cut-off."""
+        return [f"recall_support@{k}" for k in ks]
+
+    def score(self, question: Question, retrieved: Sequence[Retrieved], *, ks: Sequence[int]) -> dict[str, Any]:
+        """1 when each support group meets the top k's provenance."""
+        groups = [set(g) for g in question.extra.get("support", ())]
+        if question.excluded is not None or not groups:
+            return {c: math.nan for c in self.columns(ks)}
+        prov = _provenance(retrieved)
+        out: dict[str, Any] = {}
+        for k in ks:
+            seen = {t for sources in prov[:k] for t in sources}
+            out[f"recall_support@{k}"] = float(all(g & seen for g in groups))
+        return out
+
+
 _SCORERS: dict[str, tuple[str | Callable[[], Scorer], str]] = {}
 
 
@@ -226,4 +259,5 @@ def build_scorer(name: str) -> Scorer:
 
 
 register_scorer("evidence", EvidenceScorer, description="recall_all@k, recall_any@k, nDCG@k through provenance, first evidence rank")
+register_scorer("support", SupportScorer, description="recall_support@k: each part of the answer met by any turn that supports it")
 register_scorer("stale", StaleScorer, description="stale_above_current: a superseded value outranks the current one")

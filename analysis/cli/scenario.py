@@ -1,4 +1,4 @@
-"""``memsim scenario stats|render CONFIG``: what a scenario's stream is like, and a world file of it.
+"""``memsim scenario stats|render|check CONFIG``: what a scenario's stream is like, a world file of it, its gold checked.
 
 - ``stats``: the difficulty profile of the config's stream
   (``memsim.analysis.profile``): sizes, distinct texts, store size at question
@@ -9,6 +9,11 @@
   (``memsim.scenarios.world_file``), its turns rewritten through an
   OpenAI-compatible endpoint when ``--llm`` is given (``memsim.analysis.render``),
   each fact-bearing rewrite verified; ``[scenario] name = "world"`` replays it.
+- ``check``: every question's gold, evidence and supporting turns re-derived
+  from the claims the world's text makes, at the dates they were said
+  (``memsim.scenarios.world_check``), and the text checked to carry each claim
+  and no unlogged value; counts by kind are printed, and the exit code is 1 on
+  any disagreement (2 for a stream that logs no claims).
 """
 
 from __future__ import annotations
@@ -104,7 +109,24 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from memsim.analysis.profile import config_stream
+    from memsim.scenarios.world_check import check_claims, format_check
+    from memsim.sim.core.errors import UserError
+
+    scenario, stream, seed = config_stream(args.config, seed=args.seed)
+    try:
+        report = check_claims(stream)
+    except ValueError as e:
+        raise UserError(f"{args.config}: scenario {scenario.name}: {e}") from None
+    print(f"memsim scenario check: {scenario.name} ({args.config}), seed {seed}")
+    print(format_check(report))
+    return 0 if report.ok else 1
+
+
 _SUBCOMMANDS = (
+    ("check", "re-derive every question's gold from the claims the world's text makes; exit 1 on any disagreement",
+     _add_config, _check),
     ("stats", "difficulty profile of a scenario's stream (sizes, store at question time, naive recall)", _add_stats, _stats),
     ("render", "write a scenario's stream as a hashed world file, rewritten by an LLM with --llm", _add_render, _render),
 )
