@@ -30,7 +30,7 @@ The client gives every attempt of a call a deadline (``timeout``: the
 total time for the answer, however slowly it drips in, not the time between
 two reads) and retries, with backoff, only the calls that are safe to repeat
 (health, describe, probe, stats, forget, dropping an instance) on connection
-errors, deadlines and 502/503/504. An answer past ``MAX_ANSWER`` bytes, one
+errors, deadlines and 429/502/503/504. An answer past ``MAX_ANSWER`` bytes, one
 that is not JSON or not of the protocol's shape, scores that are not finite
 and memory ids that repeat are refused. Any failure is a ``UserError``
 naming the URL, the operation and the time spent.
@@ -121,7 +121,7 @@ class QueryRequest(_Model):
     query: str
     user_id: str
     now: AwareDatetime
-    k: int = Field(ge=1)
+    k: int = Field(ge=1, le=10_000)
 
 
 class RetrievedOut(_Model):
@@ -228,7 +228,7 @@ class Ok(_Model):
 
 
 _M = TypeVar("_M", bound=BaseModel)
-_RETRY_STATUS = frozenset({502, 503, 504})
+_RETRY_STATUS = frozenset({429, 502, 503, 504})
 MAX_ANSWER = 64 * 1024 * 1024
 """Largest answer body the client reads (bytes)."""
 
@@ -252,12 +252,17 @@ class HttpMemory:
     ) -> None:
         import httpx
 
-        if not url.startswith(("http://", "https://")):
-            raise UserError(f"http system: url must start with http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
+        self.url = _checked_url(url)
+        if not (0 < float(timeout) <= 3600 and 0 <= int(retries) <= 20):
+            raise UserError(f"http system {self.url}: need 0 < timeout <= 3600 and 0 <= retries <= 20, "
+                            f"got timeout={timeout}, retries={retries}")
         self.timeout = float(timeout)
         self.retries = int(retries)
-        self._client = httpx.Client(base_url=self.url, timeout=self.timeout)
+        from memsim.sim.core.deadline import deadline_transport
+
+        # One deadline per attempt for connect, headers and body: a server that drips its headers is cut off too.
+        self._client = httpx.Client(base_url=self.url, timeout=self.timeout, trust_env=False,
+                                    transport=deadline_transport(self.timeout, MAX_ANSWER + (1 << 20)))
         health = self._parse(Health, self._call("GET", "/v1/health", "health", idempotent=True), "health")
         if health.protocol != PROTOCOL:
             raise UserError(f"memory server {self.url} speaks {health.protocol!r}; memsim speaks {PROTOCOL!r}")
@@ -287,7 +292,7 @@ class HttpMemory:
             return bool(args["learns"])
         import httpx
 
-        url = str(args.get("url", "")).rstrip("/")
+        url = _checked_url(args.get("url", ""))
         try:
             resp = httpx.get(f"{url}/v1/describe", timeout=float(args.get("timeout", 30.0)))
             resp.raise_for_status()
@@ -321,8 +326,8 @@ class HttpMemory:
             except TimeoutError:
                 last = f"no complete answer within the {self.timeout:g} s deadline"
                 continue
-            except httpx.TimeoutException:
-                last = f"no answer within {self.timeout:g} s"
+            except httpx.TimeoutException:  # the transport's deadline covers connect, headers and body
+                last = f"no complete answer within the {self.timeout:g} s deadline"
                 continue
             except httpx.TransportError as exc:
                 last = f"cannot connect ({type(exc).__name__}: {exc})"
@@ -447,6 +452,26 @@ class HttpMemory:
         """What the served system holds and spent."""
         got = self._parse(StatsOut, self._instance_call("GET", "stats", idempotent=True), "stats")
         return MemoryStats(**got.model_dump())
+
+
+def _checked_url(url: Any) -> str:
+    """``url`` without its trailing slash, if it is an http(s) URL with a host and a valid port; else a ``UserError``."""
+    from urllib.parse import urlsplit
+
+    text = str(url)
+    shown = repr(text if len(text) <= 80 else text[:77] + "...")
+    if not text.startswith(("http://", "https://")):
+        raise UserError(f"http system: url must start with http:// or https://, got {shown}")
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # raises ValueError for a port that is not a number in 0..65535
+    except ValueError as exc:
+        raise UserError(f"http system: url {shown} is not a valid URL ({exc})") from None
+    if not parts.hostname:
+        raise UserError(f"http system: url {shown} names no host")
+    if port == 0:
+        raise UserError(f"http system: url {shown} has port 0")
+    return text.rstrip("/")
 
 
 def _detail(data: bytes) -> str:

@@ -8,9 +8,12 @@ instance are serialised (a system is not thread-safe); calls to different
 instances run side by side. ``memsim serve`` runs it under uvicorn.
 
 What one client can take from the others is bounded: a request body past
-``max_body`` bytes is refused with 413 before it is read whole, at most
-``max_instances`` instances live at once (503 past that), and an instance
-unused for ``idle_expiry_s`` seconds is dropped (its calls then get 404).
+``max_body`` bytes is refused with 413 before it is read whole, a query or
+turn text past ``max_text`` characters gets 413 before any system (or its
+tokenizer) sees it, at most ``max_in_flight`` requests are served at once
+(429 with ``Retry-After`` past that), at most ``max_instances`` instances
+live at once (503 past that), and an instance unused for ``idle_expiry_s``
+seconds is dropped (its calls then get 404).
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ __all__ = ["create_app", "openapi_document"]
 
 MAX_BODY = 16 * 1024 * 1024
 """Largest request body served by default (bytes): a session of turns is kilobytes."""
+MAX_TEXT = 100_000
+"""Longest query or turn text served by default (characters): a tokenizer given megabytes can abort the process."""
+MAX_IN_FLIGHT = 64
+"""Most requests served at once by default; more get 429 (each holds a worker thread and its memory)."""
 MAX_INSTANCES = 256
 """Most live instances by default (a run opens one per system and twin)."""
 IDLE_EXPIRY_S = 3600.0
@@ -153,6 +160,35 @@ class _BodyLimit:
         await self.app(scope, limited, send)
 
 
+class _InFlightLimit:
+    """ASGI middleware: past ``limit`` requests in progress, a new one gets 429 with ``Retry-After``.
+
+    The count lives on the event loop's thread (ASGI calls start and end there), so a plain integer is safe.
+    """
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.now = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Any], send: Callable[..., Any]) -> None:
+        from starlette.responses import JSONResponse
+
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.now >= self.limit:
+            busy = JSONResponse({"detail": f"{self.now} requests in progress, the most this server serves at once; retry"},
+                                status_code=429, headers={"Retry-After": "1"})
+            await busy(scope, receive, send)
+            return
+        self.now += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.now -= 1
+
+
 def create_app(
     name: str,
     args: Mapping[str, Any] | None = None,
@@ -161,6 +197,8 @@ def create_app(
     max_body: int = MAX_BODY,
     max_instances: int = MAX_INSTANCES,
     idle_expiry_s: float = IDLE_EXPIRY_S,
+    max_text: int = MAX_TEXT,
+    max_in_flight: int = MAX_IN_FLIGHT,
 ) -> Any:
     """A FastAPI app serving registered system ``name`` with ``args``.
 
@@ -172,6 +210,8 @@ def create_app(
         max_body: Largest request body in bytes (larger: 413).
         max_instances: Most live instances (more: 503).
         idle_expiry_s: Seconds after its last call an instance is dropped.
+        max_text: Longest query or turn text in characters (longer: 413).
+        max_in_flight: Most requests served at once (more: 429).
     """
     from fastapi import FastAPI, HTTPException
 
@@ -204,12 +244,21 @@ def create_app(
     )
 
     app.add_middleware(_BodyLimit, limit=max_body)
+    # Added last, so it runs first: a request past the limit is answered before its body is read.
+    app.add_middleware(_InFlightLimit, limit=max_in_flight)
 
     errors: dict[int | str, dict[str, Any]] = {
         400: {"model": ErrorOut, "description": "the system refused the request"},
         404: {"model": ErrorOut, "description": "no such instance (never opened, closed or expired)"},
-        413: {"model": ErrorOut, "description": "request body too large"},
+        413: {"model": ErrorOut, "description": "request body, query or turn text too large"},
+        429: {"model": ErrorOut, "description": "too many requests in progress; retry after Retry-After seconds"},
     }
+
+    def text_bound(text: str, what: str) -> None:
+        # Checked before the system sees the text: its tokenizer is the part that dies on megabytes.
+        if len(text) > max_text:
+            raise HTTPException(status_code=413, detail=f"{what} of {len(text):,} characters; the most this server takes "
+                                f"is {max_text:,}")
 
     def call(key: str, fn: Callable[[MemorySystem], Any]) -> Any:
         def guarded(system: MemorySystem) -> Any:
@@ -247,6 +296,8 @@ def create_app(
     @app.post("/v1/instances/{instance_id}/ingest", response_model=Ok, tags=["memory"], responses=errors)
     def ingest(instance_id: str, body: IngestRequest) -> Ok:
         """Take in the turns of a session as they arrive."""
+        for i, t in enumerate(body.turns):
+            text_bound(t.text, f"turns[{i}].text")
         turns = [t.to_turn() for t in body.turns]
         call(instance_id, lambda s: s.ingest(turns, user_id=body.user_id, now=body.now))
         return Ok()
@@ -254,12 +305,14 @@ def create_app(
     @app.post("/v1/instances/{instance_id}/retrieve", response_model=QueryResponse, tags=["memory"], responses=errors)
     def retrieve(instance_id: str, body: QueryRequest) -> QueryResponse:
         """At most ``k`` memories for ``query``, best first (may change a learning system)."""
+        text_bound(body.query, "query")
         got = call(instance_id, lambda s: s.retrieve(body.query, user_id=body.user_id, now=body.now, k=body.k))
         return QueryResponse(results=[RetrievedOut.of(r) for r in got])
 
     @app.post("/v1/instances/{instance_id}/probe", response_model=QueryResponse, tags=["memory"], responses=errors)
     def probe(instance_id: str, body: QueryRequest) -> QueryResponse:
         """What ``retrieve`` would return now; changes nothing."""
+        text_bound(body.query, "query")
         got = call(instance_id, lambda s: s.probe(body.query, user_id=body.user_id, now=body.now, k=body.k))
         return QueryResponse(results=[RetrievedOut.of(r) for r in got])
 

@@ -174,7 +174,7 @@ def test_idempotent_calls_are_retried_on_503(scripted: tuple[str, type[_Scripted
 def test_a_slow_server_times_out(scripted: tuple[str, type[_Scripted]]) -> None:
     url, handler = scripted
     handler.script += [(200, 1.0, {"status": "ok", "protocol": PROTOCOL})]
-    with pytest.raises(UserError, match=r"health failed: no answer within 0.2 s"):
+    with pytest.raises(UserError, match=r"health failed: no complete answer within the 0.2 s deadline"):
         HttpMemory(url=url, timeout=0.2, retries=0)
 
 
