@@ -711,6 +711,12 @@ def summary_text(run: RunData) -> str:
     return "\n\n".join(f"{system}\n{format_tables(run.metrics, system)}" for system in run.systems)
 
 
+def _ranked_systems(run: RunData) -> list[str]:
+    """The run's systems without their twins and placebos (arms of the same system)."""
+    arms = label_arms(run.systems, run.info)
+    return [s for s in run.systems if arms[s][1] == "system"]
+
+
 def write_report(
     run_dir: str | Path | RunData,
     *,
@@ -752,6 +758,10 @@ def write_report(
             sections.append((sid, title_s, figs))
     if built.categories is not None:
         sections.append(("categories", f"Per question kind: {run.metric}", [("heat", built.categories)]))
+    from memsim.analysis.missed import as_block, missed_markdown, missed_questions
+
+    missed = missed_questions(run.probes, metric=run.metric, systems=_ranked_systems(run))
+    sections.append(("missed", "Questions most systems miss", [("missed", as_block(missed, run.metric))]))
     sections.append(("worst", "Worst questions per system", [("worst", (built.worst, run.metric))]))
     sections.append(("spec", "Spec", [("spec", json.dumps(run.spec.to_json(), indent=2, sort_keys=True))]))
     out = run.path / "report.html"
@@ -768,6 +778,7 @@ def write_report(
         md += ["## Answers and judges", "", answers.markdown(), ""]
     if built.categories is not None:
         md += ["## Per question kind", "", built.categories.markdown(), ""]
+    md += ["## Questions most systems miss", "", missed_markdown(missed, run.metric), ""]
     md += ["## Worst questions", "", _worst_md(built.worst, run.metric)]
     (run.path / "report.md").write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
     return out

@@ -158,3 +158,24 @@ def test_an_error_line_is_cut_to_a_short_prefix(tmp_path: Path) -> None:
         assert main(["run", str(cfg), "--out", str(tmp_path / "run")]) == 2
     lines = err.getvalue().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("memsim: error: ") and len(lines[0]) <= 1_100, len(lines[0])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("argv", [
+    ["static", "locomo", "--data", "@FIFO@"],
+    ["static", "longmemeval", "--data", "@FIFO@"],
+    ["static", "longmemeval", "--question-ids", "@FIFO@"],
+    ["run", "c.toml", "--data", "@FIFO@"],
+    ["run", "c.toml", "--prices", "@FIFO@"],
+    ["judge-check", "--locomo", "@FIFO@"],
+])
+def test_a_fifo_given_as_an_input_file_is_refused_when_parsed(tmp_path: Path, argv: list[str]) -> None:
+    fifo = tmp_path / "data.json"
+    os.mkfifo(fifo)  # no writer: reading it would wait forever
+    line = _usage_error([str(fifo) if a == "@FIFO@" else a for a in argv])
+    assert "is a FIFO (named pipe), expected a" in line
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_dev_zero_as_locomo_data_is_refused_before_reading() -> None:
+    assert "is a device, expected a data file" in _usage_error(["static", "locomo", "--data", "/dev/zero"])

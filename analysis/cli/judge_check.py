@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from memsim.analysis.cli.options import int_in
+from memsim.analysis.cli.options import input_path, int_in
 
 __all__ = ["judge_check_arguments", "judge_check_main"]
 
@@ -17,11 +17,11 @@ def judge_check_arguments(parser: argparse.ArgumentParser) -> None:
     from memsim.sim.answer.judges import JUDGE_NAMES
     from memsim.sim.answer.llm import LLM_KINDS
 
-    parser.add_argument("--locomo", type=Path, default=None,
+    parser.add_argument("--locomo", type=input_path("LoCoMo data file"), default=None,
                         help="LoCoMo file for items (default: $MEMSIM_LOCOMO or ../shared/data/locomo/locomo10.json "
                         "when it exists)")
     parser.add_argument("--no-locomo", action="store_true", help="no LoCoMo items")
-    parser.add_argument("--longmemeval", type=Path, default=None, help="LongMemEval file for items (its first instances)")
+    parser.add_argument("--longmemeval", type=input_path("LongMemEval data file"), default=None, help="LongMemEval file for items (its first instances)")
     parser.add_argument("--judge", action="append", choices=JUDGE_NAMES, default=None, metavar="NAME",
                         help=f"judge to check (repeatable; default every registered judge: {', '.join(JUDGE_NAMES)})")
     parser.add_argument("--llm", choices=LLM_KINDS, default="local", help="client of the LLM judges (default: local)")
@@ -30,7 +30,8 @@ def judge_check_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the packaged SmolLM2-135M-Instruct), a model name for --llm openai")
     parser.add_argument("--llm-base-url", default=None, help="OpenAI-compatible API root for --llm openai")
     parser.add_argument("--llm-threads", type=int_in("llm_threads"), default=None, help="CPU threads of the local model")
-    parser.add_argument("--judge-prompts", action="append", default=None, metavar="PATH",
+    parser.add_argument("--judge-prompts", action="append", type=input_path("prompt file", path=False), default=None,
+                        metavar="PATH",
                         help="official judge templates from your own copy (LongMemEval's evaluate_qa.py, "
                         "a Mem0 prompt file); repeatable")
     parser.add_argument("--per-kind", type=int_in("per_kind"), default=PER_KIND,

@@ -38,6 +38,7 @@ __all__ = [
     "run_folder",
     "check_run_folder",
     "RUN_FOLDER_MARKS",
+    "input_path",
 ]
 
 LIMITS: dict[str, tuple[float, float]] = {
@@ -126,6 +127,36 @@ def nonempty_path(text: str) -> Path:
     return Path(text)
 
 
+def input_path(what: str, *, folders: bool = False, path: bool = True) -> Callable[[str], Any]:
+    """An argparse ``type`` for an input: not empty, and when it names something that exists, a regular file
+    (or a folder, with ``folders``), so that a FIFO or a device is refused before anything opens it.
+
+    A name that does not exist passes (the command says what it expected; ``--data`` may be a dataset name).
+
+    Args:
+        what: what the input is, as the error names it.
+        folders: a folder is accepted too.
+        path: give a ``Path`` (else the text as given).
+    """
+    import stat
+
+    def parse(text: str) -> Any:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"an empty path; name the {what}")
+        try:
+            mode = os.stat(text).st_mode
+        except (OSError, ValueError):  # absent, or a name no file can have: the command's own message says so
+            return Path(text) if path else text
+        if not (stat.S_ISREG(mode) or (folders and stat.S_ISDIR(mode))):
+            kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+            raise argparse.ArgumentTypeError(f"{_echo(text)} is {kind}, expected a {what} (a regular file)")
+        return Path(text) if path else text
+
+    parse.__name__ = what
+    return parse
+
+
 RUN_FOLDER_MARKS = ("spec.json", "run.json", ".lock", "parts", "probes.parquet")
 """What makes a folder a memsim run folder (any one: a run writes its spec and lock first)."""
 
@@ -162,18 +193,18 @@ def run_folder(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--out {path}: ")) from None
 
 ANSWER_FLAGS: dict[str, dict[str, Any]] = {
-    "llm_model_path": {"metavar": "GGUF"},
+    "llm_model_path": {"metavar": "GGUF", "type": input_path("GGUF file", path=False)},
     "llm_context_window": {"type": int_in("llm_context_window"), "metavar": "TOKENS"},
     "llm_threads": {"type": int_in("llm_threads")},
     "llm_timeout": {"type": float_in("llm_timeout")},
     "llm_retries": {"type": int_in("retries")},
     "max_answer_tokens": {"type": int_in("max_answer_tokens")},
     "judge_check": {"type": int_in("judge_check"), "metavar": "N"},
-    "judge_check_from": {"metavar": "PATH"},
+    "judge_check_from": {"metavar": "PATH", "type": input_path("judge check", folders=True, path=False)},
     "judge": {"action": "append", "metavar": "NAME"},
-    "judge_prompts": {"action": "append", "metavar": "PATH"},
-    "prompts": {"action": "append", "metavar": "PATH"},
-    "prices": {"metavar": "FILE"},
+    "judge_prompts": {"action": "append", "metavar": "PATH", "type": input_path("prompt file", path=False)},
+    "prompts": {"action": "append", "metavar": "PATH", "type": input_path("prompt file", path=False)},
+    "prices": {"metavar": "FILE", "type": input_path("price table", path=False)},
 }
 """argparse settings beyond a plain string flag (booleans are ``store_true``); ``judge_checks`` is filled by the run."""
 

@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from memsim.analysis.cli.options import int_in, run_folder
+from memsim.analysis.cli.options import input_path, int_in, run_folder
 
 __all__ = ["static_arguments", "static_main", "static_spec"]
 
@@ -20,7 +20,7 @@ __all__ = ["static_arguments", "static_main", "static_spec"]
 def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
     from memsim.analysis.cli.options import add_answer_arguments, add_cache_dir_argument, add_no_progress_argument
 
-    p.add_argument("--data", type=Path, default=None, help=protocol.data)
+    p.add_argument("--data", type=input_path("data file"), default=None, help=protocol.data)
     p.add_argument("--system", action="append", default=None, metavar="NAME[:k=v,...]",
                    help="memory system (repeatable; default naive)")
     p.add_argument("-k", type=int_in("k"), default=protocol.k, help=f"headline cut-off (default {protocol.k})")
@@ -50,7 +50,10 @@ def _option_flags(p: argparse.ArgumentParser, title: str, model: Any) -> None:
         choices = get_args(kind) if get_origin(kind) is Literal else None
         if default is not None:
             help_text += f" (default {default})"
-        g.add_argument(flag, type=type(choices[0]) if choices else kind, choices=choices, default=default,
+        # Counts are bounded when parsed; a file option is refused when it names a FIFO or a device.
+        parse = (type(choices[0]) if choices else int_in("items") if kind is int
+                 else input_path(name.replace("_", " ") + " file", path=False) if name.endswith(("_ids", "_file")) else kind)
+        g.add_argument(flag, type=parse, choices=choices, default=default,
                        metavar="N" if kind is int else None, help=help_text)
 
 
