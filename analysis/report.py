@@ -3,9 +3,10 @@
 ``write_report(run_dir)`` renders what the summariser computed (``metrics.json``,
 ``memsim.analysis.summary``; a folder without it is summarised in memory) and
 computes no statistics of its own. A longitudinal run's report leads with
-learning through use: the three contrasts of every feedback-using system
-(learning from feedback, effect of feedback calls, effect of use; per half
-with interval, p and design-based MDE, the DiD, the stale>cur contrast), each
+learning through use: the contrasts of every feedback-using system
+(learning from feedback against the best content-ignoring arm, then against
+each arm; per half with interval, p and design-based MDE, the DiD, the
+stale>cur contrast), each
 arm's halves of the metric and of stale>cur (one pair of tables per answer
 judge) and the gain over the twin over simulated time with its 95% band. Then
 come the overall scores, the metric's curves, storage/latency/cost timelines, one
@@ -39,6 +40,7 @@ from memsim.analysis.learning import (
     format_diff,
     format_learning,
     format_p,
+    learning_header,
     learning_notes,
 )
 from memsim.analysis.load import RunData, label_arms, read_run
@@ -281,20 +283,27 @@ def _placebos(run: RunData) -> dict[str, str]:
     return {p: t for p, t in (run.metrics.get("placebos") or {}).items() if p in run.systems and t in run.systems}
 
 
+def _arms(run: RunData) -> dict[str, dict[str, str]]:
+    """System -> ``{role: label}`` of its content-ignoring arms (``metrics.json``'s ``arms``, else twins and placebos)."""
+    recorded = run.metrics.get("arms")
+    if recorded is None:
+        placebo_of = {t: p for p, t in _placebos(run).items()}
+        recorded = {s: {"twin": t, **({"placebo": placebo_of[t]} if t in placebo_of else {})}
+                    for s, t in _twins(run).items()}
+    return {s: {r: lab for r, lab in fam.items() if lab in run.systems} for s, fam in recorded.items()
+            if s in run.systems}
+
+
 def _family_order(run: RunData) -> list[str]:
-    """Systems in the spec's order, each followed by its twin and placebo (a family reads as one block)."""
-    twins = _twins(run)
-    placebo_of = {t: p for p, t in _placebos(run).items()}
-    members = set(twins.values()) | set(placebo_of.values())
+    """Systems in the spec's order, each followed by its twin, placebo and constant arms (a family reads as one block)."""
+    arms = _arms(run)
+    members = {lab for fam in arms.values() for lab in fam.values()}
     out: list[str] = []
     for s in run.systems:
         if s in members:
             continue
         out.append(s)
-        if s in twins:
-            out.append(twins[s])
-            if twins[s] in placebo_of:
-                out.append(placebo_of[twins[s]])
+        out.extend(arms.get(s, {}).values())
     return out + [s for s in run.systems if s not in out]
 
 
@@ -306,19 +315,26 @@ def _excludes_zero(e: Mapping[str, Any], key: str) -> int:
     return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
+_ARM_TEXT = {
+    "twin": "twin of {of}: told nothing",
+    "placebo": "placebo of {of}: its own bits permuted within user and week",
+    "always_false": "{of} told always False",
+    "always_true": "{of} told always True",
+}
+"""How the arms table describes each content-ignoring arm."""
+
+
 def _learning_rows(run: RunData, table: Mapping[str, Mapping[str, Any]]) -> tuple[list[tuple[str, ...]], list[str]]:
     """Rows of the arms table (each half of the metric and of stale>cur) and a CSS class per row."""
-    twin_of = {t: s for s, t in _twins(run).items()}
-    placebos = _placebos(run)
+    role_of = {lab: (s, r) for s, fam in _arms(run).items() for r, lab in fam.items()}
     rows, classes = [], []
     for label in _family_order(run):
         e = table.get(label)
         if e is None:
             continue
-        if label in twin_of:
-            name, cls = f"{label} (twin of {twin_of[label]}: told nothing)", "twin"
-        elif label in placebos:
-            name, cls = f"{label} (placebo: bits unrelated to the question, same rate)", "twin"
+        if label in role_of:
+            system, role = role_of[label]
+            name, cls = f"{label} ({_ARM_TEXT.get(role, role).format(of=system)})", "twin"
         elif label == run.control:
             name, cls = f"{label} (static control)", ""
         else:
@@ -354,7 +370,7 @@ def _learning_tables(run: RunData, table: Mapping[str, Mapping[str, Any]], metri
     out = []
     contrasts, classes = _contrast_rows(run, table)
     if contrasts:
-        out.append((f"{metric}: three contrasts per feedback-using system",
+        out.append((f"{learning_header(table, metric)}: contrasts per feedback-using system",
                     _Table(tuple(contrast_headers(metric)), tuple(contrasts), tuple(notes), tuple(classes))))
         notes = []
     headers = tuple(h for h in arm_headers(metric) if h != "arm")
@@ -456,7 +472,7 @@ def _category_table(run: RunData) -> _HeatTable | None:
     rows: list[tuple[_Cell, ...]] = []
     classes: list[str] = []
     twins = _twins(run)
-    twin_of = {t: s for s, t in twins.items()}
+    members = {lab for fam in _arms(run).values() for lab in fam.values()}
     for col in cols:
         if len(cols) > 1:
             rows.append((_Cell(_judge_header(run, col)), *[_Cell("") for _ in range(len(headers) - 1)]))
@@ -468,7 +484,7 @@ def _category_table(run: RunData) -> _HeatTable | None:
             cells = [_Cell(system), _kind_cell(entry.get("overall"), col)]
             cells += [_kind_cell(entry.get("per_kind", {}).get(k), col) for k in kinds]
             rows.append(tuple(cells))
-            classes.append("twin" if system in twin_of or system in _placebos(run) else "")
+            classes.append("twin" if system in members else "")
             if col == run.metric and system in twins and entry.get("gain_by_kind"):
                 by_kind = entry["gain_by_kind"]
                 values = [entry.get("gain_second")] + [(by_kind.get(k) or {}).get("gain_second") for k in kinds]

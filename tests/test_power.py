@@ -85,7 +85,7 @@ def test_missing_metric_column_is_a_user_error(naive_runs) -> None:
 
 @pytest.fixture(scope="module")
 def learner_run(tmp_path_factory: pytest.TempPathFactory):
-    """neuroplastic and a neuroplastic that ignores feedback, each with twin and placebo, 30 users (user-level units)."""
+    """neuroplastic and a neuroplastic that ignores feedback, each with its four arms, 30 users (user-level units)."""
     systems = (SystemSpec("neuroplastic"), parse_system("neuroplastic:ltp=false,associations=false"))
     spec = make_spec("longitudinal", "persona", {"users": 30, "months": 2}, systems, seed=0, n_boot=200)
     assert spec.placebo  # played by default
@@ -117,12 +117,15 @@ def test_power_mde_is_the_runs_printed_mde(learner_run) -> None:
     checked = 0
     for owner in ("neuroplastic", IGNORER):
         for key, c in systems[owner]["contrasts"].items():
-            for half, field in ((0, "first_mde"), (1, "second_mde")):
-                cp = contrast_power(run.probes, metric=METRIC, system=c["system"], reference=c["reference"],
-                                    seed=run.spec.seed, effects=(0.0,), half=half)
-                assert cp.mde == c[field], (owner, key, half)
+            for half, field in ((0, "first"), (1, "second")):
+                # The headline's reference is chosen per half; the others have one reference.
+                reference = c.get(f"{field}_reference", c["reference"])
+                cp = contrast_power(run.probes, metric=METRIC, system=c["system"], reference=reference,
+                                    seed=run.spec.seed, effects=(0.0,), half=half, unit=run.metrics["inference_unit"]["unit"])
+                assert (cp.mde, cp.mde_gain, cp.mde_loss) == (c[f"{field}_mde"], c[f"{field}_mde_gain"],
+                                                              c[f"{field}_mde_loss"]), (owner, key, half)
                 checked += 1
-    assert checked == 12
+    assert checked == 24  # six contrasts (the headline and five pairs of arms), two halves, two systems
     entry = systems["neuroplastic"]
     assert entry["gain_mde"] == entry["contrasts"]["effect_of_use"]["second_mde"]
 
@@ -132,7 +135,8 @@ def test_a_learner_that_ignores_feedback_gets_the_designs_mde(learner_run) -> No
     out, _ = learner_run
     systems = read_run(out).metrics["systems"]
     ignorer, learner = systems[IGNORER]["contrasts"], systems["neuroplastic"]["contrasts"]
-    for key in ("learning_from_feedback", "effect_of_feedback_calls", "effect_of_use"):
+    for key in ("learning_from_feedback", "system_vs_placebo", "effect_of_feedback_calls", "effect_of_use",
+                "system_vs_always_false", "system_vs_always_true"):
         assert ignorer[key]["second"] == 0.0 and ignorer[key]["second_p"] == 1.0  # nothing happened
         mde, ref = ignorer[key]["second_mde"], learner[key]["second_mde"]
         assert mde is not None and mde > 0.005, (key, mde)

@@ -2,8 +2,8 @@
 
 Given a run folder, prints the power curve of one of its contrasts (by
 default the headline: a feedback-using system's learning from feedback,
-system minus placebo, or its effect of use, system minus twin, when no
-placebo ran) over a range of effects, and the smallest effect at 80% power.
+system minus the best content-ignoring arm in that half) over a range of
+effects, losses and gains, and the smallest loss and gain at 80% power.
 It is the computation behind the run's printed MDE
 (``memsim.analysis.power.contrast_power``), so the two agree, and at effect 0 about 5% of
 replicates reject.
@@ -25,7 +25,8 @@ from memsim.analysis.cli.options import int_in
 
 __all__ = ["power_arguments", "power_main"]
 
-CONTRAST_NAMES = ("learning_from_feedback", "effect_of_feedback_calls", "effect_of_use")
+CONTRAST_NAMES = ("learning_from_feedback", "system_vs_placebo", "effect_of_feedback_calls", "effect_of_use",
+                  "system_vs_always_false", "system_vs_always_true")
 """``--contrast`` choices, as ``metrics.json`` keys them."""
 
 
@@ -38,7 +39,7 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the feedback-using system (default: the first one in the run, or the config's first "
                              "system other than the control)")
     parser.add_argument("--contrast", choices=CONTRAST_NAMES, default=None,
-                        help="default: learning_from_feedback (system - placebo) when a placebo ran, else effect_of_use")
+                        help="default: learning_from_feedback (system - the best content-ignoring arm in that half)")
     parser.add_argument("--half", type=int, choices=(1, 2), default=2, help="half of each user's questions (default 2)")
     parser.add_argument("--seeds", type=int_in("seeds"), default=10, help="seeds to simulate for a config (default 10)")
     parser.add_argument("--against", choices=("contrast", "control"), default="contrast",
@@ -54,27 +55,13 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
     add_executor_arguments(parser)
 
 
-def _arms(probes: Any, info: Any, system: str | None, contrast: str | None) -> tuple[str, str, str]:
+def _arms(probes: Any, info: Any, system: str | None, contrast: str | None, *, metric: str, half: int,
+          unit: str | None, balance_kinds: bool = False) -> tuple[str, str, str]:
     """(contrast name, system, reference) of the contrast asked for, among a run's arms."""
-    from memsim.analysis.load import twins_and_placebos
-    from memsim.sim.core.errors import UserError
+    from memsim.analysis.power import contrast_arms
 
-    labels = list(dict.fromkeys(probes["system"].to_list()))
-    twins, placebos = twins_and_placebos(labels, info)
-    if not twins:
-        raise UserError("power: no system in the run was played with a twin (none uses feedback)")
-    base = system or next(iter(twins))
-    if base not in twins:
-        raise UserError(f"power: --system {base!r} has no twin in the run; feedback-using: {', '.join(twins)}")
-    twin = twins[base]
-    placebo = next((p for p, t in placebos.items() if t == twin), None)
-    name = contrast or ("learning_from_feedback" if placebo else "effect_of_use")
-    if name != "effect_of_use" and placebo is None:
-        raise UserError(f"power: --contrast {name} needs {base}'s placebo, which the run did not play (placebo = false)")
-    arms = {"learning_from_feedback": (base, placebo), "effect_of_feedback_calls": (placebo, twin),
-            "effect_of_use": (base, twin)}
-    a, b = arms[name]
-    return name, str(a), str(b)
+    return contrast_arms(probes, info, metric=metric, system=system, contrast=contrast, half=half, unit=unit,
+                         balance_kinds=balance_kinds)
 
 
 def _print_curve(points: Any, effect: float) -> None:
@@ -104,21 +91,28 @@ def _run_folder(args: argparse.Namespace) -> int:
     from memsim.analysis.load import read_run
     from memsim.analysis.power import CONTRAST_EFFECTS, contrast_power
 
+    from memsim.analysis.learning import design_unit
+
     run = read_run(args.target)
-    name, a, b = _arms(run.probes, run.info, args.system, args.contrast)
+    unit = design_unit(run.info, run.probes)[0]
+    name, a, b = _arms(run.probes, run.info, args.system, args.contrast, metric=run.metric, half=args.half - 1,
+                       unit=unit, balance_kinds=run.spec.balance_kinds)
     effects = sorted({*CONTRAST_EFFECTS, float(args.effect)})
     cp = contrast_power(run.probes, metric=run.metric, system=a, reference=b, seed=run.spec.seed, effects=effects,
-                        half=args.half - 1, balance_kinds=run.spec.balance_kinds)
+                        half=args.half - 1, balance_kinds=run.spec.balance_kinds, unit=unit)
     print(f"Design-based power of {name} ({a} - {b}), half {args.half}, {run.metric}, run {args.target} "
           f"(seed {run.spec.seed}): {cp.questions} questions of {b} redrawn as Bernoulli(user's base rate + effect), "
-          f"{cp.units} units, sign-flip p < 0.05")
+          f"{cp.units} {cp.unit}s, effects varying between them with spread {100 * cp.spread:.1f} points, "
+          "sign-flip p < 0.05")
     _print_curve(cp, args.effect)
     printed = ((run.metrics or {}).get("systems", {}).get(_owner(name, a, b, run), {}).get("contrasts", {})
                .get(name, {}).get("second_mde" if args.half == 2 else "first_mde"))
     print()
     print("minimum detectable effect at 80% power: "
           + ("not reached" if cp.mde is None else f"{100 * cp.mde:.1f} points")
-          + ("" if printed is None else f" (metrics.json: {100 * printed:.1f})"))
+          + ("" if printed is None else f" (metrics.json: {100 * printed:.1f})")
+          + f"; gain {'not reached' if cp.mde_gain is None else f'{100 * cp.mde_gain:.1f}'}, "
+          + f"loss {'not reached' if cp.mde_loss is None else f'{100 * cp.mde_loss:.1f}'}")
     return 0
 
 
@@ -126,10 +120,10 @@ def _owner(name: str, a: str, b: str, run: Any) -> str:
     """The feedback-using system whose ``contrasts`` hold this contrast (the placebo's system for calls)."""
     if name != "effect_of_feedback_calls":
         return a
-    from memsim.analysis.load import twins_and_placebos
+    from memsim.analysis.learning import family_arms
 
-    twins, _ = twins_and_placebos(list(dict.fromkeys(run.probes["system"].to_list())), run.info)
-    return next(s for s, t in twins.items() if t == b)
+    families = family_arms(list(dict.fromkeys(run.probes["system"].to_list())), run.info)
+    return next(s for s, fam in families.items() if fam.get("twin") == b)
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -182,7 +176,8 @@ def _config(args: argparse.Namespace) -> int:
     effects = sorted({*CONTRAST_EFFECTS, float(args.effect)})
     curves = []
     for seed, probes in zip(runs.seeds, runs.probes):
-        name, a, b = _arms(probes, None, systems[0].display, args.contrast)
+        name, a, b = _arms(probes, None, systems[0].display, args.contrast, metric=runs.metric, half=args.half - 1,
+                           unit=None)
         curves.append(contrast_power(probes, metric=runs.metric, system=a, reference=b, seed=seed, effects=effects,
                                      half=args.half - 1))
         mde = curves[-1].mde
