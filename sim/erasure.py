@@ -23,6 +23,14 @@ turn's text as the query); ``held_texts`` is read-only too, so an audit never
 changes the system it audits. memsim's caches are its own: ``purge_caches``
 removes the entries. Texts shorter than ``MIN_TEXT`` characters are not
 searched for as copies (they would match everywhere).
+
+A copy is found on the text, whatever the provenance says: a text holds a
+deleted turn's text when, casefolded and with punctuation and spacing
+ignored, it contains it whole, or shares a run of ``SHARED_WORDS``
+consecutive words with it (a copy re-punctuated, cut or wrapped in a
+summary). Every place counts as a leak (``leak_count``); what memsim writes
+itself can be cleaned the same way (``redact_copies``), and a retrieval is
+checked with ``text_leaks``.
 """
 
 from __future__ import annotations
@@ -33,23 +41,87 @@ from typing import Any
 
 from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
 
-__all__ = ["MIN_TEXT", "classify", "audit_system", "audit_caches", "purge_caches", "cache_texts"]
+__all__ = [
+    "MIN_TEXT", "SHARED_WORDS", "REDACTED_COPY", "classify", "audit_system", "audit_caches", "purge_caches",
+    "cache_texts", "leak_count", "text_leaks", "holds_copy", "redact_copies",
+]
 
 MIN_TEXT = 12
 """Shortest deleted text searched for as a copy (characters, after normalising)."""
+SHARED_WORDS = 8
+"""Consecutive words a text must share with a deleted text to count as a copy of it (when it does not hold it whole)."""
+REDACTED_COPY = "[redacted: holds the text of a deleted turn]"
+"""What ``redact_copies`` puts in place of a text that holds a deleted turn's text."""
 
 
 def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().casefold()
 
 
-def _holds(text: str, needles: Sequence[str]) -> bool:
-    t = _norm(text)
-    return any(n in t for n in needles)
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
 
 
-def _needles(texts: Iterable[str]) -> list[str]:
-    return [n for n in (_norm(t) for t in texts) if len(n) >= MIN_TEXT]
+class _Needle:
+    """A deleted text as searched for: its words joined, and its runs of ``SHARED_WORDS`` words."""
+
+    __slots__ = ("joined", "grams")
+
+    def __init__(self, text: str) -> None:
+        words = _words(text)
+        self.joined = " " + " ".join(words) + " "
+        n = SHARED_WORDS
+        self.grams = {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)} if len(words) >= n else set()
+
+
+def _holds(text: str, needles: Sequence[_Needle]) -> bool:
+    words = _words(text)
+    joined = " " + " ".join(words) + " "
+    if any(n.joined in joined for n in needles):
+        return True
+    n = SHARED_WORDS
+    if len(words) < n:
+        return False
+    grams = {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return any(not grams.isdisjoint(needle.grams) for needle in needles if needle.grams)
+
+
+def _needles(texts: Iterable[str]) -> list[_Needle]:
+    return [_Needle(t) for t in texts if len(_norm(t)) >= MIN_TEXT and _words(t)]
+
+
+def holds_copy(text: str, deleted: Sequence[str]) -> bool:
+    """Whether ``text`` holds any of the ``deleted`` texts: whole (punctuation, case and spacing aside) or a run
+    of ``SHARED_WORDS`` consecutive words; deleted texts shorter than ``MIN_TEXT`` characters are not searched."""
+    needles = _needles(deleted)
+    return bool(needles) and _holds(text, needles)
+
+
+def text_leaks(got: Sequence[Retrieved], deleted: Sequence[str]) -> int:
+    """Retrieved memories whose text holds a deleted text, whatever their provenance names."""
+    needles = _needles(deleted)
+    return sum(1 for m in got if needles and _holds(m.text, needles)) if needles else 0
+
+
+def redact_copies(texts: Sequence[str | None], deleted: Sequence[str]) -> tuple[list[str | None], int]:
+    """``texts`` with each one that holds a deleted text replaced by ``REDACTED_COPY``; and how many were."""
+    needles = _needles(deleted)
+    if not needles:
+        return list(texts), 0
+    out: list[str | None] = []
+    changed = 0
+    for t in texts:
+        if t is not None and t != REDACTED_COPY and _holds(t, needles):
+            out.append(REDACTED_COPY)
+            changed += 1
+        else:
+            out.append(t)
+    return out, changed
+
+
+def leak_count(places: Mapping[str, int]) -> int:
+    """Every copy an audit found, in every place: a copy found on its text leaks whatever its provenance says."""
+    return sum(int(n) for n in places.values())
 
 
 def classify(got: Sequence[Retrieved], gone: set[str], texts: Sequence[str]) -> dict[str, int]:

@@ -23,7 +23,6 @@ SMALL = '[scenario]\nname = "persona"\nusers = 1\nmonths = 1\n[run]\nseed = 2\nk
     ("argv", "needle"),
     [
         (["--system", "nosuch"], "unknown memory system 'nosuch'; known systems: "),
-        (["--system", "naive", "-k", "0"], "run.k: Input should be greater than or equal to 1"),
         (["--system", "naive:oops"], "expected key=value"),
     ],
 )
