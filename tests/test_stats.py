@@ -159,9 +159,14 @@ def test_diff_in_diff_on_constructed_rows() -> None:
     df = pl.DataFrame(rows)
     d = diff_in_diff(df, metric=METRIC, system="gated", control="naive", rng=np.random.default_rng(0), n_boot=500)
     assert d.n == 8
-    assert (d.n_first, d.n_second) == (4, 4)
-    assert d.did == pytest.approx(0.5)
-    assert d.ci[0] <= 0.5 <= d.ci[1]
+    # The halves are the user's ten questions split at their median (4.5), scored or not, as every table splits
+    # them: the first half pairs q0-q4 (d = -1, 0, 0, 0, 0), the second q5-q7 (d = 0, 0, +1).
+    assert (d.n_first, d.n_second) == (5, 3)
+    assert d.did == pytest.approx(1 / 3 + 1 / 5)
+    assert d.ci[0] <= d.did <= d.ci[1]
+    # Eight question units, every sign pattern: two differing questions cannot reach p < 0.05, and the interval
+    # inverted from the same test covers 0.
+    assert d.units == 8 and d.p >= 0.05 and d.ci[0] <= 0.0
     # Against itself the DiD is exactly zero with a degenerate interval.
     z = diff_in_diff(df, metric=METRIC, system="naive", control="naive", rng=np.random.default_rng(0), n_boot=50)
     assert z.did == 0.0 and z.ci == (0.0, 0.0)
