@@ -179,3 +179,24 @@ def test_a_fifo_given_as_an_input_file_is_refused_when_parsed(tmp_path: Path, ar
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_dev_zero_as_locomo_data_is_refused_before_reading() -> None:
     assert "is a device, expected a data file" in _usage_error(["static", "locomo", "--data", "/dev/zero"])
+
+
+def test_naming_file_names_the_file_of_a_full_disk_and_a_damaged_part(tmp_path: Path) -> None:
+    import errno
+
+    import polars as pl
+
+    from memsim.sim.core.errors import naming_file
+
+    part = tmp_path / "part-0001.parquet"
+    with pytest.raises(UserError, match=rf"^{part}: writing run part: (OSError: )?no space left on device$"):
+        with naming_file(part, "writing run part"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    part.write_bytes(b"PAR1" + b"\x00" * 64 + b"PAR1")
+    with pytest.raises(UserError, match=rf"^{part}: reading rows: ComputeError: ") as err:
+        with naming_file(part, "reading rows"):
+            pl.read_parquet(part)
+    assert len(str(err.value)) < 400
+    with pytest.raises(KeyError):  # a bug keeps its own type (and its traceback)
+        with naming_file(part, "reading rows"):
+            raise KeyError("bug")

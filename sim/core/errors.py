@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import sys
+from collections.abc import Iterator
 
-__all__ = ["UserError", "expected_failure"]
+__all__ = ["UserError", "expected_failure", "naming_file", "short_value"]
 
 
 class UserError(Exception):
@@ -57,7 +60,8 @@ def expected_failure(exc: BaseException) -> str | None:
     for module, cls in _INPUT_ERRORS:
         loaded = sys.modules.get(module)
         if loaded is not None and isinstance(exc, getattr(loaded, cls, ())):
-            return f"{name}: {exc}"
+            text = " ".join(str(exc).split())
+            return f"{name}: {text if len(text) <= 300 else text[:297] + '...'}"
     if isinstance(exc, ValueError) and type(exc).__name__ in ("JSONDecodeError", "TOMLDecodeError"):
         return f"not valid {'JSON' if name == 'JSONDecodeError' else 'TOML'}: {exc}"
     return None
@@ -76,3 +80,37 @@ def _validation(exc: BaseException) -> str:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def short_value(value: object, most: int = 60) -> str:
+    """``repr(value)`` cut to ``most`` characters: an error echoes a hostile value by a short prefix, never whole."""
+    text = repr(value) if not isinstance(value, str) or len(value) <= most * 4 else repr(value[: most * 4])
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+@contextlib.contextmanager
+def naming_file(path: str | os.PathLike[str], doing: str) -> Iterator[None]:
+    """Name ``path`` in any input or environment failure raised inside the block.
+
+    A full disk (``OSError`` without a file name) or a damaged parquet part
+    (polars' ``ComputeError``) otherwise reaches the user without the file
+    it concerns. Inside the block such a failure becomes a ``UserError``
+    ``"<path>: <doing>: <what failed>"``; a ``UserError`` and a bug (anything
+    ``expected_failure`` does not know) pass unchanged.
+
+    Args:
+        path: the file or folder being read or written.
+        doing: what was being done to it (``"writing run part"``, ``"reading rows"``).
+    """
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as exc:
+        message = expected_failure(exc)
+        if message is None:
+            raise
+        where = os.fspath(path)
+        # An OSError that names its own file says it first; the block's file is said in front.
+        message = message.removeprefix(f"{getattr(exc, 'filename', None)}: ") if isinstance(exc, OSError) else message
+        raise UserError(f"{where}: {doing}: {message[:300]}") from exc
