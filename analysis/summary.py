@@ -259,20 +259,24 @@ def _kind_order(kinds: Sequence[str]) -> list[str]:
 def per_user(rows: pl.DataFrame, metric: str) -> dict[str, dict[str, Any]]:
     """One system's accuracy per user, whole and by halves of that user's own questions.
 
-    A user's halves split at the median ``q_index`` of their scored questions,
-    so a heavy user cannot hide another's decline. Answer-judge columns get a
-    mean per user too. NaN scores are left out; a user with none scored gets nulls.
+    A user's halves are the tables' (``memsim.analysis.stats.user_halves``: the
+    user's questions, scored or not, split at their median ``q_index``), so a
+    heavy user cannot hide another's decline. Answer-judge columns get a mean
+    per user too. NaN scores are left out; a user with none scored gets nulls.
     """
+    from memsim.analysis.stats import user_halves
+
     out: dict[str, dict[str, Any]] = {}
     answer_cols = [c for c in rows.columns if c.startswith("answer_") and rows[c].dtype.is_numeric()]
+    if rows.height:
+        rows = rows.join(user_halves(rows).select("question_id", "half"), on="question_id", how="left")
     # One pass splits the rows by user (a filter per user would read every row once per user).
     for (user,), part in rows.partition_by("user_id", maintain_order=True, as_dict=True).items():
         part = part.sort("q_index")
         x = part[metric].cast(pl.Float64).fill_null(math.nan).to_numpy()
-        q = part["q_index"].to_numpy()
         ok = ~np.isnan(x)
-        x, q = x[ok], q[ok]
-        second = q >= np.median(q) if q.size else np.zeros(0, dtype=bool)
+        second = (part["half"].to_numpy() == 1)[ok]
+        x = x[ok]
         first_mean = float(x[~second].mean()) if (~second).any() else None
         second_mean = float(x[second].mean()) if second.any() else None
         entry: dict[str, Any] = {
