@@ -21,6 +21,7 @@ so tests can check a figure's panels and legend in the SVG itself.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -65,10 +66,21 @@ PALETTE = (
 """Ten colours that stay apart on screen and in print (matplotlib's tab10, reordered so neighbours contrast)."""
 
 # Line styles by role; the n-th pass through the palette adds dots so a style never repeats with a colour.
-_ROLE_DASH = {"system": (), "twin": (5.0, 2.0), "placebo": (1.0, 1.5)}
+_ROLE_DASH = {"system": (), "twin": (5.0, 2.0), "placebo": (1.0, 1.5), "always_false": (3.0, 1.0, 1.0, 1.0),
+              "always_true": (6.0, 1.5, 1.0, 1.5)}
+_OTHER_ARM_DASH = (2.0, 2.0)
+"""The line of an arm of a role not named above (a future arm still gets a line of its own, never a KeyError)."""
 _MAX_COLS = 3
 _PANEL_W = 3.9
 _PANEL_H = 2.9
+BURN_IN = 10
+"""Scored questions a system's curve needs before it is drawn: a mean of the first one or two questions is 0 or
+100% and would start every curve with a vertical spike."""
+
+
+def _preferred(name: str) -> int:
+    """A system's own palette slot, from its name alone (the same in every run and report)."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "big") % len(PALETTE)
 
 
 def system_styles(
@@ -76,26 +88,32 @@ def system_styles(
 ) -> dict[str, dict[str, Any]]:
     """Colour and line style of every label, each colour+style pair used once.
 
-    Systems take the palette's colours in order; twins and placebos take
-    their system's colour (so the pair reads as one family) with a dashed or
-    dotted line. Past ten systems the palette repeats with a dash-dot
-    pattern that grows with each pass. ``arms``: every label's ``(system, arm)``
-    (``memsim.analysis.load.label_arms`` of the run); default: from the labels alone.
+    A system's colour follows from its name alone (``_preferred``), so it
+    keeps its colour in every figure of every report. Two systems of one
+    run whose names give the same colour are told apart by the line: the
+    first in name order is solid, the next adds a dash-dot pattern, and so
+    on (the set of systems decides, never their order in the run). Twins,
+    placebos and the constant arms take their system's colour (so the
+    family reads as one) with a dashed or dotted line of their role.
+    ``arms``: every label's ``(system, arm)`` (``memsim.analysis.load.label_arms``
+    of the run); default: from the labels alone.
 
     Returns:
         label -> keyword arguments for ``Axes.plot`` (``color``, ``linestyle``).
     """
     labels = list(dict.fromkeys(labels))
     arms = arms if arms is not None else label_arms(labels)
-    bases = [lab for lab in labels if arms[lab][1] == "system"]
-    index = {b: i for i, b in enumerate(bases)}
+    passes: dict[str, int] = {}
+    taken: dict[int, int] = {}
+    for base in sorted({arms[lab][0] for lab in labels}):
+        colour = _preferred(base)
+        passes[base] = taken.get(colour, 0)
+        taken[colour] = passes[base] + 1
     out: dict[str, dict[str, Any]] = {}
     for label in labels:
         base, role = arms[label]
-        i = index.get(base, len(index))
-        colour = PALETTE[i % len(PALETTE)]
-        dash = _ROLE_DASH[role] + (1.0, 2.0, 6.0, 2.0) * (i // len(PALETTE))
-        out[label] = {"color": colour, "linestyle": (0, dash) if dash else "solid"}
+        dash = _ROLE_DASH.get(role, _OTHER_ARM_DASH) + (1.0, 2.0, 6.0, 2.0) * passes[base]
+        out[label] = {"color": PALETTE[_preferred(base)], "linestyle": (0, dash) if dash else "solid"}
     return out
 
 
@@ -241,7 +259,9 @@ def accuracy_figure(
     fading: float | None = None,
     styles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
-    """Windowed, cumulative and fading-factor accuracy per system (three panels).
+    """Windowed, cumulative and fading-factor means of ``metric`` per system (three panels).
+
+    Each curve starts at its system's ``BURN_IN``-th scored question.
 
     Args:
         curves: output of ``memsim.analysis.curves.accuracy_curves``.
@@ -267,6 +287,8 @@ def accuracy_figure(
         for ax, (col, title) in zip(axes, panels):
             for system in systems:
                 part = curves.filter(pl.col("system") == system)
+                if "n" in part.columns:  # from the BURN_IN-th question on: no spike from a mean of one question
+                    part = part.filter(pl.col("n") >= BURN_IN)
                 ax.plot(part[x].to_numpy(), 100 * part[col].to_numpy(), lw=1.4, gid=series.gid(), **styles[system])
             ax.set_title(title)
             ax.set_xlabel(_X_LABELS.get(x, x))
