@@ -173,12 +173,12 @@ def test_a_fifo_given_as_an_input_file_is_refused_when_parsed(tmp_path: Path, ar
     fifo = tmp_path / "data.json"
     os.mkfifo(fifo)  # no writer: reading it would wait forever
     line = _usage_error([str(fifo) if a == "@FIFO@" else a for a in argv])
-    assert "is a FIFO (named pipe), expected a" in line
+    assert "is a FIFO (named pipe), not a regular file; expected a" in line
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_dev_zero_as_locomo_data_is_refused_before_reading() -> None:
-    assert "is a device, expected a data file" in _usage_error(["static", "locomo", "--data", "/dev/zero"])
+    assert "is a device, not a regular file; expected a data file" in _usage_error(["static", "locomo", "--data", "/dev/zero"])
 
 
 def test_naming_file_names_the_file_of_a_full_disk_and_a_damaged_part(tmp_path: Path) -> None:

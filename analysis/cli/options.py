@@ -129,13 +129,14 @@ def nonempty_path(text: str) -> Path:
 
 def input_path(what: str, *, folders: bool = False, path: bool = True) -> Callable[[str], Any]:
     """An argparse ``type`` for an input: not empty, and when it names something that exists, a regular file
-    (or a folder, with ``folders``), so that a FIFO or a device is refused before anything opens it.
+    or a folder, so that a FIFO, a socket or a device is refused before anything opens it.
 
-    A name that does not exist passes (the command says what it expected; ``--data`` may be a dataset name).
+    A name that does not exist passes, and so does a folder: the command says what it expected there
+    (``--data`` may be a dataset name, ``--judge-check-from`` a folder).
 
     Args:
         what: what the input is, as the error names it.
-        folders: a folder is accepted too.
+        folders: a folder is what the command may take (documentation only: folders always pass here).
         path: give a ``Path`` (else the text as given).
     """
     import stat
@@ -147,10 +148,11 @@ def input_path(what: str, *, folders: bool = False, path: bool = True) -> Callab
             mode = os.stat(text).st_mode
         except (OSError, ValueError):  # absent, or a name no file can have: the command's own message says so
             return Path(text) if path else text
-        if not (stat.S_ISREG(mode) or (folders and stat.S_ISDIR(mode))):
-            kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
-            raise argparse.ArgumentTypeError(f"{_echo(text)} is {kind}, expected a {what} (a regular file)")
+        # A folder is left to the command, which says what it expected there; what blocks or never ends is not.
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
+                    or stat.S_ISBLK(mode) else "a socket")
+            raise argparse.ArgumentTypeError(f"{_echo(text)} is {kind}, not a regular file; expected a {what}")
         return Path(text) if path else text
 
     parse.__name__ = what
