@@ -38,12 +38,18 @@ Who the user is (``group``):
   several questions. The instances that pass the filters are dealt out in
   file order, round robin, to ``users`` users (default: as many as give each
   ``instances_per_user``; the remainder is left out and counted as
-  ``ungrouped``). A user's instances share one calendar: instance ``j`` of a
-  user is shifted by whole days so that its question falls
-  ``j * spacing_days`` after the user's first question, so each haystack
-  keeps its own order and time of day, haystacks of one user interleave, and
-  each question is asked at its (shifted) date; turns carry the shifted date
-  in the file's format. Ids are per user, as in ``instance`` mode; a session
+  ``ungrouped``). A user's instances share one calendar. With
+  ``calendar = "shifted"`` (default) instance ``j`` of a user is shifted by
+  whole days so that its question falls ``j * spacing_days`` after the
+  user's first question, so each haystack keeps its own order and time of
+  day, haystacks of one user interleave, and each question is asked at its
+  (shifted) date; turns carry the shifted date in the file's format. Dates
+  written inside the text ("on March 3rd": 219 user turns of the oracle
+  file) are not shifted, so they disagree with that calendar. With
+  ``calendar = "published"`` nothing is shifted: every session and question
+  keeps the file's own date, so the text agrees with the calendar as in the
+  benchmark, and a user's questions fall wherever their instances' dates
+  put them. Ids are per user, as in ``instance`` mode; a session
   that two of a user's instances list is ingested once (at the first
   instance's date) when its turns are the same, and as two sessions when
   they differ (the second copy's id ends in ``~<j>``).
@@ -143,6 +149,9 @@ class LongMemEvalStreamConfig(LongMemEvalFileArgs):
     user_only: bool = Field(True, description="ingest only user turns (the official retrieval corpus)")
     users: int | None = Field(None, ge=1, description="group users: how many users (default: as many as the instances fill)")
     instances_per_user: int = Field(7, ge=1, description="group users: instances (questions) dealt to each user")
+    calendar: Literal["shifted", "published"] = Field(
+        "shifted", description="group users: shift each instance so that a user's questions are spacing_days apart "
+        "(dates written in the text are not shifted), or keep every published date (the text agrees with the calendar)")
     spacing_days: float = Field(7.0, gt=0, description="group users: days between a user's successive questions")
     reask_rate: float = Field(0.0, ge=0, le=1, description="group users: chance a question is asked again later")
     paraphrase_rate: float = Field(0.5, ge=0, le=1, description="group users: chance a re-ask is reworded")
@@ -154,12 +163,14 @@ class LongMemEvalStreamConfig(LongMemEvalFileArgs):
         if self.reask_min_days >= self.reask_max_days:
             raise ValueError(f"reask_min_days ({self.reask_min_days}) must be below reask_max_days ({self.reask_max_days})")
         grouping = [k for k in _GROUPING if getattr(self, k) != type(self).model_fields[k].default]
-        if self.group != "users" and {"users", "reask_rate"} & set(grouping):
+        if self.group != "users" and {"users", "reask_rate", "calendar"} & set(grouping):
             raise ValueError(f"{', '.join(grouping)} need group = \"users\" (group is {self.group!r})")
+        if self.calendar == "published" and "spacing_days" in grouping:
+            raise ValueError("spacing_days needs calendar = \"shifted\": the published calendar keeps every date")
         return self
 
 
-_GROUPING = ("users", "instances_per_user", "spacing_days", "reask_rate", "paraphrase_rate", "reask_min_days",
+_GROUPING = ("users", "instances_per_user", "calendar", "spacing_days", "reask_rate", "paraphrase_rate", "reask_min_days",
              "reask_max_days")
 """The options of ``group = "users"`` (left out of the spec while at their defaults)."""
 
@@ -280,7 +291,8 @@ class LongMemEvalStreamScenario(FileScenario):
             kept: dict[str, tuple[str, tuple[str, ...]]] = {}  # opaque session id -> (session id used, turn texts)
             for j, (inst, gold) in enumerate(mine):
                 # Whole days, so that each haystack keeps its time of day and its order.
-                shift = _DAY * round((anchor + j * timedelta(days=cfg.spacing_days) - inst.question_date) / _DAY)
+                shift = (timedelta(0) if cfg.calendar == "published" else
+                         _DAY * round((anchor + j * timedelta(days=cfg.spacing_days) - inst.question_date) / _DAY))
                 own: dict[str, str] = {}  # this instance's opaque session id -> the session id of its copy
                 at: dict[str, datetime] = {}
                 for session, turns in zip(inst.sessions, self._turns(inst), strict=True):
@@ -309,13 +321,14 @@ class LongMemEvalStreamScenario(FileScenario):
                         text=paraphrase(first.text, template) if reword else first.text, reask_of=first.question_id,
                     ))
                     counts["reasks"] += 1
-        return events, {"users": n_users, "instances_per_user": cfg.instances_per_user}
+        return events, {"users": n_users, "instances_per_user": cfg.instances_per_user, "calendar": cfg.calendar}
 
     def _shifted(self, session: LmeSession, turns: list[Turn], user: str, name: str, shift: timedelta,
                  at: dict[str, datetime]) -> Session:
         """One user's copy ``name`` of a haystack session, ``shift`` later, its turns dated in the file's format."""
         when = session.date + shift
-        meta = {"date_text": when.strftime(_DATE_FORMAT)}
+        # Unshifted, the file's own date text stays as written.
+        meta = {"date_text": when.strftime(_DATE_FORMAT) if shift else session.date_text}
         renamed = tuple(
             replace(t, turn_id=f"{name}_{t.turn_id.rpartition('_')[2]}", user_id=user, session_id=name,
                     created_at=when, metadata=meta)

@@ -206,7 +206,9 @@ class LoadWarnings:
     non-answer session), ``answer_session_not_in_haystack``,
     ``has_answer_outside_answer_session`` (ignored for gold, as officially),
     ``session_after_question`` (a session dated after the question; it is
-    still ingested and retrievable, as officially).
+    still ingested and retrievable, as officially), ``repeated_session`` (a
+    non-answer session listed again with the same turns; the first listing
+    is kept).
     """
 
     counts: Counter[str] = field(default_factory=Counter)
@@ -334,13 +336,18 @@ def instance_from_json(
             raise _bad(source, qid, f"answer_session_ids[{i}]", f"expected str, got {type(a).__name__}")
     answer_set = set(answer_ids)
     sessions: list[LmeSession] = []
-    seen: set[str] = set()
+    seen: dict[str, Any] = {}
     for si, (sid, date_text, raw) in enumerate(zip(sids, dates, raw_sessions)):
         if not isinstance(sid, str) or not sid:
             raise _bad(source, qid, f"haystack_session_ids[{si}]", "expected a non-empty string")
         if sid in seen:
-            raise _bad(source, qid, f"haystack_session_ids[{si}]", f"session id {sid!r} appears twice")
-        seen.add(sid)
+            # The S file lists a few filler sessions twice, word for word, at two dates (13 of its 500
+            # instances): the first listing is kept. A second listing with other turns is an error.
+            if raw != seen[sid] or sid in answer_set:
+                raise _bad(source, qid, f"haystack_session_ids[{si}]", f"session id {sid!r} appears twice")
+            warn.add("repeated_session", f"{qid}: {sid} (again at {date_text})")
+            continue
+        seen[sid] = raw
         if not isinstance(date_text, str):
             raise _bad(source, qid, f"haystack_dates[{si}]", f"expected str, got {type(date_text).__name__}")
         try:
