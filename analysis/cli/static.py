@@ -137,7 +137,9 @@ def static_main(args: argparse.Namespace) -> int:
             report=not args.no_report,
         )
     except UserError:
-        print(f"stopped; every finished episode is in {out} (rerun the same command to resume)")
+        if any(Path(out, part).exists() for part in ("parts", "probes.parquet")):
+            # Only where episodes were written: a dry run, or an error before the first episode, leaves no folder.
+            print(f"stopped; every finished episode is in {out} (rerun the same command to resume)")
         raise
     print_static(outcome, kind_names=planned.kind_names)
     if not args.no_report:
