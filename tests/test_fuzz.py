@@ -290,3 +290,160 @@ def test_a_pydantic_error_is_one_line_without_links() -> None:
     message = expected_failure(err.value)
     assert message is not None and message.startswith("invalid M.seed:") and "http" not in message
     assert expected_failure(ZeroDivisionError()) is None and expected_failure(KeyError("x")) is None
+
+
+# --- world files and whole configs, generated -----------------------------------------------------------
+
+
+_WORLD_CONFIG = """[scenario]
+name = "persona"
+users = 2
+months = 1.0
+sessions_per_week = 2.0
+questions_per_week = 3.0
+deletion_rate = 20.0
+
+[run]
+seed = 4
+systems = ["bm25"]
+"""
+_WORLD: list[Any] = []
+
+
+def _world() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and event rows of a small valid world, made once per session."""
+    if not _WORLD:
+        from memsim.analysis.profile import config_stream
+        from memsim.scenarios.world_file import write_world
+
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = Path(tmp) / "c.toml"
+            cfg.write_text(_WORLD_CONFIG, encoding="utf-8")
+            _, stream, seed = config_stream(cfg)
+            path = Path(tmp) / "w.jsonl"
+            write_world(path, stream, source={"name": "persona", "seed": seed})
+            lines = path.read_text(encoding="utf-8").splitlines()
+        _WORLD.append((json.loads(lines[0]), [json.loads(line) for line in lines[1:]]))
+    return copy.deepcopy(_WORLD[0])
+
+
+_JSON_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=False),
+                        st.text(max_size=12), st.lists(st.integers(), max_size=2),
+                        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+_ANY_TEXT = st.text(alphabet=st.characters(codec=None, categories=["L", "N", "Zs", "P", "Cs"]), max_size=40)
+
+
+def _leaves(row: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Paths to every field of an event row and of its turns (the ``type`` aside)."""
+    out: list[tuple[Any, ...]] = [(k,) for k in row if k != "type"]
+    for i, turn in enumerate(row.get("turns") or ()):
+        out += [("turns", i, k) for k in turn]
+    return out
+
+
+@st.composite
+def lying_world(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A world changed by one or two drawn edits (most make it lie; some leave it valid)."""
+    header, rows = _world()
+    for _ in range(draw(st.integers(1, 2))):
+        kind = draw(st.sampled_from(["value", "missing", "text", "id", "swap", "duplicate", "time", "header"]))
+        i = draw(st.integers(0, len(rows) - 1))
+        path = draw(st.sampled_from(_leaves(rows[i])))
+        node = rows[i]
+        for key in path[:-1]:
+            node = node[key]
+        ids = [t["turn_id"] for r in rows for t in r.get("turns") or ()] + ["nope", ""]
+        if kind == "value":
+            node[path[-1]] = draw(_JSON_VALUE)
+        elif kind == "missing":
+            del node[path[-1]]
+        elif kind == "text":
+            node[path[-1]] = draw(_ANY_TEXT)
+        elif kind == "id":
+            key = draw(st.sampled_from([k for k in ("evidence", "superseded", "turn_ids", "user_id", "reask_of")
+                                        if k in rows[i]] or ["user_id"]))
+            rows[i][key] = [draw(st.sampled_from(ids))] if key in ("evidence", "superseded", "turn_ids") else (
+                draw(st.sampled_from(["u00", "u01", "nobody", ids[0]])))
+        elif kind == "swap":
+            j = draw(st.integers(0, len(rows) - 1))
+            rows[i], rows[j] = rows[j], rows[i]
+        elif kind == "duplicate":
+            rows.insert(i, copy.deepcopy(rows[i]))
+        elif kind == "time":
+            year = draw(st.integers(1, 9999))
+            zone = draw(st.sampled_from(["+00:00", "", "Z"]))
+            rows[i]["time"] = f"{year:04d}-01-0{draw(st.integers(1, 9))}T00:00:00{zone}"
+        else:
+            key = draw(st.sampled_from(["start", "end", "totals", "source", "sha256", "format"]))
+            header[key] = draw(_JSON_VALUE)
+    return header, rows
+
+
+@settings(FUZZ, max_examples=60)
+@given(lying_world())
+def test_world_files_are_refused_with_one_line_or_read_true(world: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    """A generated world (with a correct hash of its body) reads only when it tells the truth."""
+    import hashlib
+
+    from memsim.scenarios.world_file import read_world
+    from memsim.sim.events import Deletion, Question, Session
+
+    header, rows = world
+    body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+    if isinstance(header, dict) and header.get("sha256") is not None and isinstance(header.get("sha256"), str):
+        header = {**header, "sha256": hashlib.sha256(body).hexdigest()}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "w.jsonl"
+        path.write_bytes((json.dumps(header) + "\n").encode() + body)
+        try:
+            _, stream = read_world(path)
+        except UserError as exc:
+            message = str(exc)
+            assert "\n" not in message and str(path) in message and len(message) < 2_000, message
+            cfg = Path(tmp) / "c.toml"
+            cfg.write_text(f'[scenario]\nname = "world"\ndata = "{path}"\n', encoding="utf-8")
+            assert str(path) in _one_line_error(["scenario", "stats", str(cfg)])
+            return
+    # Read: then it is true to itself (ordered; each reference to a turn said earlier by the same user).
+    said: dict[str, tuple[str, Any]] = {}
+    last = None
+    for e in stream.events:
+        assert last is None or e.time >= last
+        last = e.time
+        if isinstance(e, Session):
+            said.update({t.turn_id: (e.user_id, t.created_at) for t in e.turns})
+        refs = (e.evidence + e.superseded) if isinstance(e, Question) else e.turn_ids if isinstance(e, Deletion) else ()
+        for tid in refs:
+            assert said[tid][0] == e.user_id and said[tid][1] <= e.time
+
+
+_CONFIG_VALUE = st.one_of(st.integers(-5, 5), st.integers(-2**70, 2**70), st.floats(-1e6, 1e6),
+                          st.sampled_from([0, 0.5, 1, 2, 1000, 10**9, math.inf, math.nan, "", "x", True]))
+_SCENARIO_KEYS = _NUMERIC + ["change_rate", "reask_rate", "topic_skew"]
+_RUN_KEYS = ["seed", "k", "feedback_delay_hours", "maintenance_every_hours", "n_boot"]
+
+
+@settings(FUZZ, max_examples=40)
+@given(st.dictionaries(st.sampled_from(_SCENARIO_KEYS), _CONFIG_VALUE, max_size=3),
+       st.dictionaries(st.sampled_from(_RUN_KEYS), _CONFIG_VALUE, max_size=2))
+def test_generated_configs_are_refused_with_one_line_or_within_bounds(scenario: dict[str, Any], run: dict[str, Any]) -> None:
+    """A whole config of drawn values: a one-line error naming the file and key, or a spec within the bounds."""
+    from memsim.analysis.pipeline import spec_from_config
+    from memsim.scenarios.config import load_config
+
+    text = '[scenario]\nname = "persona"\n' + "".join(f"{k} = {_toml(v)}\n" for k, v in scenario.items())
+    text += '\n[run]\nsystems = ["bm25"]\n' + "".join(f"{k} = {_toml(v)}\n" for k, v in run.items())
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "c.toml"
+        cfg.write_text(text, encoding="utf-8")
+        try:
+            spec = spec_from_config(load_config(cfg))
+        except UserError as exc:
+            message = str(exc)
+            assert "\n" not in message and str(cfg) in message and len(message) < 2_000, message
+            assert any(k in message for k in [*scenario, *run]), message
+            return
+    args = spec.scenario.args
+    assert 0 <= float(args.get("users", 1)) <= 100_000 and 0 <= float(args.get("months", 1)) <= 240
+    assert all(math.isfinite(float(v)) for v in args.values() if isinstance(v, (int, float)))
+    assert 1 <= spec.k <= 10_000 and spec.seed >= 0
