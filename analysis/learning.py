@@ -64,7 +64,8 @@ from memsim.sim.core.table import text_table
 
 __all__ = [
     "MIN_USERS", "ROLES", "ROLE_NAMES", "CONTRASTS", "ARM_PAIRS", "STALE", "Pair", "compare", "paired_rows",
-    "unit_column", "unit_sums", "contrast_design", "mde_rng", "family_arms", "design_unit", "learning_table",
+    "unit_column", "unit_sums", "contrast_design", "mde_rng", "family_arms", "design_unit", "best_reference",
+    "learning_table",
     "user_halves", "gain_curve", "gain_curve_band", "format_learning", "format_diff", "format_p", "contrast_rows",
     "contrast_headers", "arm_rows", "arm_headers", "learning_notes", "learning_header",
 ]
@@ -363,14 +364,42 @@ def _contrast(pair: Pair, minus: str, reference: str) -> dict[str, Any]:
 
 def _best_arm(pairs: Mapping[str, Pair | None], half: int) -> str | None:
     """The role whose arm scores highest in ``half``: the smallest ``system - arm`` (ties: ``ROLES`` order)."""
+    return _lowest({role: (None if p is None else (p.first if half == 0 else p.second)) for role, p in pairs.items()})
+
+
+def _lowest(values: Mapping[str, float | None]) -> str | None:
     best: tuple[float, str] | None = None
-    for role, pair in pairs.items():
-        value = None if pair is None else (pair.first if half == 0 else pair.second)
+    for role in ROLES:
+        value = values.get(role)
         if value is None or math.isnan(value):
             continue
         if best is None or value < best[0]:
             best = (value, role)
     return None if best is None else best[1]
+
+
+def best_reference(
+    probes: pl.DataFrame, *, metric: str, system: str, arms: Mapping[str, str], half: int, unit: str | None = None,
+    balance_kinds: bool = False,
+) -> str | None:
+    """The label of the arm the headline compares ``system`` with in ``half`` (``learning_table``'s choice).
+
+    ``arms``: role -> label of the system's content-ignoring arms. The same
+    estimates as the table's (the question-weighted mean of ``system - arm``
+    on the paired questions of that half), so the choice is the same.
+    """
+    scored = probes.filter(pl.col("error").is_null())
+    halves = user_halves(scored)
+    values: dict[str, float | None] = {}
+    for role, label in arms.items():
+        joined = paired_rows(scored, halves, metric=metric, system=system, other=label, balance_kinds=balance_kinds)
+        if joined.height == 0:
+            continue
+        sums = unit_sums(joined, unit_column(joined, unit))
+        s, n = (sums["s1"], sums["n1"]) if half == 0 else (sums["s2"], sums["n2"])
+        values[role] = FlipTest(s.to_numpy().astype(float), n.to_numpy().astype(float), (np.zeros((1, len(sums))), True)).estimate
+    role = _lowest(values)
+    return None if role is None else arms[role]
 
 
 def learning_table(
@@ -639,9 +668,9 @@ def _contrast_name(key: str, name: str, c: Mapping[str, Any]) -> str:
     r1, r2 = c.get("first_reference_arm"), c.get("second_reference_arm")
     if r1 is None and r2 is None:
         return name
-    refs = (f"reference: {ROLE_NAMES.get(r2, r2)}" if r1 == r2 or r1 is None else
-            f"reference: 1st {ROLE_NAMES.get(r1, r1)}, 2nd {ROLE_NAMES.get(r2, r2)}")
-    return f"learning from feedback = system - best content-ignoring arm ({refs})"
+    refs = (ROLE_NAMES.get(r2, r2) if r1 == r2 or r1 is None else
+            f"1st {ROLE_NAMES.get(r1, r1)}, 2nd {ROLE_NAMES.get(r2, r2)}")
+    return f"learning from feedback (system - best arm: {refs})"
 
 
 def contrast_rows(table: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
@@ -735,8 +764,8 @@ def learning_notes(
         "placebo: the system's own bits permuted within user and week, the same calls and dose; always False / "
         "always True: the same calls, a constant bit), the arm chosen per half as the one with the highest "
         f"{metric} there (named in the row): a system that noise harms cannot show learning unless it beats every "
-        "such arm. Choosing the highest by its point estimate makes the headline conservative (it is biased "
-        "towards 0 and below; its p and interval are those of the chosen pair)",
+        "such arm. Choosing the highest by its point estimate makes the headline conservative (with arms that "
+        "differ by chance it leans below 0; its p and interval are those of the chosen pair)",
         "system - placebo / - always False / - always True: against one arm; effect of feedback calls = placebo - "
         "twin: what being told anything did; effect of use = system - twin: both together",
     ]

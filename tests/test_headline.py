@@ -75,7 +75,7 @@ def test_a_learner_harmed_by_noise_shows_no_learning_unless_it_beats_every_arm()
     assert set(c) == {"learning_from_feedback", "system_vs_placebo", "effect_of_feedback_calls", "effect_of_use",
                       "system_vs_always_false", "system_vs_always_true"}
     text = format_learning(_table(df), metric="m", control=None)
-    assert "learning from feedback = system - best content-ignoring arm (reference: 1st twin, 2nd always False)" in text
+    assert "learning from feedback (system - best arm: 1st twin, 2nd always False)" in text
     assert "conservative" in text
 
 
