@@ -71,6 +71,23 @@ class LifeConfig(BaseModel):
     deletion_rate: Annotated[float, bounded(1_000)] = Field(0.15, ge=0, description="forget requests per user per month")
     start: datetime = Field(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc), description="simulated time zero")
 
+    @field_validator("event_rate")
+    @classmethod
+    def _one_event_a_day(cls, v: float) -> float:
+        # Events fall on whole days, one of a kind per person per day: a life cannot hold more.
+        per_day = sum(W.EVENT_RATES.values()) * v / 30.0
+        if per_day > 1.0:
+            raise ValueError(f"{v:g} asks for {per_day:.2f} life events a day per user; a life holds at most one a day "
+                             f"(event_rate at most {30.0 / sum(W.EVENT_RATES.values()):.2f})")
+        return v
+
+    @field_validator("deletion_rate")
+    @classmethod
+    def _one_deletion_a_day(cls, v: float) -> float:
+        if v / 30.0 > 1.0:
+            raise ValueError(f"{v:g} forget requests a month is more than one a day (at most 30)")
+        return v
+
     @field_validator("start")
     @classmethod
     def _aware(cls, v: datetime) -> datetime:

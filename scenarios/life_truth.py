@@ -146,7 +146,15 @@ EVENT_RATES: Mapping[str, float] = {
     "relationship": 0.10, "breakup": 0.02, "habit": 0.10, "diet": 0.06, "music": 0.10, "cuisine": 0.10,
     "partner_job": 0.15, "relative_move": 0.15,
 }
-"""Events per user per month (``relative_move`` per relative) before the ``event_rate`` multiplier."""
+"""Events per user per month (``relative_move`` per relative) before the ``event_rate`` multiplier.
+
+These are the rates of a cohort in a year of change, raised above population
+rates on purpose so that six months hold the changes a memory must keep up
+with; ``docs/concepts/world.md`` gives each one beside its population
+reference and source."""
+
+_SETTLING: Mapping[str, float] = {"move": 60.0, "job": 60.0, "relative_move": 60.0, "partner_job": 60.0}
+"""Days after a move or a job change before the same person moves or changes jobs again."""
 
 ABSTAIN = "not mentioned"
 """Gold answer of a question about something the user never told (scored as ``excluded="abstention"``)."""
@@ -263,6 +271,8 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
     # Two events of one kind for one person on one day would leave that day's value undecided: keep the first.
     draws = sorted(set(draws))
     busy_until = -1.0  # the day the last trip ends: trips never overlap
+    # Who has just moved or changed jobs rarely does it again within two months (a settling-in period).
+    settled: dict[tuple[str, str], float] = {}
     had: dict[str, list[str]] = {"trips": [], "illnesses": [], "purchases": []}
     events: list[dict[str, Any]] = []
 
@@ -273,6 +283,10 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
     taken_names = {v["name"] for v in people.values()}
     for day, kind, who in draws:
         partner = state["partner"]
+        if kind in _SETTLING:
+            if day < settled.get((kind, who), -1.0):
+                continue
+            settled[(kind, who)] = day + _SETTLING[kind]
         if kind == "move":
             # Most moves stay in the region (same time zone); the user's waking hours stay those of their first city.
             near = [c for c in CITIES if UTC_OFFSETS[c] == UTC_OFFSETS[state["city"]] and c != state["city"]]

@@ -142,6 +142,10 @@ def test_deleted_turns_leave_later_gold():
     ({"sessions_per_week": 0}, "sessions_per_week"),
     ({"users": 0}, "users"),
     ({"colour": "blue"}, "colour"),
+    ({"event_rate": 20}, "event_rate"),  # more life events than days
+    ({"deletion_rate": 45}, "deletion_rate"),  # more forget requests than days
+    ({"distractor_rate": 1.5}, "distractor_rate"),  # a rate outside [0, 1]
+    ({"fact_share": -0.1}, "fact_share"),
 ])
 def test_bad_arguments_are_one_line_user_errors(args, key, tmp_path: Path):
     with pytest.raises(UserError, match=key) as err:
@@ -186,3 +190,41 @@ def test_absurd_sizes_are_refused_up_front() -> None:
     for key, value in (("users", 10**9), ("turns_per_session", 10**8), ("months", float("inf"))):
         with pytest.raises(UserError, match=key):
             LifeScenario.from_args({key: value}, source="life.toml")
+
+
+def test_impossible_life_is_exit_code_2_naming_the_key(tmp_path: Path, capsys) -> None:
+    from memsim.analysis.cli import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[scenario]\nname = "life"\nevent_rate = 20\n', encoding="utf-8")
+    assert main(["scenario", "check", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "event_rate" in err and "a day" in err and "\n" not in err
+
+
+def test_lives_are_plausible(stream):
+    from datetime import timedelta
+
+    from memsim.scenarios.life_truth import FEMALE_NAMES, MALE_NAMES
+
+    offsets = stream.meta["utc_offsets"]
+    for uid, user in stream.meta["truth"].items():
+        trips = sorted((e["day"], e["day"] + e["details"]["nights"]) for e in user["events"] if e["type"] == "trip")
+        assert all(a_end < b_start for (_, a_end), (b_start, _) in zip(trips, trips[1:])), trips
+        assert sum(e["type"] == "move" for e in user["events"]) <= 3
+        for p in user["people"].values():
+            if p["relation"] in ("sister", "mother", "daughter"):
+                assert p["name"] not in MALE_NAMES, p
+            if p["relation"] in ("brother", "father", "son"):
+                assert p["name"] not in FEMALE_NAMES, p
+    for e in stream.events:
+        if isinstance(e, (Session, Question)):
+            local = e.time + timedelta(hours=offsets[e.user_id])
+            assert 7 <= local.hour < 23, (e.user_id, local)
+        if isinstance(e, Session):
+            first = e.turns[0].text
+            hour = (e.time + timedelta(hours=offsets[e.user_id])).hour
+            if first.startswith("Morning!"):
+                assert hour < 12
+            if first.startswith("Evening."):
+                assert hour >= 18
