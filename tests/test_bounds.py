@@ -200,3 +200,14 @@ def test_naming_file_names_the_file_of_a_full_disk_and_a_damaged_part(tmp_path: 
     with pytest.raises(KeyError):  # a bug keeps its own type (and its traceback)
         with naming_file(part, "reading rows"):
             raise KeyError("bug")
+
+
+def test_every_command_has_help() -> None:
+    """Help texts come from field descriptions; one that says "5%" must not break --help (argparse formats with %)."""
+    from memsim.analysis.cli import COMMANDS
+
+    for name, _, _ in COMMANDS:
+        argv = [name, "locomo", "--help"] if name == "static" else [name, "--help"]
+        with contextlib.redirect_stdout(io.StringIO()) as out, pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0 and "usage: memsim" in out.getvalue(), name

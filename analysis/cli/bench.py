@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memsim.analysis.cli.options import float_in, int_in
+from memsim.analysis.cli.options import float_in, int_in, nonempty_path
 
 __all__ = ["bench_arguments", "bench_main"]
 
@@ -55,7 +55,7 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", action="append", default=[], help="limit the demo to these systems (repeatable)")
     p.add_argument("--config", default=None, help="scenario config (default: the demo's, scenarios/configs/demo.toml)")
     p.add_argument("--quick", action="store_true", help="the quick size (scenarios/configs/life_quick.toml)")
-    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--json", type=nonempty_path, default=None, metavar="FILE", help="also write the figures as JSON")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -158,8 +158,8 @@ def _add_locomo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", default="naive", help="memory system: name or name:key=value,... (default naive)")
     p.add_argument("-k", type=int_in("k"), default=30, help="headline cut-off (default 30)")
     p.add_argument("--limit-conversations", type=int_in("limit_conversations"), default=None, metavar="N", help="only the first N conversations")
-    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="also write the warm run's folder")
+    p.add_argument("--json", type=nonempty_path, default=None, metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--out", type=nonempty_path, default=None, metavar="DIR", help="also write the warm run's folder")
 
 
 def _locomo(args: argparse.Namespace) -> int:

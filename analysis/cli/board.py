@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from memsim.analysis.cli.options import nonempty_path
 
 __all__ = ["board_arguments", "board_main"]
 
@@ -12,7 +13,7 @@ def board_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim board``."""
     parser.add_argument("dirs", metavar="RUN_OR_SWEEP_DIR", nargs="+", type=Path,
                         help="run folders and sweep folders (a sweep's finished cells are its runs)")
-    parser.add_argument("--out", type=Path, default=Path("runs/board"), help="output folder (default %(default)s)")
+    parser.add_argument("--out", type=nonempty_path, default=Path("runs/board"), help="output folder (default %(default)s)")
 
 
 def board_main(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from memsim.analysis.cli.options import int_in
+from memsim.analysis.cli.options import int_in, nonempty_path
 
 __all__ = ["compare_arguments", "compare_main", "default_compare_dir"]
 
@@ -25,7 +25,7 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim compare``."""
     parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+",
                         help="run folders to compare (e.g. one per seed), or one sweep folder")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=nonempty_path, default=None,
                         help="output folder (default: compare/ beside the run folders, in their common parent; "
                         "for a sweep, SWEEP_DIR/compare)")
     parser.add_argument("--window", type=int_in("window"), default=_WINDOW, help="questions in the windowed curve (default %(default)s)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from memsim.analysis.cli.options import nonempty_path
 
 __all__ = ["export_arguments", "export_main"]
 
@@ -20,7 +21,7 @@ def export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder")
     parser.add_argument("--jsonl", action="store_true", required=True,
                         help="per-question rows as JSON Lines (the one format so far)")
-    parser.add_argument("--out", type=Path, default=None, help="output file (default RUN_DIR/questions.jsonl; - for stdout)")
+    parser.add_argument("--out", type=nonempty_path, default=None, help="output file (default RUN_DIR/questions.jsonl; - for stdout)")
 
 
 def export_main(args: argparse.Namespace) -> int:

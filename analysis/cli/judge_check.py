@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from memsim.analysis.cli.options import input_path, int_in
+from memsim.analysis.cli.options import input_path, int_in, nonempty_path
 
 __all__ = ["judge_check_arguments", "judge_check_main"]
 
@@ -38,7 +38,7 @@ def judge_check_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"questions drawn per category / type / kind (default {PER_KIND})")
     parser.add_argument("--seed", type=int_in("seed"), default=0, help="seed of the draw (default 0)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write cached check results")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/judge-check-<time>)")
+    parser.add_argument("--out", type=nonempty_path, default=None, help="output folder (default runs/judge-check-<time>)")
 
 
 def _judges(args: argparse.Namespace) -> list[tuple[str, Any]]:

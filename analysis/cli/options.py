@@ -225,7 +225,9 @@ def add_answer_arguments(parser: argparse.ArgumentParser, *, default_reader: str
             extra["action"] = "store_true"
         default = default_reader if name == "reader" else field.default
         shown = "" if default in (None, False) else f" (default: {default})"
-        g.add_argument("--" + name.replace("_", "-"), dest=name, default=default, help=f"{field.description}{shown}", **extra)
+        # argparse formats help with %: a description that says "5%" must not break --help.
+        text = f"{field.description}{shown}".replace("%", "%%")
+        g.add_argument("--" + name.replace("_", "-"), dest=name, default=default, help=text, **extra)
 
 
 def add_system_argument(parser: argparse.ArgumentParser, *, default: list[str] | None, help: str) -> None:

@@ -310,8 +310,12 @@ def print_outcome(outcome: Any) -> None:
             answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
             if answers:
                 notes.append(f"answers of {name}: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
-        # A long label (http[url=...]) widens its column, never shifts the others.
-        print(text_table(["system", "stale>cur %", "items", "MB", "ret p50 ms", "ret p95 ms", "leaks"], rows))
+        # A long label (http[url=...]) widens its column, never shifts the others; past the terminal's
+        # width it wraps inside its own cell.
+        from memsim.sim.core.table import console_width, fit_table
+
+        print(fit_table(["system", "stale>cur %", "items", "MB", "ret p50 ms", "ret p95 ms", "leaks"], rows,
+                        compact=range(7), wrap=(0,), width=console_width(), what="systems"))
         for note in notes:
             print(note)
     if outcome.result.info.get("llm"):

@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from memsim.analysis.cli.options import int_in
+from memsim.analysis.cli.options import int_in, nonempty_path
 
 __all__ = ["scenario_arguments", "scenario_main"]
 
@@ -34,7 +34,7 @@ def _add_config(p: argparse.ArgumentParser) -> None:
 
 def _add_stats(p: argparse.ArgumentParser) -> None:
     _add_config(p)
-    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the profile as JSON to OUT")
+    p.add_argument("--json", type=nonempty_path, default=None, metavar="OUT", help="also write the profile as JSON to OUT")
     p.add_argument("--k", type=int_in("k"), default=10, help="cut-off of naive recall_all@k (default 10)")
 
 
@@ -59,7 +59,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _add_render(p: argparse.ArgumentParser) -> None:
     _add_config(p)
-    p.add_argument("--out", type=Path, required=True, metavar="WORLD.jsonl", help="the world file to write")
+    p.add_argument("--out", type=nonempty_path, required=True, metavar="WORLD.jsonl", help="the world file to write")
     p.add_argument("--llm", choices=("openai",), default=None,
                    help="rewrite the turns through an OpenAI-compatible endpoint (default: write the stream unchanged)")
     p.add_argument("--llm-base-url", default=None, metavar="URL", help="the endpoint (e.g. http://127.0.0.1:8080/v1)")

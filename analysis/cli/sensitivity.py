@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from memsim.analysis.cli.options import int_in
+from memsim.analysis.cli.options import int_in, nonempty_path
 
 __all__ = ["sensitivity_arguments", "sensitivity_main"]
 
@@ -26,7 +26,7 @@ def sensitivity_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", choices=("hash", "minilm"), default="hash",
                         help="hash (fast bag-of-words, default) or minilm (packaged all-MiniLM-L6-v2)")
     parser.add_argument("--n-boot", type=int_in("n_boot"), default=1000, help="bootstrap resamples per interval")
-    parser.add_argument("--out", type=Path, default=Path("analysis/figures/sensitivity.png"), help="plot file (PNG or SVG)")
+    parser.add_argument("--out", type=nonempty_path, default=Path("analysis/figures/sensitivity.png"), help="plot file (PNG or SVG)")
     parser.add_argument("--sweep-dir", type=Path, default=None,
                         help="sweep folder of the grid's runs (default runs/sensitivity-<config name>); finished cells are reused")
     from memsim.analysis.cli.sweep import add_executor_arguments

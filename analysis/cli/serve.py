@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from memsim.analysis.cli.options import add_cache_dir_argument
+from memsim.analysis.cli.options import add_cache_dir_argument, nonempty_path
 
 __all__ = ["serve_arguments", "serve_main"]
 
@@ -18,7 +18,7 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
     add_cache_dir_argument(parser)
-    parser.add_argument("--openapi", type=Path, default=None, metavar="PATH",
+    parser.add_argument("--openapi", type=nonempty_path, default=None, metavar="PATH",
                         help="write the protocol's OpenAPI document to PATH and exit")
 
 

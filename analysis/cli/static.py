@@ -42,7 +42,7 @@ def _option_flags(p: argparse.ArgumentParser, title: str, model: Any) -> None:
         plain = [a for a in get_args(kind) if a is not type(None)]
         if get_origin(kind) in (Union, types.UnionType) and len(plain) == 1:
             kind = plain[0]  # ``X | None``: the flag takes an X, absent is None
-        help_text = field.description or ""
+        help_text = (field.description or "").replace("%", "%%")  # argparse formats help with %
         if kind is bool:
             g.add_argument(flag, action=argparse.BooleanOptionalAction if default else "store_true",
                            default=default, help=help_text)

@@ -12,7 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
-from memsim.analysis.cli.options import float_in, int_in
+from memsim.analysis.cli.options import float_in, int_in, nonempty_path
 
 __all__ = ["sweep_arguments", "sweep_main", "add_executor_arguments"]
 
@@ -31,7 +31,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
 def sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim sweep``."""
     parser.add_argument("spec", type=Path, metavar="SPEC.toml", help="sweep spec, e.g. scenarios/configs/sweep_persona.toml")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=nonempty_path, default=None,
                         help="sweep folder (default runs/sweep-<name>); finished cells there are not played again")
     parser.add_argument("--dry-run", action="store_true", help="list the cells and their estimated cost; run nothing")
     parser.add_argument("--calibrate-s", type=float_in("seconds"), default=10.0,
