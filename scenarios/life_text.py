@@ -136,7 +136,7 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
                  f"Can you show me a small {lang} example to {task}?",
                  f"My {lang} script to {task} fails with {d['error']} on row {d['row']}. Any idea why?",
                  f"What's the cleanest way to {task} with {lang}? The file has {d['rows']} rows."),
-        "budget": (f"Help me split {d['money']} a month between {d['cat']} and savings.",
+        "budget": (f"I've put {d['money']} aside over the years; how should I split it between {d['cat']} and a rainy-day fund?",
                    f"I overspent on {d['cat']} by {d['small']} this month; how do I claw it back?",
                    f"Is {d['small']} a week reasonable for {d['cat']}, roughly?"),
         "training": (f"Can you put together a {d['mins']}-minute session with {d['ex']}?",
@@ -182,7 +182,7 @@ def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
                  f"{d['error']} usually means one input is empty.",
                  f"{d['error'].capitalize()} at row {d['row']} is usually bad input there. For {d['rows']} rows "
                  f"in {lang}, print that row first, then {task}."),
-        "budget": (f"Put {d['pct']}% of {d['money']} aside on payday, cap {d['cat']} at {d['small']} a week, "
+        "budget": (f"Keep {d['pct']}% of the {d['money']} untouched, cap {d['cat']} at {d['small']} a week, "
                    f"and review after {d['times']} weeks.",
                    f"Move {d['small']} from {d['cat']} into savings for {d['times']} weeks and it evens out."),
         "training": (f"Warm up for {d['times']} minutes, then {d['sets']} rounds of {d['ex']} with "
@@ -210,7 +210,7 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
                "{n} of us are eating around {mins} past seven"),
     "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
     "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
-    "budget": ("I have {money} to plan with this month", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
+    "budget": ("the {money} is all I've saved so far", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
     "training": ("I have {mins} minutes on {day}", "I train {times} times a week", "I rest {rest} seconds between sets"),
     "gift": ("the party is on {day}", "I can spend {small}", "{who} already has {gift2}"),
     "repair": ("it's been like that for {times} weeks", "I have {mins} minutes before guests arrive on {day}",
@@ -473,6 +473,14 @@ def _join(parts: Sequence[str]) -> str:
 _OPENERS = ("By the way, ", "Oh, and ", "Quick one: ", "", "", "", "Side note: ", "Anyway, ", "So, ", "Right, ")
 
 
+_COMMON_STARTS = frozenset((
+    "Can", "Could", "How", "Is", "What", "Help", "My", "Please", "Would", "Quiz", "Which", "The", "Here", "Our", "A",
+    "An", "It", "Maybe", "If", "Someday", "Everything", "Things", "Work", "Since", "Keep", "Remember", "Nothing",
+    "We", "Tell", "Try", "Budget", "Step", "Help", "Are", "Do", "Does", "Should", "Any", "Everything", "Working",
+    "As", "Feeding", "Setting", "Our", "Some", "Someone", "Let", "This", "That", "There", "Next", "Last",
+))
+
+
 def _opener(rng: random.Random) -> str:
     # Drawn the same way for every turn, with or without a fact, so no opener marks the turns that bear one.
     return pick(rng, _OPENERS) if rng.random() < 0.5 else ""
@@ -490,7 +498,11 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
             parts.insert(rng.randrange(2), _task_request(rng, theme, d))
     if distract is not None:
         parts.insert(rng.randrange(len(parts) + 1), distract)
-    parts[0] = _opener(rng) + parts[0]
+    opener = _opener(rng)
+    if opener:
+        first, _, rest = parts[0].partition(" ")
+        # "So, can you..." but "So, I moved...", "So, Ana moved...": only a common opening word is lower-cased.
+        parts[0] = opener + (first.lower() if first in _COMMON_STARTS else first) + (" " + rest if rest else "")
     return _join(parts)
 
 
