@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from memsim.analysis.learning import compare, user_halves
-from memsim.analysis.stats import Design, design_mde, design_power
+from memsim.analysis.stats import Design, design_mde, design_mdes, design_power
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -90,8 +90,9 @@ def test_design_mde_is_the_crossing_of_the_curve_and_never_reads_a_gap() -> None
     # more users, smaller MDE (roughly one over the square root)
     bigger = design_mde(_design(np.random.default_rng(1), users=160), rng=np.random.default_rng(2))
     assert bigger is not None and 0.35 * mde < bigger < 0.7 * mde
-    # a reference arm that is always right leaves no room for a gain
-    assert design_mde(Design.from_rows(np.ones(40), np.arange(40), np.arange(40)), rng=np.random.default_rng(0)) is None
+    # a reference arm that is always right leaves no room for a gain; a loss it can still detect
+    always = design_mdes(Design.from_rows(np.ones(40), np.arange(40), np.arange(40)), rng=np.random.default_rng(0))
+    assert always.gain is None and always.loss is not None
 
 
 # --- figures are named by their metric ----------------------------------------------------------
@@ -127,7 +128,7 @@ def test_no_halves_figure_of_a_retrieval_only_run_is_called_accuracy(retrieval_o
     out, outcome = retrieval_only_run
     print_outcome(outcome)
     printed = capsys.readouterr().out
-    assert "learning from feedback (system - placebo)" in printed and "2nd half, recall_all@10 (pp)" in printed
+    assert "learning from feedback (system - best arm" in printed and "2nd half, recall_all@10 (pp)" in printed
     bad = _accuracy_near_halves(printed.splitlines(), "CLI")
     bad += _accuracy_near_halves((out / "report.md").read_text(encoding="utf-8").splitlines(), "report.md")
     html = (out / "report.html").read_text(encoding="utf-8")
