@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,24 @@ def test_the_wide_switch_sets_the_environment(monkeypatch: pytest.MonkeyPatch, c
 
     assert os.environ.get(WIDE_ENV) == "1"
     monkeypatch.delenv(WIDE_ENV)
+
+
+def test_the_run_summary_systems_table_fits_100_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from memsim.analysis.cli import main
+
+    label = "a-system-label-long-enough-to-push-the-table-past-one-hundred-columns-on-its-own-x"
+    config = tmp_path / "tiny.toml"
+    config.write_text('[scenario]\nname = "persona"\nusers = 2\nmonths = 1\n\n[run]\nseed = 0\nk = 5\nn_boot = 100\n',
+                      encoding="utf-8")
+    monkeypatch.delenv(WIDE_ENV, raising=False)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["run", str(config), "--system", "naive", "--system", f"control-static:label={label}",
+                 "--out", str(tmp_path / "run"), "--no-report", "--no-progress"]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("system") and "stale>cur %" in line)
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("("))
+    table = lines[start:end]
+    assert all(len(line) <= 100 for line in table), [len(line) for line in table]
+    assert "".join(line.split(" ")[0] for line in table[3:]) == label  # the label, wrapped, whole
+    assert lines[end] == "(systems: wrapped to fit 100 columns; memsim --wide prints one line per row)"

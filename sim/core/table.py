@@ -117,8 +117,9 @@ def fit_table(
     cells = _cells(sub_head, [[row[i] for i in compact] for row in rows])
     sub_align = "".join(full_align[i] for i in compact)
     # The note is wrapped too: on a narrow terminal it must not be the one line that wraps.
-    note = "\n".join(textwrap.wrap(f"({what}: {len(compact)} of {n} columns; all with memsim --wide, "
-                                   "and in report.md)", width=max(width, 20)))
+    said = (f"({what}: {len(compact)} of {n} columns; all with memsim --wide, and in report.md)" if len(compact) < n
+            else f"({what}: wrapped to fit {width} columns; memsim --wide prints one line per row)")
+    note = "\n".join(textwrap.wrap(said, width=max(width, 20)))
     if table_width(sub_head, cells) <= width:
         return _render(sub_head, cells, sub_align) + "\n" + note
     wrapping = {j for j, i in enumerate(compact) if i in set(wrap)}
