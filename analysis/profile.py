@@ -22,6 +22,27 @@ synthetic) and measures what makes retrieval easy or hard:
 
 A question is scored when it has evidence and is not excluded; only scored
 questions enter the evidence, similarity and retrieval figures.
+
+``text_diversity(stream)`` (also under ``profile(...)["diversity"]``) measures
+how varied the text is, so that a synthetic world can be held against a
+real-text stream:
+
+- prefix share, per role: the share of turns of at least six words whose
+  first six words (lowercased) are one of the role's 20 most frequent
+  six-word openings. Roles are ``user`` and ``assistant``; in a stream of
+  two named people (LoCoMo) the one who speaks first in a user's first
+  session counts as the user, the other as the assistant;
+- skeleton ratio: distinct sentence skeletons per sentence, over every turn.
+  A sentence ends at ``. ! ?`` before a space; its skeleton is the sentence
+  with every run of digits written ``0`` and every word that starts with a
+  capital letter written ``X`` (the first word of a sentence too), the rest
+  as written;
+- best cue precision (where the stream says which turns bear facts, as a
+  synthetic world's claim log does): over the openings of user turns (their
+  first one, two or three words, lowercased) seen in at least 20 user turns,
+  the highest share of fact-bearing turns among the turns with that opening,
+  with the opening and its count; "n/a" (None) for a stream that does not
+  say.
 """
 
 from __future__ import annotations
@@ -29,7 +50,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +61,7 @@ from memsim.scenarios.base import ScenarioStream
 from memsim.sim.events import Deletion, Question, Session
 from memsim.sim.scorers import evidence_scores, first_evidence_rank
 
-__all__ = ["profile", "format_profile", "config_stream", "content_words", "STOPWORDS"]
+__all__ = ["profile", "format_profile", "config_stream", "content_words", "skeleton", "text_diversity", "STOPWORDS"]
 
 STOPWORDS = frozenset(
     """a about after again all also am an and any are as at be been before being but by can could did do does
@@ -87,7 +108,8 @@ def _naive_default() -> Any:
     return NaiveMemory(resources=Resources())
 
 
-def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | None = None) -> dict[str, Any]:
+def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | None = None,
+            fact_bearing: Collection[str] | None = None) -> dict[str, Any]:
     """The difficulty profile of ``stream`` (see the module docstring), JSON-ready.
 
     Args:
@@ -96,6 +118,8 @@ def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | 
         system: makes the store that is replayed and probed (default: memsim's
             ``naive`` on the packaged MiniLM and the shared cache); it must
             have ``ingest``, ``forget``, ``probe`` and an ``embedder``.
+        fact_bearing: ids of the turns that bear facts, for the diversity figures (``text_diversity``;
+            default: from the stream's claim log where it has one).
 
     Raises:
         ValueError: ``k`` < 1, or the stream is streamed episodes (a static benchmark) rather than events.
@@ -161,6 +185,7 @@ def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | 
     lasts = [r[1] for r in ranks.values()]
     totals = stream.totals()
     return {
+        "diversity": text_diversity(stream, fact_bearing=fact_bearing),
         "users": totals["users"],
         "sessions": totals["sessions"],
         "turns": totals["turns"],
@@ -191,6 +216,98 @@ def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | 
                                "second_half": _mean(recall[q.question_id] for q in scored if q.kind == kind and half[q.question_id] == 1)}
                         for kind in kinds},
         },
+    }
+
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_DIGITS = re.compile(r"\d+")
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
+
+PREFIX_WORDS = 6
+"""Words in the openings the prefix share counts."""
+TOP_PREFIXES = 20
+"""How many of the most frequent openings the prefix share counts."""
+CUE_MIN_TURNS = 20
+"""Turns an opening must start before its precision as a cue for fact-bearing turns is counted."""
+
+
+def _roles(sessions: Sequence[Session]) -> dict[str, str]:
+    """turn id -> ``user`` or ``assistant`` (a named speaker: ``user`` when first to speak in the user's first session)."""
+    first: dict[str, str] = {}
+    out: dict[str, str] = {}
+    for s in sessions:
+        for t in s.turns:
+            if t.speaker in ("user", "assistant"):
+                out[t.turn_id] = t.speaker
+                continue
+            opener = first.setdefault(t.user_id, t.speaker)
+            out[t.turn_id] = "user" if t.speaker == opener else "assistant"
+    return out
+
+
+def skeleton(sentence: str) -> str:
+    """A sentence with digit runs written ``0`` and capitalised words ``X``, spaces collapsed (the rest as written)."""
+    return " ".join(_CAPITALISED.sub("X", _DIGITS.sub("0", sentence)).split())
+
+
+def _prefix_share(words: Sequence[Sequence[str]]) -> dict[str, Any]:
+    long = [tuple(w[:PREFIX_WORDS]) for w in words if len(w) >= PREFIX_WORDS]
+    if not long:
+        return {"turns": 0, "share": None, "top": []}
+    counts = Counter(long).most_common(TOP_PREFIXES)
+    return {"turns": len(long), "share": round(sum(n for _, n in counts) / len(long), 4),
+            "top": [[" ".join(p), n] for p, n in counts[:3]]}
+
+
+def text_diversity(stream: ScenarioStream, *, fact_bearing: Collection[str] | None = None) -> dict[str, Any]:
+    """Prefix share per role, skeleton ratio and best cue precision of a stream's text (module docstring).
+
+    Args:
+        stream: a generated longitudinal stream.
+        fact_bearing: the ids of the turns that bear facts (a synthetic world's claim log says;
+            ``memsim.scenarios.claims.fact_bearing``); None: taken from ``stream.meta["claims"]``
+            when the stream has one, else the cue precision is None.
+    """
+    sessions = [e for e in stream.events if isinstance(e, Session)]
+    roles = _roles(sessions)
+    if fact_bearing is None and "claims" in (stream.meta or {}):
+        from memsim.scenarios.claims import fact_bearing as from_claims
+
+        fact_bearing = from_claims(stream.meta)
+    words: dict[str, list[list[str]]] = {"user": [], "assistant": []}
+    sentences = 0
+    skeletons: set[str] = set()
+    openings: Counter[tuple[str, ...]] = Counter()
+    bearing: Counter[tuple[str, ...]] = Counter()
+    marked = set(fact_bearing) if fact_bearing is not None else set()
+    for s in sessions:
+        for t in s.turns:
+            tokens = _TOKEN.findall(t.text.lower())
+            role = roles[t.turn_id]
+            words[role].append(tokens)
+            for sentence in _SENTENCE_END.split(t.text.strip()):
+                if sentence:
+                    sentences += 1
+                    skeletons.add(skeleton(sentence))
+            if fact_bearing is not None and role == "user":
+                for n in (1, 2, 3):
+                    if len(tokens) >= n:
+                        openings[tuple(tokens[:n])] += 1
+                        bearing[tuple(tokens[:n])] += t.turn_id in marked
+    cue: dict[str, Any] | None = None
+    if fact_bearing is not None:
+        ranked = sorted(((bearing[o] / n, n, " ".join(o)) for o, n in openings.items() if n >= CUE_MIN_TURNS),
+                        key=lambda x: (-x[0], -x[1], x[2]))
+        cue = ({"precision": round(ranked[0][0], 4), "opening": ranked[0][2], "turns": ranked[0][1],
+                "fact_bearing_turns": len(marked)} if ranked else {"precision": None, "opening": "", "turns": 0,
+                                                                   "fact_bearing_turns": len(marked)})
+    return {
+        "prefix_share": {role: _prefix_share(w) for role, w in words.items()},
+        "sentences": sentences,
+        "skeletons": len(skeletons),
+        "skeleton_ratio": round(len(skeletons) / sentences, 4) if sentences else None,
+        "best_cue": cue,
     }
 
 
@@ -234,6 +351,25 @@ def format_profile(p: Mapping[str, Any]) -> str:
         f"naive all-evid. rank    {spread(p['naive_all_evidence_rank'])}; not found {p['naive_all_evidence_rank']['not_found']:,}",
         f"naive recall_all@{k:<5}  all {pct(r['all'])}  first half {pct(r['first_half'])}  second half {pct(r['second_half'])}",
     ]
+    d = p.get("diversity")
+    if d:
+        share = d["prefix_share"]
+
+        def prefix(role: str) -> str:
+            x = share[role]
+            return f"{role} {pct(x['share'])} of {x['turns']:,}" if x["turns"] else f"{role} -"
+
+        cue = d["best_cue"]
+        cue_text = "n/a (the stream does not say which turns bear facts)" if cue is None else (
+            "-" if cue["precision"] is None else
+            f"{cue['precision']:.3f} (\"{cue['opening']}\", {cue['turns']:,} user turns; "
+            f"{cue['fact_bearing_turns']:,} fact-bearing turns)")
+        lines += [
+            f"top-{TOP_PREFIXES} {PREFIX_WORDS}-word openings  {prefix('user')}; {prefix('assistant')} (turns of "
+            f"{PREFIX_WORDS}+ words)",
+            f"sentence skeletons      {d['skeletons']:,} of {d['sentences']:,} sentences ({pct(d['skeleton_ratio'])})",
+            f"best cue precision      {cue_text}",
+        ]
     width = max((len(kind) for kind in r["by_kind"]), default=4)
     for kind, v in r["by_kind"].items():
         lines.append(f"  {kind:<{width}}  n {v['n']:>5,}  all {pct(v['all'])}  first half {pct(v['first_half'])}  "
