@@ -98,7 +98,7 @@ def _configs() -> list:
     for path in sorted(CONFIG_DIR.glob("*.toml")):
         if path.stem.startswith("sweep_"):
             continue  # sweep specs, not run configs
-        marks = [] if path.stem in ("persona3", "longmemeval_stream") else [pytest.mark.slow]
+        marks = [] if path.stem in ("persona3", "longmemeval_stream", "longmemeval_users_quick") else [pytest.mark.slow]
         out.append(pytest.param(path, marks=marks, id=path.stem))
     return out
 
@@ -107,6 +107,13 @@ def _configs() -> list:
 def test_every_shipped_config_profiles(config: Path, hash_embedder, request, monkeypatch) -> None:
     if config.stem == "locomo_stream":
         monkeypatch.setenv("MEMSIM_LOCOMO", str(request.getfixturevalue("locomo_path")))
+    if config.stem.startswith("longmemeval_users"):
+        from lme_data import require_oracle
+
+        # Made for the S file; the oracle file holds the same questions and is small.
+        oracle = require_oracle()
+        monkeypatch.setenv("MEMSIM_LONGMEMEVAL", str(oracle))
+        monkeypatch.setenv("MEMSIM_LONGMEMEVAL_ORACLE", str(oracle))
     monkeypatch.chdir(CONFIG_DIR.parent.parent)  # the shipped longmemeval config reads the fixture from the repository root
     _, stream, _ = config_stream(config)
     p = profile(stream, system=_naive(hash_embedder))
