@@ -769,8 +769,9 @@ def learning_notes(
         "system - placebo / - always False / - always True: against one arm; effect of feedback calls = placebo - "
         "twin: what being told anything did; effect of use = system - twin: both together",
     ]
-    unit_text = "whole users" if unit == "user" else "whole question threads (a question and its re-asks), " \
-                                                     "CONDITIONAL ON THESE USERS"
+    users = any_entry.get("users", 0)
+    unit_text = f"whole users ({users})" if unit == "user" else \
+        f"whole question threads (a question and its re-asks), CONDITIONAL ON THESE {users} USERS"
     lines.append(f"p: sign-flip test of the question-weighted difference, signs of {unit_text} flipped; [lo, hi]: "
                  "95% interval inverted from that test (the shifts it does not reject at 5%, on the same sign "
                  "patterns), so it excludes 0 exactly when p < 0.05")
