@@ -260,8 +260,8 @@ class Harness:
     feedback_told: dict[str, dict[str, int]] = field(default_factory=dict)
     """label -> ``"right>true"``-style counts: the channel's verdict against the bit the arm was told
     (the row's ``told``; ``none``: nothing), so a channel's agreement with what it knows is measured, not assumed."""
-    no_other_fact: dict[str, int] = field(default_factory=dict)
-    """label -> corrections an arm that restates other facts could not make (its user had no other fact yet)."""
+    _owed: dict[tuple[str, str], list[Question]] = field(default_factory=dict)
+    """(label, user) -> questions whose correction is owed: the user had no other fact to restate yet."""
     _asked: dict[str, list[tuple[Question, str]]] = field(default_factory=dict)
     """user -> (question, thread) asked so far, in order: the facts a placebo's correction may restate."""
     _superseded: dict[str, set[str]] = field(default_factory=dict)
@@ -459,9 +459,12 @@ class Harness:
         if told is None:
             pass
         elif channel == "correction":
-            # No feedback call: the restatement is the whole message (told False: one was queued).
-            if not told and not self._restate(sut, q):
-                told = None
+            # No feedback call: the restatement is the whole message (told False: one is queued or owed).
+            restated = self._pay_owed(sut, q)
+            if not told:
+                restated += self._restate(sut, q)
+            # Which facts were queued here (question ids), so anyone can check from the rows what each arm was told.
+            row["restated"] = restated or None
         elif channel.startswith("implicit"):
             kind = dose[1]
             if sut.feedback == "given":
@@ -527,17 +530,40 @@ class Harness:
         """
         return f"u-{self._rng(f'ids:{sut.label}').bytes(8).hex()}"
 
-    def _restate(self, sut: SystemUnderTest, q: Question) -> bool:
-        """Queue a restated fact for this arm's next session of the user; whether one was queued.
+    def _restate(self, sut: SystemUnderTest, q: Question) -> list[str]:
+        """Queue a restated fact for this arm's next session of the user; the ids of the questions restated.
 
         The system restates the question's own fact. Every other arm (placebo, always False)
         restates another fact of the same user (``_other_fact``): a correction it gets says
-        nothing about the question it follows, as its bit says nothing about its answer.
+        nothing about the question it follows, as its bit says nothing about its answer. When
+        the user has no other fact yet, the correction is owed and said as soon as one is asked
+        about (``_pay_owed``), so the arm gets as many corrections as its bits say.
         """
         fact = q if sut.feedback == "given" else self._other_fact(sut, q)
         if fact is None:
-            self.no_other_fact[sut.label] = self.no_other_fact.get(sut.label, 0) + 1
-            return False
+            self._owed.setdefault((sut.label, q.user_id), []).append(q)
+            return []
+        self._queue(sut, q.user_id, fact)
+        return [fact.question_id]
+
+    def _pay_owed(self, sut: SystemUnderTest, q: Question) -> list[str]:
+        """Queue the corrections this arm owes ``q``'s user, now that ``q`` is asked; the ids of the questions restated.
+
+        An owed correction states a fact other than its own question's and other than ``q``'s.
+        """
+        owed = self._owed.get((sut.label, q.user_id))
+        out: list[str] = []
+        while owed:
+            fact = self._other_fact(sut, owed[0], also=q)
+            if fact is None:
+                break
+            self._queue(sut, q.user_id, fact)
+            out.append(fact.question_id)
+            owed.pop(0)
+        return out
+
+    def _queue(self, sut: SystemUnderTest, user_id: str, fact: Question) -> None:
+        """Queue a restatement of ``fact`` (its question and answer, in a frame) for the arm's next session."""
         restated_id = self._fresh_id(sut)
         text = restatement(fact.text, fact.gold, self._rng(f"restate:{sut.label}"))
         self._restates[restated_id] = tuple(fact.evidence)
@@ -545,27 +571,36 @@ class Harness:
             self._restated.setdefault((sut.label, tid), set()).add(restated_id)
         # A new utterance of the user's, stated from the question and its answer: no stored turn's text,
         # id or metadata comes along. Its time and session are those of the session that will carry it.
-        now = self.now()
-        self._corrections.setdefault((sut.label, q.user_id), []).append(
-            Turn(restated_id, q.user_id, "user", text, now, restated_id))
-        return True
+        self._corrections.setdefault((sut.label, user_id), []).append(
+            Turn(restated_id, user_id, "user", text, self.now(), restated_id))
 
-    def _other_fact(self, sut: SystemUnderTest, q: Question) -> Question | None:
+    def owed(self) -> dict[str, int]:
+        """label -> corrections still owed at the end (their users never asked about another fact)."""
+        out: dict[str, int] = {}
+        for (label, _), qs in self._owed.items():
+            if qs:
+                out[label] = out.get(label, 0) + len(qs)
+        return out
+
+    def _other_fact(self, sut: SystemUnderTest, q: Question, *, also: Question | None = None) -> Question | None:
         """A fact of the user's other than ``q``'s, drawn by the arm's stream; None when there is none yet.
 
         Drawn from the questions the user has asked so far (a fact not yet asked about would tell
-        the arm a future answer), leaving out ``q``'s thread, any question sharing its evidence or
-        its answer, excluded questions, and facts the user has since superseded or asked to forget.
+        the arm a future answer), leaving out ``q``'s thread (and ``also``'s), any question sharing
+        their evidence or answer, excluded questions, and facts the user has since superseded or
+        asked to forget.
         """
-        own = set(q.evidence)
+        avoid = [q] if also is None else [q, also]
+        own = {tid for a in avoid for tid in a.evidence}
+        golds = {a.gold for a in avoid}
+        threads = {self._threads.get(a.question_id, a.question_id) for a in avoid}
         stale = self._superseded.get(q.user_id, set()) | self._gone.get(q.user_id, set())
         seen: set[str] = set()
         pool: list[Question] = []
-        thread = self._threads.get(q.question_id, q.question_id)
         for other, other_thread in self._asked.get(q.user_id, ()):
-            if other_thread == thread or other_thread in seen or other.excluded is not None or not other.evidence:
+            if other_thread in threads or other_thread in seen or other.excluded is not None or not other.evidence:
                 continue
-            if own.intersection(other.evidence) or stale.intersection(other.evidence) or other.gold == q.gold:
+            if own.intersection(other.evidence) or stale.intersection(other.evidence) or other.gold in golds:
                 continue
             seen.add(other_thread)
             pool.append(other)

@@ -84,11 +84,13 @@ PROBE_SCHEMA: dict[str, Any] = {
     "deleted_leaks": pl.Int64,
     "error": pl.Utf8,
     "told": pl.Boolean,
+    "restated": pl.List(pl.Utf8),
 }
 """Columns every probe row has; scorer columns (``recall_all@k`` ...) and answer columns follow.
 
 ``told`` is the bit the arm's feedback channel carried for the question (null: nothing; under ``correction``
-False means a restatement was queued); ``memsim.sim.engine.Harness.finish_one`` sets it."""
+False means a restatement was queued or owed); ``restated`` (``correction`` only) lists the questions whose
+facts were queued for restatement after this one. ``memsim.sim.engine.Harness.finish_one`` sets both."""
 
 TIMELINE_SCHEMA: dict[str, Any] = {
     "system": pl.Utf8,

@@ -389,13 +389,13 @@ def play_pass(
         "feedback_unscored": harness.feedback_unscored,
         "feedback_told": harness.feedback_told,
         "placebo_beyond_dose": harness.beyond_dose,
-        "correction_no_other_fact": harness.no_other_fact,
+        "corrections_owed": harness.owed(),
     }
     p.recorder.commit(p.part, {"pass": outcome}, missing=_failed(suts))
     p.part = None
 
 
-_PASS_KEYS = ("system_reports", "feedback_unscored", "feedback_told", "placebo_beyond_dose", "correction_no_other_fact")
+_PASS_KEYS = ("system_reports", "feedback_unscored", "feedback_told", "placebo_beyond_dose", "corrections_owed")
 """What each pass adds to ``run.json``, label by label (``erasure`` entries are listed)."""
 
 
