@@ -15,7 +15,12 @@ give identical outputs; ``stats()`` agrees with what is held; ``ingest`` does
 not change its input; a system rebuilt from its recorded name and args
 behaves identically; ``probe`` ranks as ``retrieve`` does and changes nothing
 (stats, reports and everything the stream does later stay as on a twin that
-was never probed).
+was never probed); what ``retrieve``, ``probe`` and ``stats`` return is of
+the protocol's types and sizes (``returns_well_formed``).
+
+``check_results`` and ``check_stats`` are the same contract as functions, for
+whoever calls a system (the engine, a server): a return value that breaks
+it raises ``ContractError``, one line naming the method and what is wrong.
 """
 
 from __future__ import annotations
@@ -23,17 +28,21 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import math
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from memsim.memory.base import MemorySystem, Retrieved, Turn
+from memsim.memory.base import MemoryStats, MemorySystem, Retrieved, Turn
 from memsim.memory.inject import receives_gold
 from memsim.memory.registry import Resources, SystemSpec, build_memory
 
 __all__ = [
     "CheckSkipped",
+    "ContractError",
+    "check_results",
+    "check_stats",
     "CheckSubject",
     "iter_checks",
     "conversation",
@@ -44,6 +53,74 @@ __all__ = [
 
 class CheckSkipped(Exception):
     """A check does not apply to a system; the message says why."""
+
+
+class ContractError(Exception):
+    """A system's return value breaks the protocol (wrong type, too many results, a negative count).
+
+    Not a ``UserError``: the system failed, not the user's input; a run marks the system failed with this message.
+    """
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_results(got: Any, *, k: int, method: str = "retrieve", now: datetime | None = None,
+                  known: Collection[str] | None = None) -> list[Retrieved]:
+    """``got`` if it is what ``retrieve``/``probe`` must return: a list of at most ``k`` ``Retrieved``.
+
+    Each result has a string ``memory_id`` (unique in the list), string
+    ``text``, a finite ``score``, a timezone-aware ``created_at`` (not after
+    ``now`` when given) and ``source_turn_ids`` of strings (among ``known``
+    turn ids when given).
+
+    Raises:
+        ContractError: one line naming ``method``, the result's index and what is wrong.
+    """
+    if not isinstance(got, (list, tuple)):
+        raise ContractError(f"{method} returned {type(got).__name__} {_shown(got)}, not a list of Retrieved")
+    if len(got) > k:
+        raise ContractError(f"{method} returned {len(got):,} results for k={k}")
+    seen: set[str] = set()
+    for i, r in enumerate(got):
+        if not isinstance(r, Retrieved):
+            raise ContractError(f"{method} result {i} is {type(r).__name__} {_shown(r)}, not a Retrieved")
+        if not isinstance(r.memory_id, str) or r.memory_id in seen:
+            raise ContractError(f"{method} result {i}: memory_id {_shown(r.memory_id)} is not a string or repeats")
+        seen.add(r.memory_id)
+        if not isinstance(r.text, str):
+            raise ContractError(f"{method} result {i}: text is {type(r.text).__name__}, not a string")
+        if isinstance(r.score, bool) or not isinstance(r.score, (int, float)) or not math.isfinite(r.score):
+            raise ContractError(f"{method} result {i}: score {_shown(r.score)} is not a finite number")
+        if not isinstance(r.created_at, datetime) or r.created_at.tzinfo is None:
+            raise ContractError(f"{method} result {i}: created_at {_shown(r.created_at)} is not a timezone-aware datetime")
+        if now is not None and r.created_at > now:
+            raise ContractError(f"{method} result {i}: created_at {r.created_at.isoformat()} is after now {now.isoformat()}")
+        sources = r.source_turn_ids
+        if not isinstance(sources, (tuple, list)) or not all(isinstance(t, str) for t in sources):
+            raise ContractError(f"{method} result {i}: source_turn_ids {_shown(sources)} is not a sequence of turn ids")
+        if known is not None:
+            stray = [t for t in sources if t not in known]
+            if stray:
+                raise ContractError(f"{method} result {i}: source turn {_shown(stray[0])} was never ingested")
+    return list(got)
+
+
+def check_stats(stats: Any, *, method: str = "stats") -> MemoryStats:
+    """``stats`` if it is a ``MemoryStats`` of non-negative integers.
+
+    Raises:
+        ContractError: one line naming ``method`` and the field.
+    """
+    if not isinstance(stats, MemoryStats):
+        raise ContractError(f"{method} returned {type(stats).__name__} {_shown(stats)}, not a MemoryStats")
+    for name in ("items", "vector_bytes", "text_bytes", "metadata_bytes", "llm_calls", "tokens"):
+        value = getattr(stats, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ContractError(f"{method} returned {name}={_shown(value)}, not a non-negative integer")
+    return stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,6 +551,28 @@ def check_probe_matches_retrieve(subject: CheckSubject) -> None:
             system.maintain(now=_FAR)
 
 
+def check_returns_well_formed(subject: CheckSubject) -> None:
+    """``retrieve``, ``probe`` and ``stats`` return the protocol's types: at most k results, known sources, counts >= 0."""
+    system = subject.build()
+    check_stats(system.stats(), method="stats (empty)")
+    conv = conversation()
+    _ingest_all(system, conv)
+    known = set(_all_turns(conv))
+    check_stats(system.stats())
+    for query in QUERIES:
+        for user in conv:
+            for k in (1, 3):
+                try:
+                    check_results(system.retrieve(query, user_id=user, now=_FAR, k=k), k=k, method="retrieve",
+                                  now=_FAR, known=known)
+                    probe = getattr(system, "probe", None)
+                    if callable(probe):
+                        check_results(probe(query, user_id=user, now=_FAR, k=k), k=k, method="probe", now=_FAR,
+                                      known=known)
+                except ContractError as exc:
+                    raise AssertionError(str(exc)) from None
+
+
 _CHECKS: tuple[tuple[str, Callable[[CheckSubject], None]], ...] = (
     ("empty_retrieve_is_empty", check_empty_retrieve),
     ("no_future_memories", check_no_future_memories),
@@ -485,6 +584,7 @@ _CHECKS: tuple[tuple[str, Callable[[CheckSubject], None]], ...] = (
     ("rebuilt_from_spec", check_rebuilt_from_spec),
     ("probe_changes_nothing", check_probe_changes_nothing),
     ("probe_matches_retrieve", check_probe_matches_retrieve),
+    ("returns_well_formed", check_returns_well_formed),
 )
 
 

@@ -68,9 +68,15 @@ def check_main(args: argparse.Namespace) -> int:
             skipped += 1
             print(f"  SKIP  {cid}: {exc}")
             continue
-        except Exception as exc:  # a failing check, or the system raising: both are what the user must see
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a failing check, or the system raising anything: sys.exit and
+            # GeneratorExit included, which must not end the command as if every check had run
             failed += 1
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            text = str(exc).strip()
+            reason = text.splitlines()[0][:300] if text else type(exc).__name__
+            if not isinstance(exc, Exception) or not text:
+                reason = f"the system raised {type(exc).__name__}({text[:200]})"
             print(f"  FAIL  {cid}: {reason}")
             if args.debug:
                 traceback.print_exc(file=sys.stderr)
