@@ -48,6 +48,8 @@ QUESTION_WEIGHTS: Mapping[str, float] = {
 }
 """How often each kind of question is asked, among those a user's tellings make answerable."""
 
+_MIRROR_SHARE = 0.2
+"""Share of user turns without a fact of the user's that are built around someone else's news instead."""
 _DELETABLE = ("city", "partner", "illnesses", "employer")
 _ABSTAIN_TOPICS = ("car", "school", "allergy", "salary", "anniversary")
 _RELATIVES = ("partner", "sister", "brother", "mother", "father", "daughter", "son")
@@ -176,6 +178,7 @@ class _Life:
         self.claims: dict[str, list[dict[str, str]]] = {}
         self.specs: dict[str, dict[str, Any]] = {}
         self.never = self._never_held()
+        self.strangers = [n for n in W.NAMES if n not in {p["name"] for p in self.people.values()}]
         self.news = self._event_tellings()
         self.state = self._initial_tellings()
 
@@ -207,13 +210,13 @@ class _Life:
         """Values of each distractor attribute the user never holds (nor plans), so a denial never contradicts them."""
         a = self.truth["attributes"]
         held: dict[str, set[str]] = {"city": {a["city"]}, "employer": {a["employer"]}, "music": {a["music"]},
-                                     "trips": set(), "purchases": set()}
+                                     "trips": set(), "purchases": set(), "diet": {a["diet"]}}
         for e in self.events:
             for c in e["consequences"]:
                 if c["subject"] == "me" and c["attr"] in held:
                     held[c["attr"]].add(c["value"])
         pools = {"city": W.CITIES, "employer": [x for v in W.SECTORS.values() for x in v], "music": list(W.MUSIC),
-                 "trips": W.DESTINATIONS, "purchases": W.PURCHASES}
+                 "trips": W.DESTINATIONS, "purchases": W.PURCHASES, "diet": list(W.DIETS)}
         return {k: [v for v in pool if v not in held[k]] for k, pool in pools.items()}
 
     # -- what there is to tell ---------------------------------------------------
@@ -342,6 +345,7 @@ class _Life:
         slots = set(int(i) for i in rng.choice(n_pairs, size=len(chosen), replace=False))
         theme = X.pick(words, X.THEMES)
         relations = sorted({p["relation"] for p in self.people.values() if p["name"] and p["id"] in introduced})
+        names = sorted(p["name"] for p in self.people.values() if p["id"] in introduced)
         turns: list[Turn] = []
 
         def add(speaker: str, text: str, claims: list[dict[str, str]]) -> str:
@@ -353,8 +357,12 @@ class _Life:
         for p in range(n_pairs):
             telling = chosen.pop(0) if p in slots else None
             for _ in range(12):  # redraw until the text is new: no turn text repeats
-                d = X.session_details(words, relations)
+                d = X.session_details(words, relations, names)
                 clause, said_as, when_as = None, "", ""
+                other = None
+                if telling is None and words.random() < _MIRROR_SHARE:
+                    other = X.mirror(words, self.never, said_day, self.strangers)
+                    clause = other[0]
                 if telling is not None:
                     who = self.people.get(telling["subject"]) if telling["subject"] != "me" else None
                     if telling["aspect"] == "began":
@@ -370,6 +378,8 @@ class _Life:
                     break
             self.seen.update((text, reply))
             claims: list[dict[str, str]] = []
+            if other is not None:
+                claims.append(Claim(**{"time": said_day.isoformat(), **other[1]}).to_json())
             if distract is not None:
                 claims.append(Claim(time=said_day.isoformat(), **distract[1]).to_json())
             tid = add("user", text, claims)

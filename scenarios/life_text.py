@@ -29,7 +29,7 @@ from memsim.scenarios import life_truth as W
 
 __all__ = [
     "THEMES", "DIET_ALIASES", "BOOKS", "FILMS", "GREETINGS", "BREAKUP_WORDS", "pick", "greeting", "when_phrase",
-    "fact_clause", "distractor", "session_details", "user_turn", "assistant_turn", "question_text",
+    "fact_clause", "distractor", "mirror", "session_details", "user_turn", "assistant_turn", "question_text",
 ]
 
 GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Good afternoon.", "Evening.", "Hi there.")
@@ -206,7 +206,7 @@ def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
 
 _CONTEXT: Mapping[str, tuple[str, ...]] = {
     # A second sentence of a task request, with details of its own: task chat never repeats itself.
-    "recipe": ("I've got {ingredient2} left over and about {mins} minutes", "the oven only goes to {temp} degrees",
+    "recipe": ("I've got {ingredient2} left over and about {mins} minutes", "our oven only goes to {temp} degrees",
                "{n} of us are eating around {mins} past seven"),
     "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
     "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
@@ -218,7 +218,7 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
     "language": ("I practise {mins} minutes a day", "my course starts in {times} weeks", "I know about {words} words so far"),
     "reading": ("I read about {mins} minutes before bed", "I get through {times} books a month",
                 "my last read took {nights} nights"),
-    "film": ("we start around {mins} past eight", "{n} people will be watching",
+    "film": ("our film night starts around {mins} past eight", "{n} people will be watching",
              "it's for {day} night"),
     "planning": ("I start at {times} in the morning", "I have {n} errands on {day}", "I'm away for {nights} nights"),
 }
@@ -229,14 +229,41 @@ _CLOSINGS = (
 )
 
 
+_ASIDES = (
+    # Small talk with the words news is told with, so that none of them marks a turn that bears a fact.
+    "the last attempt was a mess", "it needs to be better than last time", "I'm working from home on {day}",
+    "we eat around {mins} past seven", "I'm not even sure where to start", "keep it simple, please",
+    "the week has been long", "I've meant to sort this out for years", "I want to set it up properly",
+    "that would be a big help for me", "I need it done soon", "I'd like more ideas than last time",
+    "I tried something similar yesterday", "I only had time for it today", "I started on it {k} days ago",
+    "a friend asked me the same {k} days ago", "I got home late yesterday", "it was on my list today",
+    "{who2} mentioned it {k} days ago", "I'm not even halfway yet", "it has been on my mind for weeks",
+    "nothing fancy, please", "it's the one thing I keep forgetting", "I've been meaning to ask you",
+    "right now I'm a bit stuck", "I want to brush up my basics", "now is a good time for it",
+    "that's part of my problem", "it's harder than I thought", "I had it all planned out", "it took longer than I hoped",
+    "it's part of my plan for {day}", "nothing is planned for {day} yet", "we eat late most days",
+    "I eat at my desk too often", "more or less, anyway", "I'm off to the shops later", "I'll add more detail if needed",
+    "back to the point", "whatever we eat has to be quick", "I came across this idea yesterday",
+    "I walk to work most days, so mornings are short", "I was going to ask you last week", "I was hoping for something quick",
+)
+
+
 def _context(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    if rng.random() < 0.3:
+        return pick(rng, _ASIDES).format(**d)
     return pick(rng, _CONTEXT[theme]).format(**d)
 
 
-def session_details(rng: random.Random, relations: Sequence[str]) -> dict[str, Any]:
-    """The per-session details task chat is written with (dish, document, code task, amounts, days)."""
-    who_options = ("my boss", "a neighbour", "my best friend", "a colleague", "my landlord", *[f"my {r}" for r in relations])
+def session_details(rng: random.Random, relations: Sequence[str], names: Sequence[str] = ()) -> dict[str, Any]:
+    """The per-session details task chat is written with (dish, document, code task, amounts, days).
+
+    ``names``: the names of people the user has introduced, which task chat uses bare ("a gift for Ana"):
+    a name alone says nothing of who the person is to the user.
+    """
+    who_options = ("my boss", "a neighbour", "my best friend", "a colleague", "my landlord", *[f"my {r}" for r in relations],
+                   *names)
     return {
+        "who2": pick(rng, who_options), "k": 2 + int(rng.expovariate(1 / 3.0)),
         "dish": pick(rng, _DISHES), "ingredient": pick(rng, _INGREDIENTS), "ingredient2": pick(rng, _INGREDIENTS),
         "doc": pick(rng, _DOCS), "who": pick(rng, who_options), "code": pick(rng, _CODE), "error": pick(rng, _ERRORS),
         "ex": pick(rng, _EXERCISES), "gift": pick(rng, _GIFTS), "gift2": pick(rng, _GIFTS), "repair": pick(rng, _REPAIRS),
@@ -429,6 +456,55 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
     raise ValueError(f"no phrasing for attribute {attr!r}")
 
 
+_OTHERS = ("colleague", "neighbour", "friend", "cousin", "flatmate", "old classmate")
+
+
+def mirror(rng: random.Random, never: Mapping[str, Sequence[str]], said: date,
+           names: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """Someone else's news, written by the very constructions the user's people's facts are written with.
+
+    A turn about a colleague's move reads like a turn about a sister's, so no
+    phrase of a fact's construction tells that a turn bears one of the user's
+    facts. The value is one the user never holds; the claim's polarity is
+    ``other``.
+
+    Args:
+        rng: the user's text generator.
+        never: as for ``distractor``.
+        said: the user's calendar day the turn is said on (its date phrase counts back from it).
+        names: names this someone may have (none of the user's people's).
+    """
+    rel = pick(rng, _OTHERS)
+    who = {"relation": rel, "name": f"my {rel} {pick(rng, names)}"}
+    attr = pick(rng, ("city", "city", "employer", "employer", "occupation"))
+    value = pick(rng, never[attr]) if attr in never else pick(rng, list(W.OCCUPATIONS))
+    began = attr != "occupation" and rng.random() < 0.6
+    # Counted back as the user's own news is: mostly from the last few days.
+    when = when_phrase(date.fromordinal(said.toordinal() - min(40, int(rng.expovariate(1 / 4.0)))), said) if began else ""
+    telling = {"attr": attr, "value": value, "aspect": "began" if began else "holds"}
+    text, said_as = fact_clause(rng, telling, who, when, True)
+    claim = {"subject": "someone", "attr": attr, "value": value, "polarity": "other",
+             "aspect": "began" if began else "holds", "said_as": said_as}
+    if began:
+        claim.update(when_as=when, time=_dated(when, said).isoformat())
+    return text, claim
+
+
+def _dated(when: str, said: date) -> date:
+    if when == "today":
+        return said
+    if when == "yesterday":
+        return date.fromordinal(said.toordinal() - 1)
+    if when.endswith(" days ago"):
+        return date.fromordinal(said.toordinal() - int(when.split()[0]))
+    day, month = when.removeprefix("on ").split()
+    got = date(said.year, _MONTH_NUMBER[month], int(day))
+    return got if got <= said else date(said.year - 1, _MONTH_NUMBER[month], int(day))
+
+
+_MONTH_NUMBER = {date(2000, m, 1).strftime("%B"): m for m in range(1, 13)}
+
+
 def distractor(rng: random.Random, never: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, str]]:
     """A hypothetical, a denial or someone else's news, with a value the user never holds, and its claim.
 
@@ -440,8 +516,14 @@ def distractor(rng: random.Random, never: Mapping[str, Sequence[str]]) -> tuple[
     Returns:
         The clause and its claim (``subject``, ``attr``, ``value``, ``polarity``, ``aspect``, ``said_as``).
     """
-    attr = pick(rng, ("city", "city", "employer", "employer", "trips", "trips", "music", "music", "purchases"))
+    attr = pick(rng, ("city", "city", "employer", "employer", "trips", "trips", "music", "music", "purchases", "diet", "diet"))
     v = pick(rng, never[attr])
+    if attr == "diet":
+        alias = pick(rng, DIET_ALIASES[v])
+        text = pick(rng, (f"my {pick(rng, _OTHERS)} is {alias}, which makes group dinners tricky",
+                          f"a friend went {alias} and keeps sending me recipes"))
+        return text, {"subject": "someone", "attr": "diet", "value": v, "polarity": "other", "aspect": "holds",
+                      "said_as": alias}
     bank: Mapping[str, tuple[tuple[str, str, str], ...]] = {
         "city": ((f"if I ever left, I'd probably pick {v}", "me", "hypothetical"),
                  (f"a colleague of mine just moved to {v}", "someone", "other"),
@@ -488,7 +570,11 @@ def _opener(rng: random.Random) -> str:
 
 def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None,
               task_share: float = 0.35) -> str:
-    """One user turn: the task request or a fact (with the task, a share ``task_share`` of the time), maybe a distractor."""
+    """One user turn: the task request or news (with the task, a share ``task_share`` of the time), maybe a distractor.
+
+    ``fact`` is the news the turn is about: one of the user's facts, or someone else's written the same way
+    (``mirror``), so that a turn built around news is no sign that the news is the user's.
+    """
     if fact is None:
         parts = [_task_request(rng, theme, d), _context(rng, theme, d)]
     else:

@@ -373,7 +373,7 @@ def _contradictions(uid: str, user: _User, adding: set[str]) -> list[str]:
     """Two values of one attribute (not one whose values add up) asserted for the same day."""
     out = []
     for (subject, attr), items in user.by_slot.items():
-        if attr in adding or subject == "assistant":
+        if attr in adding or subject in ("assistant", "someone"):  # "someone" is many people
             continue
         by_day: dict[str, set[str]] = {}
         for s in items:
