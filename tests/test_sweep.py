@@ -308,7 +308,7 @@ def test_dry_run_lists_cells_with_their_cost(tmp_path: Path, capsys) -> None:
     spec = load_sweep(path)
     cells = expand(spec)
     costs = estimate(spec, cells, calibrate_s=1.0)
-    assert [c["played"] for c in costs] == [1, 1, 4, 4]  # naive; naive + neuroplastic + its twin + its placebo
+    assert [c["played"] for c in costs] == [1, 1, 6, 6]  # naive; naive + neuroplastic, its twin, placebo and constant arms
     for c in costs:
         assert c["seconds"] > 0 and c["questions"] > 0
         assert c["llm_calls"] == c["questions"] * c["played"] * 2  # the reader and one LLM judge

@@ -27,10 +27,10 @@ def test_a_synthetic_timing_table_gives_each_cell_its_systems_warm_time(two_by_t
     spec, cells = two_by_two
     timings = Timings(unit_s={NAIVE: 0.001, NEURO: 0.004}, text_s=0.01, first_use_s={NAIVE: 0.0, NEURO: 6.0})
     costs = estimate(spec, cells, timings=timings)
-    assert [c["played"] for c in costs] == [1, 1, 4, 4]  # naive; naive + neuroplastic, its twin and its placebo
+    assert [c["played"] for c in costs] == [1, 1, 6, 6]  # naive; naive + neuroplastic, its twin, placebo and constant arms
     for c in costs:
         per_arm = c["turns"] + c["questions"]
-        want = per_arm * 0.001 + (per_arm * 0.004 * 3 if c["played"] == 4 else 0)
+        want = per_arm * 0.001 + (per_arm * 0.004 * 5 if c["played"] == 6 else 0)
         assert c["seconds"] == pytest.approx(want)
     naive_only, with_neuro = costs[:2], costs[2:]
     assert all(a["seconds"] < b["seconds"] for a, b in zip(naive_only, with_neuro))
