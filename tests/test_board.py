@@ -93,5 +93,8 @@ def test_board_reads_the_cells_of_a_sweep(tmp_path: Path) -> None:
     write_board([*_runs(tmp_path / "runs"), tmp_path / "sweep"], tmp_path / "board")
     data = json.loads((tmp_path / "board" / "board.json").read_text(encoding="utf-8"))
     cells = next(g for g in data if g["group"] == "longitudinal persona, recall_all@5, k=5")
-    assert len({r["run"] for r in cells["ranking"]}) == 4 and "other k (10 vs 5)" in cells["reason"]  # 2 systems x 2 seeds
-    assert {r["system"] for r in cells["ranking"]} == {"naive", "control-learner"}
+    rows = cells["ranking"] + cells["ranked_apart"]
+    # 2 systems x 2 seeds: naive of one seed is one run, whichever cells played it beside another system.
+    assert len(rows) == 4 and "other k (10 vs 5)" in cells["reason"]
+    assert {r["system"] for r in cells["ranking"]} == {"naive"}
+    assert {(r["system"], r["mark"]) for r in cells["ranked_apart"]} == {("control-learner", "instrument")}
