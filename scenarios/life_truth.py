@@ -290,7 +290,9 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
         if kind == "move":
             # Most moves stay in the region (same time zone); the user's waking hours stay those of their first city.
             near = [c for c in CITIES if UTC_OFFSETS[c] == UTC_OFFSETS[state["city"]] and c != state["city"]]
-            city = _weighted(rng, near or CITIES, exclude=[state["city"]])
+            if not near:
+                continue  # no other city in the time zone: the user stays (their waking hours would not follow)
+            city = _weighted(rng, near)
             state["city"] = city
             cons = [{"subject": "me", "attr": "city", "value": city}]
             if partner:
@@ -500,7 +502,8 @@ def derive(index: Index, spec: Mapping[str, Any], when: str, offset: float = 0.0
         return {"gold": _months_text(days), "evidence": [dated[-1]["turn"]], "support": [_dedup([t["turn"] for t in dated])],
                 "superseded": stale}
     if kind == "latest":
-        if len({t["value"] for t in said if t["valid"] == cur["valid"]}) != 1:
+        # "The most recent pet / trip": the latest must be dated news, and alone on its date.
+        if cur["aspect"] != "began" or len({t["value"] for t in said if t["valid"] == cur["valid"]}) != 1:
             return None
         return {"gold": cur["value"], "evidence": [cur["turn"]],
                 "support": [_dedup([t["turn"] for t in said if t["value"] == cur["value"]])], "superseded": []}

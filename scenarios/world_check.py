@@ -25,7 +25,8 @@ Rules, for the asking user at the question's time:
   happened on either side of the date.
 - ``since``: dated news (``began``) of the value, turned into "about N
   weeks/months" from the date of the news to the question.
-- ``latest``: the value whose claim refers to the latest date, unique.
+- ``latest``: the value whose claim refers to the latest date, unique, and
+  dated news (a pet had "for years" is nobody's newest).
 - ``count``: distinct values; one evidence turn per value.
 - ``hop``: the relative named by relation (unique among the named people; the
   partner is the one the user is with now), then their value.
@@ -220,6 +221,8 @@ def _derive(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, A
         return {"gold": _weeks_or_months((when - start).total_seconds() / 86400.0), "evidence": [dated[-1].turn],
                 "support": [_unique([s.turn for s in dated])], "superseded": stale}
     if kind == "latest":
+        if seq[-1].claim.aspect != "began":
+            return "the latest value is not dated news, so nothing says it is the most recent"
         top = seq[-1].claim.time
         tied = {s.claim.value for s in seq if s.claim.time == top}
         if len(tied) != 1:
