@@ -438,9 +438,9 @@ class Harness:
     def finish_one(self, sut: SystemUnderTest, q: Question, row: dict[str, Any], got: Sequence[Retrieved]) -> None:
         """Decide what the arm is told about the question, record the row (with ``told``), start the feedback.
 
-        A placebo's question past its system's dose in that user's week (its system failed, or
-        answered fewer questions there unscored-free) is told nothing: it never gets a bit its
-        system was not told. Such questions are counted in ``beyond_dose``.
+        A placebo's scored question past its system's dose in that user's week (its system failed
+        mid-run, or was left unscored on a question the placebo scored) is told nothing: a placebo
+        never gets a bit its system was not told. Such questions are counted in ``beyond_dose``.
         """
         channel = self.config.feedback_from
         row["told"] = None

@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -132,3 +133,27 @@ def test_doses_are_permuted_within_a_user_and_week_by_the_runs_seed() -> None:
     # An unscored row is no decision: it is left out of the dose.
     unscored = [{**rows[0], "recall_all@10": float("nan")}, *rows[1:]]
     assert sum(len(v) for v in placebo_doses(unscored, {"s"}, config).values()) == len(rows) - 1
+
+
+@pytest.mark.parametrize("channel", ["implicit:0.3", "noisy:0.3"])
+def test_the_placebo_is_dose_matched_under_the_implicit_and_noisy_channels(channel: str) -> None:
+    """Under implicit the dose is the system's reactions (thanks, complaints, re-asks, silence), permuted."""
+    from memsim.scenarios.registry import build_scenario
+    from tests.helpers import replay
+    from tests.test_feedback import Spy
+
+    stream = build_scenario("persona", {"users": 3, "months": 1}).generate(np.random.default_rng(1))
+    system, placebo = Spy(), Spy()
+    rows = replay(stream, {"s": system, "s~placebo": placebo}, k=2, feedback_from=channel,
+                  modes={"s~placebo": "shuffled"}).probes
+    counts = {}
+    for label, spy in (("s", system), ("s~placebo", placebo)):
+        mine = rows.filter(pl.col("system") == label).with_columns(
+            pl.col("time").map_elements(lambda t: week_of(t, stream.start), return_dtype=pl.Int64).alias("week"))
+        counts[label] = (mine.group_by("user_id", "week").agg(
+            pl.col("told").is_not_null().sum().alias("calls"), pl.col("told").fill_null(False).sum().alias("true"))
+            .sort("user_id", "week"))
+        # The told column is what the system's feedback() got, call for call.
+        assert sorted(c for _, c in spy.bits) == sorted(mine["told"].drop_nulls().to_list())
+    assert counts["s"].equals(counts["s~placebo"]) and counts["s"]["calls"].sum() > 10
+    assert 0 < counts["s"]["true"].sum() < counts["s"]["calls"].sum()
