@@ -190,7 +190,7 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cold-export", action="store_true", help="also export the ONNX graph afresh (first use on a machine)")
     p.add_argument("--order", choices=("reference-first", "memsim-first"), default="reference-first",
                    help="which pipeline runs first and pays for the imports both use (default reference-first)")
-    p.add_argument("--repeat", type=int_in("repeat"), default=1, metavar="N",
+    p.add_argument("--repeat", type=int_in("repeat", floor=False), default=1, metavar="N",
                    help="run the two N times, interleaved (A B A B ...), and report the median ratio and its range (default 1)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the figures as JSON to FILE, or to stdout instead of the table when no FILE is given")

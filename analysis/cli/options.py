@@ -80,9 +80,16 @@ def _echo(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
-def int_in(kind: str) -> Callable[[str], int]:
-    """An argparse ``type``: an integer within ``LIMITS[kind]`` (the upper bound lifted by --no-size-limits)."""
+def int_in(kind: str, *, floor: bool = True) -> Callable[[str], int]:
+    """An argparse ``type``: an integer within ``LIMITS[kind]`` (the upper bound lifted by --no-size-limits).
+
+    Args:
+        kind: the entry of ``LIMITS``.
+        floor: check the lower bound too; False where the command checks it itself with its own message.
+    """
     least, most = LIMITS[kind]
+    if not floor:
+        least = -math.inf
 
     def parse(text: str) -> int:
         try:
@@ -92,7 +99,7 @@ def int_in(kind: str) -> Callable[[str], int]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {_echo(text)}") from None
         if value < least or (value > most and _limits_on()):
-            raise argparse.ArgumentTypeError(f"must be {int(least):,}..{int(most):,}, got {_echo(text)}"
+            raise argparse.ArgumentTypeError(f"must be {int(least) if floor else LIMITS[kind][0]:,}..{int(most):,}, got {_echo(text)}"
                                              + (" (memsim --no-size-limits lifts the upper bound)" if value > most else ""))
         return value
 

@@ -51,7 +51,7 @@ def _option_flags(p: argparse.ArgumentParser, title: str, model: Any) -> None:
         if default is not None:
             help_text += f" (default {default})"
         # Counts are bounded when parsed; a file option is refused when it names a FIFO or a device.
-        parse = (type(choices[0]) if choices else int_in("items") if kind is int
+        parse = (type(choices[0]) if choices else int_in("items", floor=False) if kind is int
                  else input_path(name.replace("_", " ") + " file", path=False) if name.endswith(("_ids", "_file")) else kind)
         g.add_argument(flag, type=parse, choices=choices, default=default,
                        metavar="N" if kind is int else None, help=help_text)
