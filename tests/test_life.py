@@ -228,3 +228,22 @@ def test_lives_are_plausible(stream):
                 assert hour < 12
             if first.startswith("Evening."):
                 assert hour >= 18
+
+
+def test_no_opener_marks_a_fact_bearing_turn(stream):
+    """The first word or two of a user turn are drawn alike with and without a fact (LoCoMo-style openers are no cue)."""
+    from memsim.scenarios.claims import fact_bearing
+
+    facts = fact_bearing(stream.meta)
+    user = [t for t in _turns(stream) if t.speaker == "user"]
+    base = sum(t.turn_id in facts for t in user) / len(user)
+    has: Counter[str] = Counter()
+    hit: Counter[str] = Counter()
+    for t in user:
+        words = t.text.split()
+        for n in (1, 2):
+            has[" ".join(words[:n])] += 1
+            hit[" ".join(words[:n])] += t.turn_id in facts
+    frequent = [g for g, n in has.items() if n >= 20]
+    assert len(frequent) >= 10
+    assert max(hit[g] / has[g] for g in frequent) <= base + 0.2, base
