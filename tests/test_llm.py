@@ -433,8 +433,9 @@ def test_answer_setup_from_args_openai(endpoint_factory, tmp_path: Path) -> None
     setup = _setup_of(args, ["f1_locomo"])
     assert setup is not None
     row = setup.answer_and_judge("Where?", T, [_mem(0, "Ana lives in Lisbon")], "Lisbon")
-    # the scripted endpoint says "Lisbon" to the judge too: no verdict -> NaN, not zero
-    assert row["answer_contains"] == 1.0 and math.isnan(row["answer_llm_locomo"])
+    # the scripted endpoint says "Lisbon" to the judge too: no verdict -> scored wrong, flagged
+    assert row["answer_contains"] == 1.0 and row["answer_llm_locomo"] == 0.0 and row["unreadable_llm_locomo"] is True
+    assert "unreadable_contains" not in row
     cost = setup.cost()
     assert cost["calls"] == 2 and cost["cost_usd"] == pytest.approx(2 * (11 * 1.0 + 2 * 2.0) / 1e6)
     desc = setup.describe()
