@@ -261,7 +261,7 @@ class HttpMemory:
         from memsim.sim.core.deadline import deadline_transport
 
         # One deadline per attempt for connect, headers and body: a server that drips its headers is cut off too.
-        self._client = httpx.Client(base_url=self.url, timeout=self.timeout, trust_env=False,
+        self._client = httpx.Client(base_url=self.url, timeout=self.timeout,
                                     transport=deadline_transport(self.timeout, MAX_ANSWER + (1 << 20)))
         health = self._parse(Health, self._call("GET", "/v1/health", "health", idempotent=True), "health")
         if health.protocol != PROTOCOL:

@@ -455,8 +455,10 @@ class OpenAICompatibleLLM:
                 from memsim.sim.core.deadline import deadline_transport
 
                 # The SDK's own timeout bounds each read only; the transport bounds the whole attempt.
+                # A proxy named by the environment is still used, as the SDK's own client would (through
+                # httpx's proxy transport, whose timeouts bound each read only).
                 http = httpx.Client(transport=deadline_transport(self.timeout_s, MAX_REPLY_BYTES), timeout=self.timeout_s,
-                                    trust_env=False, follow_redirects=True)
+                                    follow_redirects=True)
                 self._client = openai.OpenAI(
                     api_key=self._key,
                     base_url=self.endpoint,

@@ -131,9 +131,9 @@ class _Body(httpx.SyncByteStream):
 class DeadlineTransport(httpx.BaseTransport):
     """An httpx transport: every request ends within ``seconds`` (connect, headers, body) and ``max_bytes``.
 
-    No proxy: requests go straight to the server (memsim's endpoints are
-    named by URL, and a proxy would take the deadline out of this transport's
-    hands).
+    It connects straight to the server. A client that also trusts the
+    environment's proxy settings sends proxied URLs through httpx's own
+    proxy transport instead, whose timeouts bound each read only.
     """
 
     def __init__(self, seconds: float, max_bytes: int, *, max_connections: int = 16) -> None:
