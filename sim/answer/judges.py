@@ -421,7 +421,7 @@ MAX_VERDICT_CHARS = 2000
 """A judge reply longer than this has no readable verdict: every judge prompt asks for a word or a tiny JSON object."""
 
 UNREADABLE_LIMIT = 0.05
-"""Share of a judge's calls with no readable verdict above which a run fails (unless allowed)."""
+"""Share of a judge's answers (the questions it scores) with no readable verdict above which a run fails, unless allowed."""
 
 _VERDICT_WORDS = {"CORRECT": 1.0, "WRONG": 0.0, "INCORRECT": 0.0}
 _JSON_LABELS = {"CORRECT": 1.0, "WRONG": 0.0}
