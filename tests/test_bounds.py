@@ -211,3 +211,12 @@ def test_every_command_has_help() -> None:
         with contextlib.redirect_stdout(io.StringIO()) as out, pytest.raises(SystemExit) as done:
             main(argv)
         assert done.value.code == 0 and "usage: memsim" in out.getvalue(), name
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_a_data_file_in_utf16_or_utf32_is_named_before_a_parser_decodes_it(tmp_path: Path, encoding: str) -> None:
+    data = tmp_path / "locomo10.json"
+    data.write_bytes('[{"sample_id": "c1", "conversation": {}, "qa": []}]'.encode(encoding))
+    for argv in (["static", "locomo", "--data", str(data)], ["judge-check", "--locomo", str(data)]):
+        line = _usage_error(argv)
+        assert "memsim reads UTF-8 only" in line and encoding[:6].upper() in line, line

@@ -17,11 +17,11 @@ def judge_check_arguments(parser: argparse.ArgumentParser) -> None:
     from memsim.sim.answer.judges import JUDGE_NAMES
     from memsim.sim.answer.llm import LLM_KINDS
 
-    parser.add_argument("--locomo", type=input_path("LoCoMo data file"), default=None,
+    parser.add_argument("--locomo", type=input_path("LoCoMo data file", text=True), default=None,
                         help="LoCoMo file for items (default: $MEMSIM_LOCOMO or ../shared/data/locomo/locomo10.json "
                         "when it exists)")
     parser.add_argument("--no-locomo", action="store_true", help="no LoCoMo items")
-    parser.add_argument("--longmemeval", type=input_path("LongMemEval data file"), default=None, help="LongMemEval file for items (its first instances)")
+    parser.add_argument("--longmemeval", type=input_path("LongMemEval data file", text=True), default=None, help="LongMemEval file for items (its first instances)")
     parser.add_argument("--judge", action="append", choices=JUDGE_NAMES, default=None, metavar="NAME",
                         help=f"judge to check (repeatable; default every registered judge: {', '.join(JUDGE_NAMES)})")
     parser.add_argument("--llm", choices=LLM_KINDS, default="local", help="client of the LLM judges (default: local)")

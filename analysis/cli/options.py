@@ -134,7 +134,7 @@ def nonempty_path(text: str) -> Path:
     return Path(text)
 
 
-def input_path(what: str, *, folders: bool = False, path: bool = True) -> Callable[[str], Any]:
+def input_path(what: str, *, folders: bool = False, path: bool = True, text: bool = False) -> Callable[[str], Any]:
     """An argparse ``type`` for an input: not empty, and when it names something that exists, a regular file
     or a folder, so that a FIFO, a socket or a device is refused before anything opens it.
 
@@ -145,22 +145,34 @@ def input_path(what: str, *, folders: bool = False, path: bool = True) -> Callab
         what: what the input is, as the error names it.
         folders: a folder is what the command may take (documentation only: folders always pass here).
         path: give a ``Path`` (else the text as given).
+        text: the file is UTF-8 text: one in UTF-16 or UTF-32 is refused by its first block (a JSON parser
+            would decode it silently).
     """
     import stat
 
-    def parse(text: str) -> Any:
-        if not text.strip():
+    def parse(value: str) -> Any:
+        if not value.strip():
             raise argparse.ArgumentTypeError(f"an empty path; name the {what}")
         try:
-            mode = os.stat(text).st_mode
+            mode = os.stat(value).st_mode
         except (OSError, ValueError):  # absent, or a name no file can have: the command's own message says so
-            return Path(text) if path else text
+            return Path(value) if path else value
         # A folder is left to the command, which says what it expected there; what blocks or never ends is not.
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
                     or stat.S_ISBLK(mode) else "a socket")
-            raise argparse.ArgumentTypeError(f"{_echo(text)} is {kind}, not a regular file; expected a {what}")
-        return Path(text) if path else text
+            raise argparse.ArgumentTypeError(f"{_echo(value)} is {kind}, not a regular file; expected a {what}")
+        if text and stat.S_ISREG(mode):
+            from memsim.sim.core.files import wide_encoding
+
+            try:
+                with open(value, "rb") as f:
+                    problem = wide_encoding(f.read(4096))
+            except OSError:
+                problem = None  # unreadable: the command says so with its own message
+            if problem:
+                raise argparse.ArgumentTypeError(f"{_echo(value)}: {problem}")
+        return Path(value) if path else value
 
     parse.__name__ = what
     return parse

@@ -52,7 +52,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "(default: the config's, else on); --no-constant-arms: neither")
     parser.add_argument("--balance-kinds", action="store_true", default=None,
                         help="weight questions so that both halves have the same question-kind mix")
-    parser.add_argument("--data", type=input_path("data file", path=False), default=None, metavar="PATH",
+    parser.add_argument("--data", type=input_path("data file", path=False, text=True), default=None, metavar="PATH",
                         help="the scenario's data file (scenario.data of locomo_stream, longmemeval_stream: "
                         "a path or a `memsim data` name)")
     add_cache_dir_argument(parser)

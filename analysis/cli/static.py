@@ -20,7 +20,7 @@ __all__ = ["static_arguments", "static_main", "static_spec"]
 def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
     from memsim.analysis.cli.options import add_answer_arguments, add_cache_dir_argument, add_no_progress_argument
 
-    p.add_argument("--data", type=input_path("data file"), default=None, help=protocol.data)
+    p.add_argument("--data", type=input_path("data file", text=True), default=None, help=protocol.data)
     p.add_argument("--system", action="append", default=None, metavar="NAME[:k=v,...]",
                    help="memory system (repeatable; default naive)")
     p.add_argument("-k", type=int_in("k"), default=protocol.k, help=f"headline cut-off (default {protocol.k})")
@@ -52,7 +52,7 @@ def _option_flags(p: argparse.ArgumentParser, title: str, model: Any) -> None:
             help_text += f" (default {default})"
         # Counts are bounded when parsed; a file option is refused when it names a FIFO or a device.
         parse = (type(choices[0]) if choices else int_in("items", floor=False) if kind is int
-                 else input_path(name.replace("_", " ") + " file", path=False) if name.endswith(("_ids", "_file")) else kind)
+                 else input_path(name.replace("_", " ") + " file", path=False, text=True) if name.endswith(("_ids", "_file")) else kind)
         g.add_argument(flag, type=parse, choices=choices, default=default,
                        metavar="N" if kind is int else None, help=help_text)
 

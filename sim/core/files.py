@@ -29,6 +29,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "write_atomic", "write_text_atomic", "read_toml", "regular_file", "read_limited", "decode_utf8", "utf8_problem",
+    "wide_encoding",
     "MAX_CONFIG_BYTES",
 ]
 
@@ -142,18 +143,31 @@ def utf8_problem(data: bytes) -> str | None:
     UTF-16 and UTF-32 are recognised by their byte order marks, or, without
     one, by the zero bytes that ASCII text has in those encodings.
     """
-    for bom, name in ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-                      (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16")):
-        if data.startswith(bom):
-            return f"encoded in {name} (byte order mark); memsim reads UTF-8 only: convert it (iconv -f {name} -t UTF-8)"
-    head = data[:4096]
-    if len(head) >= 4 and head.count(0) * 4 >= len(head):
-        name = "UTF-32" if head[1:4] == b"\0\0\0" or head[:3] == b"\0\0\0" else "UTF-16"
-        return f"looks encoded in {name} (zero bytes between characters); memsim reads UTF-8 only: convert it"
+    wide = wide_encoding(data)
+    if wide is not None:
+        return wide
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return f"not valid UTF-8 at byte {exc.start} ({exc.reason}); memsim reads UTF-8 only"
+    return None
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """Why text starting with ``head`` is UTF-16 or UTF-32 rather than UTF-8, or None.
+
+    Reads only the first 4 KiB, so it can judge a file by its first block
+    (a parser such as Python's ``json`` would otherwise decode UTF-16
+    silently).
+    """
+    for bom, name in ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+                      (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16")):
+        if head.startswith(bom):
+            return f"encoded in {name} (byte order mark); memsim reads UTF-8 only: convert it (iconv -f {name} -t UTF-8)"
+    head = head[:4096]
+    if len(head) >= 4 and head.count(0) * 4 >= len(head):
+        name = "UTF-32" if head[1:4] == b"\0\0\0" or head[:3] == b"\0\0\0" else "UTF-16"
+        return f"looks encoded in {name} (zero bytes between characters); memsim reads UTF-8 only: convert it"
     return None
 
 
