@@ -424,6 +424,8 @@ class SeedRuns:
     """Results per question (``RunSpec.k``)."""
     metric: str
     """The runs' headline column (``RunSpec.metric``)."""
+    infos: tuple[dict[str, Any], ...] = ()
+    """Each seed's ``run.json`` (its arms and totals), in seed order; empty where the runs kept none."""
 
 
 def run_seeds(
@@ -456,6 +458,7 @@ def run_seeds(
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")
     frames: list[pl.DataFrame] = []
+    infos: list[dict[str, Any]] = []
     played: list[int] = []
     span, k, metric = 0.0, 0, ""
     for i in range(seeds):
@@ -463,12 +466,13 @@ def run_seeds(
         spec = spec_from_config(config, systems=systems, **{**overrides, "seed": seed})
         outcome = execute(spec, out_dir=None, embedder_factory=embedder_factory)
         frames.append(outcome.result.probes)
+        infos.append(dict(outcome.result.info))
         played.append(seed)
         span = max(span, float(outcome.result.info.get("span_days") or 0.0))
         k, metric = spec.k, spec.metric
         if progress is not None:
             progress(seed, outcome)
-    return SeedRuns(tuple(frames), tuple(played), span, k, metric)
+    return SeedRuns(tuple(frames), tuple(played), span, k, metric, tuple(infos))
 
 
 def power_sweep(config: Any, *, systems: Sequence[Any], seeds: int, embedder: str = "minilm") -> Any:
@@ -501,10 +505,14 @@ def seed_runs_from_sweep(result: Any) -> SeedRuns:
 
     require_done(result)
     cells = sorted((r.cell for r in result.records), key=lambda c: c.seed)
-    frames, spans = [], []
+    frames, spans, infos = [], [], []
     for c in cells:
         frames.append(cell_probes(result.out_dir, c))
-        metrics = json.loads((Path(result.out_dir) / "cells" / c.cell_id / "metrics.json").read_text(encoding="utf-8"))
+        folder = Path(result.out_dir) / "cells" / c.cell_id
+        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
         spans.append(float(metrics.get("span_days") or 0.0))
+        info = folder / "run.json"
+        infos.append(json.loads(info.read_text(encoding="utf-8")) if info.is_file() else {})
     first = cells[0].spec
-    return SeedRuns(tuple(frames), tuple(c.seed for c in cells), max(spans, default=0.0), int(first["k"]), str(first["metric"]))
+    return SeedRuns(tuple(frames), tuple(c.seed for c in cells), max(spans, default=0.0), int(first["k"]),
+                    str(first["metric"]), tuple(infos))

@@ -175,11 +175,15 @@ def _config(args: argparse.Namespace) -> int:
         return 0
     effects = sorted({*CONTRAST_EFFECTS, float(args.effect)})
     curves = []
-    for seed, probes in zip(runs.seeds, runs.probes):
-        name, a, b = _arms(probes, None, systems[0].display, args.contrast, metric=runs.metric, half=args.half - 1,
-                           unit=None)
+    from memsim.analysis.learning import design_unit
+
+    for i, (seed, probes) in enumerate(zip(runs.seeds, runs.probes)):
+        info = runs.infos[i] if i < len(runs.infos) else None
+        unit = design_unit(info, probes)[0]
+        name, a, b = _arms(probes, info, systems[0].display, args.contrast, metric=runs.metric, half=args.half - 1,
+                           unit=unit)
         curves.append(contrast_power(probes, metric=runs.metric, system=a, reference=b, seed=seed, effects=effects,
-                                     half=args.half - 1))
+                                     half=args.half - 1, unit=unit))
         mde = curves[-1].mde
         print(f"seed {seed}: {name} ({a} - {b}), {probes.filter(pl.col('system') == b).height} questions of {b}, "
               f"MDE {'not reached' if mde is None else f'{100 * mde:.1f} points'} (as that seed's run prints)")
