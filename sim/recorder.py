@@ -9,7 +9,9 @@ temporary name and renamed, so ``kill -9`` loses at most the part in flight.
 
 Rerunning into the same folder resumes: a part already on disk is not written
 again (static runs skip its episode; longitudinal runs replay it from the
-caches and drop the rows). ``finish`` joins the parts, in key order, into
+caches and drop the rows, and skip a pass of arms whose parts are all on
+disk, reading its outcome from its ``end`` part, ``part_info``). A later pass
+reads an earlier one's rows with ``committed_probes``. ``finish`` joins the parts, in key order, into
 ``probes.parquet`` and ``timeline.parquet``, so a resumed run's rows equal an
 uninterrupted run's. A folder made for another spec is refused.
 
