@@ -123,12 +123,14 @@ MESSAGES = [{"role": "user", "content": "Where does Ana live?"}]
 def test_a_dripping_server_is_cut_off_at_the_deadline(hostile, mode: str) -> None:
     server = hostile(mode)
     client = OpenAICompatibleLLM("m", base_url=server.url, timeout_s=1.5, max_retries=1)
+    client._api()  # the SDK's import and set-up are not the call being timed
     t0 = time.monotonic()
     with pytest.raises(LLMUnavailableError, match=r"failed 2 time\(s\) in a row, each attempt with a 1.5 s deadline"):
         client.chat(MESSAGES, max_tokens=8)
     took = time.monotonic() - t0
-    # Two attempts of 1.5 s each and the SDK's wait between them (at most about 1 s); the drip alone lasts a minute.
-    assert server.requests == 2 and took < 6.0, took
+    # Two attempts of 1.5 s each and the SDK's wait between them (about 1 s), with room for a busy machine;
+    # the drip alone lasts 17 s (headers) or a minute (body) per attempt.
+    assert server.requests == 2 and took < 8.0, took
 
 
 def test_a_healthy_server_is_not_cut_off(hostile) -> None:
