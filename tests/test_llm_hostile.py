@@ -78,14 +78,16 @@ class _Hostile:
     def answer(self, sock: socket.socket) -> None:
         mode = self.mode
         if mode == "huge":
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 90000000\r\n\r\n")
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 90000000\r\n"
+                         b"Connection: close\r\n\r\n")
             block = b" " * (1 << 20)
             for _ in range(90):
                 sock.sendall(block)
             return
         body = _body(mode)
         head = (f"HTTP/1.1 200 OK\r\nContent-Type: {'text/plain' if mode == 'text' else 'application/json'}\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+                # One request per connection: the client never reuses a socket this server is about to close.
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         if mode == "drip_headers":
             for byte in head:
                 sock.sendall(bytes([byte]))
