@@ -5,17 +5,22 @@ their life are drawn from a network of dependent attributes, then live
 through dated events. Text second (``memsim.scenarios.life_text``): sessions
 are task chat (recipes, writing, code, budgets, planning, reading...), and
 the user mentions what is going on in their life in passing, one fact per
-turn at most, among hypotheticals, negations and other people's news. The
-assistant answers with specifics and recommends books and films.
+turn at most, among hypotheticals, denials and other people's news written
+the same way. Sessions fall at the user's waking hours. The assistant
+answers with specifics and recommends books and films.
 
-What the user tells is recorded as the truth's *tellings*; questions are
-asked from the second stretch of each user's months on, and their gold
-answers, evidence and superseded turns come from ``derive`` on the tellings.
-Users sometimes ask to forget a topic: its turns are deleted, and later gold
-no longer counts them. ``meta["truth"]`` holds each user's truth (JSON),
-``meta["facts"]`` the strings that carry each fact-bearing turn's fact and
-``meta["questions"]`` what each question asks; ``check_world`` re-derives
-every question from them. Ids are opaque and turns carry no metadata.
+What the user tells is recorded as the truth's *tellings*, each said as the
+truth stands on the day it is said (news with its date, in the order it
+happened); questions are asked from the second stretch of each user's months
+on, and their gold answers, evidence, support and superseded turns come from
+``derive`` on the tellings. Users sometimes ask to forget a topic: its turns
+are deleted, and later gold no longer counts them. ``meta["truth"]`` holds
+each user's truth (JSON), ``meta["claims"]`` the claims every turn's text
+makes (``memsim.scenarios.claims``), ``meta["facts"]`` the strings that carry
+each fact-bearing turn's fact and ``meta["questions"]`` what each question
+asks; ``check_world`` re-derives every question from the truth, and
+``memsim.scenarios.world_check.check_claims`` independently from the claims.
+Ids are opaque and turns carry no metadata.
 """
 
 from __future__ import annotations

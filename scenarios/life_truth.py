@@ -11,10 +11,12 @@ illnesses, relationships, adoptions, purchases, new habits, changes of taste,
 and events of the other people), each with participants and consequences.
 
 What the user *tells* is part of the truth too: every telling records which
-turn stated which value of which attribute of whom, and when. Gold answers
-are derived from the tellings (``derive``), never from the text, and
+turn stated which value of which attribute of whom, the date it refers to
+(``valid``, the user's calendar day), its aspect and when it was said. Gold
+answers are derived from the tellings (``derive``), never from the text, and
 ``check_world`` re-derives them from the JSON written into the stream's
-``meta["truth"]``.
+``meta["truth"]``; the claims the text makes are checked apart, by
+``memsim.scenarios.world_check``, which shares none of this code.
 """
 
 from __future__ import annotations
