@@ -395,6 +395,8 @@ def _compare(q: Any, spec: Mapping[str, Any], want: dict[str, Any] | str, turns:
            "support": [list(g) for g in q.extra.get("support", ())]}
     out = [f"{head}: {key} is {got[key]!r}, the claims give {want[key]!r}"
            for key in ("gold", "evidence", "superseded", "support") if got[key] != want[key]]
+    if spec.get("kind") != q.kind:
+        out.append(f"{head}: the question's kind is {q.kind!r} but meta['questions'] asks {spec.get('kind')!r}")
     if (q.gold == _ABSTAIN) != (q.excluded == "abstention"):
         out.append(f"{head}: an abstention must be excluded from scores, and only an abstention")
     for name in ("value", "genre", "rel"):
