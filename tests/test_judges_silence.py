@@ -212,7 +212,6 @@ def test_a_silent_judge_passes_nothing_under_the_locomo_protocols(
     assert answerable["unreadable_llm_locomo"].to_list() == [True] * 152
     print_static(outcome)
     out = capsys.readouterr().out
-    assert "unreadable by llm_locomo: 152 of 199 replies had no verdict" in out or questions != 199
     assert f"unreadable by llm_locomo: 152 of {questions} replies had no verdict" in out
 
 
