@@ -116,6 +116,8 @@ def verdict_of(row: Mapping[str, Any], *, channel: str, metric: str, judge_keys:
     if row.get("error") is not None:
         return None
     judged = bool(judge_keys) and channel.startswith(("answer", "implicit"))
+    if judged and row.get("unreadable_" + judge_keys[0].removeprefix("answer_")):
+        return None  # the judge said nothing readable: scored wrong, but telling the system so would be made up
     value = row.get(judge_keys[0] if judged else metric)
     if value is None or math.isnan(value):
         return None

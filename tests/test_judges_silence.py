@@ -236,3 +236,15 @@ def test_a_silent_judge_passes_nothing_under_the_longmemeval_protocols(
     headline = [line for line in out.splitlines() if line.startswith("answer_llm_longmemeval: overall 0.000")]
     assert len(headline) == 1, out
     assert "12 replies without a verdict scored wrong" in headline[0] and "unreliable (no check)" in headline[0]
+
+
+def test_feedback_is_not_told_from_a_reply_without_a_verdict() -> None:
+    from memsim.sim.engine import verdict_of
+
+    keys = ("answer_llm_locomo", "answer_contains")
+    silent = {"answer_llm_locomo": 0.0, "unreadable_llm_locomo": True, "recall_all@10": 1.0}
+    wrong = {"answer_llm_locomo": 0.0, "unreadable_llm_locomo": False, "recall_all@10": 1.0}
+    assert verdict_of(silent, channel="answer", metric="recall_all@10", judge_keys=keys) is None
+    assert verdict_of(wrong, channel="answer", metric="recall_all@10", judge_keys=keys) is False
+    # The evidence channel reads the headline metric: the judge's silence does not matter there.
+    assert verdict_of(silent, channel="evidence", metric="recall_all@10", judge_keys=keys) is True
