@@ -76,6 +76,8 @@ class LifeConfig(BaseModel):
     questions_from: float = Field(0.3, ge=0, lt=1, description="share of the span before the first question")
     event_rate: Annotated[float, bounded(100)] = Field(1.0, ge=0, description="multiplier on every life event's rate (life_truth.EVENT_RATES)")
     deletion_rate: Annotated[float, bounded(1_000)] = Field(0.15, ge=0, description="forget requests per user per month")
+    forget_in_text_rate: Annotated[float, bounded(1_000)] = Field(
+        0.1, ge=0, description="requests per user per month, in the user's own words, to forget a topic (no API deletion)")
     start: datetime = Field(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc), description="simulated time zero")
 
     @field_validator("event_rate")
@@ -88,7 +90,7 @@ class LifeConfig(BaseModel):
                              f"(event_rate at most {30.0 / sum(W.EVENT_RATES.values()):.2f})")
         return v
 
-    @field_validator("deletion_rate")
+    @field_validator("deletion_rate", "forget_in_text_rate")
     @classmethod
     def _one_deletion_a_day(cls, v: float) -> float:
         if v / 30.0 > 1.0:
@@ -315,6 +317,11 @@ class _Life:
         times = sorted(zip(days, self._hours(n)))
         introduced: set[str] = set()
         out: list[Event] = []
+        # Forget requests in the user's words have a generator of their own, so the rest of the world is the
+        # same with or without them.
+        self.asks = random.Random(f"{self.ids.salt}:{self.user_id}:forget")
+        n_asks = sum(self.asks.random() < cfg.forget_in_text_rate / 30.0 for _ in range(int(self.span)))
+        self.ask_days = sorted(self.asks.uniform(0.0, self.span) for _ in range(n_asks))
         for day, hour in times:
             out.append(self._session(day, hour, introduced))
         out.extend(self._deletions())
@@ -399,7 +406,35 @@ class _Life:
                 genre = d["genre"] if theme == "reading" else d["film_genre"]
                 self.claims[rid] = self._record({"subject": "assistant", "attr": attr, "value": title, "aspect": "holds",
                                                  "genre": genre}, rid, when, said_day, title, "")
+        if self.ask_days and self.ask_days[0] <= day:
+            self.ask_days.pop(0)
+            self._forget_in_text(when, said_day, add)
         return Session(session_id=sid, user_id=self.user_id, time=when, turns=tuple(turns))
+
+    def _forget_in_text(self, when: datetime, said_day: date, add: Any) -> None:
+        """A turn pair in which the user asks, in plain words, to forget a topic they told; its tellings go from then on."""
+        iso = when.isoformat()
+        topics = [a for a in X.FORGET_PHRASES if W.told(self.index, "me", a, iso)]
+        if not topics:
+            return
+        attr = topics[self.asks.randrange(len(topics))]
+        for _ in range(12):  # the request comes with the task at hand, so no text repeats
+            theme = X.pick(self.asks, [t for t in X.THEMES if t not in ("reading", "film")])
+            d = X.session_details(self.asks, ())
+            text, phrase = X.forget_request(self.asks, attr)
+            text = f"{text} {X.user_turn(self.asks, theme, d, None, None)}"
+            reply = f"{X.forget_reply(self.asks)} {X.assistant_turn(self.asks, theme, d)[0]}"
+            if text not in self.seen and reply not in self.seen:
+                break
+        self.seen.update((text, reply))
+        tid = add("user", text, [Claim(subject="me", attr=attr, value="", time=said_day.isoformat(), aspect="holds",
+                                       polarity="forgets", said_as=phrase).to_json()])
+        add("assistant", reply, [])
+        forgotten = W.told(self.index, "me", attr, iso)
+        gone = {t["turn"] for t in forgotten}
+        for t in forgotten:
+            t["deleted"] = iso  # what was said of the topic no longer counts, though systems still hold the turns
+        self.truth["deletions"].append({"time": iso, "topic": attr, "turns": sorted(gone), "in_text": tid})
 
     def _record(self, telling: dict[str, Any], turn_id: str, when: datetime, said_day: date, said_as: str,
                 when_as: str) -> list[dict[str, str]]:
@@ -442,8 +477,8 @@ class _Life:
             attr = options[int(rng.integers(len(options)))]
             gone = {t["turn"] for t in W.told(self.index, "me", attr, when)}
             for t in self.truth["tellings"]:
-                if t["turn"] in gone and t["deleted"] is None:
-                    t["deleted"] = when  # everything the deleted turns said goes with them
+                if t["turn"] in gone and (t["deleted"] is None or t["deleted"] > when):
+                    t["deleted"] = when  # everything the deleted turns said goes with them (a later forget request may have come first)
             self.truth["deletions"].append({"time": when, "topic": attr, "turns": sorted(gone)})
             out.append(Deletion(deletion_id=self.ids("d"), user_id=self.user_id, time=datetime.fromisoformat(when),
                                 turn_ids=tuple(sorted(gone)), topic=attr))
@@ -501,6 +536,10 @@ class _Life:
                 out["assistant"].append(({"kind": "assistant", "attr": attr, "genre": genre}, {"cur": genre}))
         for topic in _ABSTAIN_TOPICS:
             out["abstain"].append(({"kind": "abstain", "attr": topic}, {}))
+        for d in self.truth["deletions"]:
+            # A topic forgotten at the user's request: nothing said of it counts any more.
+            if d.get("in_text") and d["time"] < when:
+                out["abstain"].append(({"kind": "abstain", "attr": d["topic"]}, {}))
         for rel in ("sister", "brother"):
             if rel not in relations:
                 out["abstain"].append(({"kind": "abstain", "attr": "relative", "rel": rel}, {"rel": rel}))

@@ -29,7 +29,7 @@ from memsim.scenarios import life_truth as W
 
 __all__ = [
     "THEMES", "DIET_ALIASES", "BOOKS", "FILMS", "GREETINGS", "BREAKUP_WORDS", "pick", "greeting", "when_phrase",
-    "fact_clause", "distractor", "mirror", "session_details", "user_turn", "assistant_turn", "question_text",
+    "fact_clause", "distractor", "mirror", "session_details", "FORGET_PHRASES", "forget_request", "forget_reply", "user_turn", "assistant_turn", "question_text",
 ]
 
 GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Good afternoon.", "Evening.", "Hi there.")
@@ -677,6 +677,9 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("abstain", "relative"): (f"Where does my {rel} work?", f"What's my {rel}'s job?"),
         ("abstain", "anniversary"): ("When is my wedding anniversary?",),
     }
+    if kind == "abstain" and (kind, attr) not in banks:
+        # A topic the user asked to have forgotten is asked about as any question on it would be.
+        return pick(rng, banks[("current", attr)] if ("current", attr) in banks else banks[("latest", attr)])
     if kind == "as_of":
         return pick(rng, (f"As of {date}, where was I {label}?", f"Back on {date}, where was I {label}?",
                           f"On {date}, what was my {attr}?")) if attr in ("city", "employer") else f"On {date}, what was my {attr}?"
@@ -697,3 +700,27 @@ def vocabulary() -> dict[str, list[str]]:
             out[f"{name} the {species}"] = [name]
     out["single"] = list(BREAKUP_WORDS)
     return out
+
+
+FORGET_PHRASES: Mapping[str, tuple[str, ...]] = {
+    # What a user calls a topic when they ask for it to be forgotten.
+    "city": ("where I live", "my address and where I live", "which city I'm in"),
+    "employer": ("where I work", "my job and my employer"),
+    "partner": ("my relationship", "who I'm seeing"),
+    "illnesses": ("my health", "when I was ill"),
+}
+
+
+def forget_request(rng: random.Random, attr: str) -> tuple[str, str]:
+    """A request, in plain words, to forget what the user said on a topic, and the phrase that names the topic."""
+    phrase = pick(rng, FORGET_PHRASES[attr])
+    text = pick(rng, (f"Please forget what I told you about {phrase}.",
+                      f"Could you drop everything I've said about {phrase}? I'd rather you didn't keep it.",
+                      f"I'd like you to forget anything I mentioned about {phrase}, please."))
+    return text, phrase
+
+
+def forget_reply(rng: random.Random) -> str:
+    """The assistant's answer to a forget request."""
+    return pick(rng, ("Understood; I won't bring that up again.", "Of course. Consider it forgotten.",
+                      "Done, I'll leave that out from now on."))

@@ -32,7 +32,9 @@ Rules, for the asking user at the question's time:
   partner is the one the user is with now), then their value.
 - ``assistant``: the one title recommended for the request the question
   names (two titles for one request: ambiguous).
-- ``abstain``: nothing was ever asserted on the topic.
+- ``abstain``: nothing asserted on the topic counts (never said, or said and
+  then deleted or forgotten at the user's request in their own words: a
+  ``forgets`` claim takes away what was said of its topic before it).
 
 A second pass reads the text: each claim's string (the value or a declared
 alias, ``meta["vocabulary"]``) is in its turn, each dated claim's date
@@ -353,6 +355,8 @@ def check_claims(stream: Any) -> WorldCheck:
     for tid in log:
         if tid not in turns:
             report.problems.append(f"claim log: turn {tid} is in no session")
+    for uid, items in by_user.items():
+        by_user[uid] = _forgotten(items)
     users = {uid: _User(items, float(offsets.get(uid, 0.0))) for uid, items in by_user.items()}
     adding = set(meta.get("accumulating", ()))
     for uid, user in users.items():
@@ -370,6 +374,21 @@ def check_claims(stream: Any) -> WorldCheck:
             report.disagreements[q.kind] += 1
             report.problems.extend(lines)
     return report
+
+
+def _forgotten(items: list[_Said]) -> list[_Said]:
+    """Claims as a forget request in the user's words leaves them: what was said of its topic before it is gone."""
+    asks = [s for s in items if s.claim.polarity == "forgets"]
+    if not asks:
+        return items
+    out = []
+    for s in items:
+        gone = [a.said for a in asks if a.claim.subject == s.claim.subject and a.claim.attr == s.claim.attr
+                and s.said < a.said and s.claim.polarity != "forgets"]
+        if gone and (s.deleted is None or min(gone) < s.deleted):
+            s = _Said(s.pos, s.turn, s.said, s.day, s.claim, min(gone))
+        out.append(s)
+    return out
 
 
 def _contradictions(uid: str, user: _User, adding: set[str]) -> list[str]:
@@ -415,7 +434,7 @@ def _text_problems(tid: str, text: str, items: Sequence[Claim], day: date, vocab
     low = text.lower()
     for c in items:
         forms = {c.value.lower(), *(f.lower() for f in vocabulary.get(c.value, ()))}
-        if c.said_as.lower() not in forms:
+        if c.said_as.lower() not in forms and c.polarity != "forgets":
             out.append(f"turn {tid}: {c.subject}.{c.attr} = {c.value!r} is said as {c.said_as!r}, "
                        f"neither the value nor a declared alias")
         if c.said_as.lower() not in low:

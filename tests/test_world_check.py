@@ -192,3 +192,26 @@ def test_support_scorer_needs_one_turn_of_each_group() -> None:
     assert scorer.score(two, got("a1", "zz", "b1"), ks=(2, 3)) == {"recall_support@2": 0.0, "recall_support@3": 1.0}
     assert scorer.score(two, got("a1", "a2"), ks=(2,)) == {"recall_support@2": 0.0}
     assert math.isnan(scorer.score(q(), got("a2"), ks=(1,))["recall_support@1"])
+
+
+def test_forget_requests_in_plain_words_are_claims_that_gold_follows() -> None:
+    s = build_scenario("life", {"users": 6, "months": 6, "forget_in_text_rate": 2.0}).generate(streams(2)["scenario"])
+    report = check_claims(s)
+    assert report.ok and report.claims["forgets"] >= 5
+    turns = _turns(s)
+    asks = [(turns[tid], c) for tid, cs in s.meta["claims"].items() for c in cs if c["polarity"] == "forgets"]
+    told = {tid: cs for tid, cs in s.meta["claims"].items()}
+    later = 0
+    for turn, c in asks:
+        assert c["said_as"] in turn.text and turn.speaker == "user"
+        before = {tid for tid, cs in told.items() if turns[tid].user_id == turn.user_id and turns[tid].created_at < turn.created_at
+                  and any(x["attr"] == c["attr"] and x["subject"] == "me" and x["polarity"] == "asserts" for x in cs)}
+        for q in _questions(s):
+            if q.user_id == turn.user_id and q.time > turn.created_at:
+                assert not set(q.evidence + q.superseded) & before
+                later += q.kind == "abstain" and s.meta["questions"][q.question_id]["attr"] == c["attr"]
+    assert later > 0  # the forgotten topic is asked about, and its gold is an abstention
+    # Without the requests in the log, the checker reads the forgotten facts as still told, and disagrees.
+    dropped = {tid: [c for c in cs if c["polarity"] != "forgets"] for tid, cs in s.meta["claims"].items()}
+    broken = dataclasses.replace(s, meta={**s.meta, "claims": dropped})
+    assert sum(check_claims(broken).disagreements.values()) > 0
