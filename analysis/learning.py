@@ -38,6 +38,7 @@ the contrast's units do; it never reads the observed gap.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,7 +61,7 @@ from memsim.analysis.stats import (
     user_halves,
 )
 from memsim.sim.core.streams import stream_key
-from memsim.sim.core.table import text_table
+from memsim.sim.core.table import fit_table, table_width, text_table
 
 __all__ = [
     "MIN_USERS", "ROLES", "ROLE_NAMES", "CONTRASTS", "ARM_PAIRS", "STALE", "Pair", "compare", "paired_rows",
@@ -801,21 +802,36 @@ def format_learning(
     missing_control: str | None = None,
     balance_kinds: bool = False,
     placebos: Collection[str] = (),
+    width: int | None = None,
 ) -> str:
     """The learning-through-use tables as text: the header line, the contrasts, each arm's halves, the footnotes.
 
     ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
     the footnote says why). ``placebos``: the placebo labels, for entries written before each names its arm.
+    ``width``: the terminal's width (``memsim.sim.core.table.console_width``); tables wider than it fold into
+    their compact view (system, contrast or arm, the 2nd half with its p and MDE) and the footnotes shrink to a
+    pointer to the docs. None prints every column and every footnote (reports, pipes, ``--wide``).
     """
-    lines: list[str] = [learning_header(table, metric), ""]
+    header = learning_header(table, metric)
+    lines: list[str] = [*(textwrap.wrap(header, width) if width else [header]), ""]
     contrasts = contrast_rows(table)
+    head_c, head_a = contrast_headers(metric), arm_headers(metric)
+    rows_a = arm_rows(table, placebos)
+    folded = width is not None and (
+        (bool(contrasts) and table_width(head_c, contrasts) > width) or table_width(head_a, rows_a) > width)
     if contrasts:
-        lines += _text_table(contrast_headers(metric), contrasts)
+        lines += fit_table(head_c, contrasts, compact=(0, 1, 5, 6, 7), wrap=(0, 1), width=width,
+                           align="l" * len(head_c), what="contrasts").split("\n")
         lines.append("")
-    lines += _text_table(arm_headers(metric), arm_rows(table, placebos))
+    lines += fit_table(head_a, rows_a, compact=(0, 1, 2, 3), wrap=(0, 1), width=width,
+                       align="l" * len(head_a), what="arms").split("\n")
     lines.append("")
-    lines += learning_notes(table, metric=metric, control=control, missing_control=missing_control,
-                            balance_kinds=balance_kinds)
+    if folded:
+        lines += textwrap.wrap("Arms, contrasts, intervals and MDE: docs/concepts/contrasts.md; every column and "
+                               "footnote: memsim --wide, or report.md.", width)
+    else:
+        lines += learning_notes(table, metric=metric, control=control, missing_control=missing_control,
+                                balance_kinds=balance_kinds)
     return "\n".join(lines)
 
 

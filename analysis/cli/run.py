@@ -273,7 +273,9 @@ def embedding_line(info: dict[str, Any]) -> str | None:
 def print_outcome(outcome: Any) -> None:
     """The learning table (longitudinal), per-system figures, failures and the run folder."""
     from memsim.analysis.learning import format_learning
+    from memsim.sim.core.table import console_width
 
+    width = console_width()
     m = outcome.summary.metrics
     timings = outcome.summary.timings
     totals = m.get("totals") or {}
@@ -287,12 +289,13 @@ def print_outcome(outcome: Any) -> None:
         print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")
         print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
                               missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
-                              placebos=m.get("placebos") or {}))
+                              placebos=m.get("placebos") or {}, width=width))
         for col, table in (m.get("answer_learning") or {}).items():
             # A reader ran and its answers were judged: answer accuracy gets halves and contrasts of its own.
             print()
             print(f"Answer accuracy through use, judge {col.removeprefix('answer_')} ({col}), %")
-            print(format_learning(table, metric=col, control=m.get("control"), placebos=m.get("placebos") or {}))
+            print(format_learning(table, metric=col, control=m.get("control"), placebos=m.get("placebos") or {},
+                                  width=width))
     systems = m.get("systems", {})
     if systems:
         print()
