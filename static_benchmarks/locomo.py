@@ -40,8 +40,12 @@ from typing import Any
 
 from memsim.memory.base import Turn
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import read_limited, utf8_problem
 from memsim.sim.events import Episode, Question, Session
 from memsim.static_benchmarks.data import LOCOMO_DEPTH, NestingGuard, check_year, is_unicode
+
+MAX_LOCOMO_BYTES = 512 * 1024 * 1024
+"""Largest LoCoMo-shaped file read (the published file is 2.8 MB); ``--no-size-limits`` lifts it."""
 
 __all__ = [
     "CATEGORY_LABELS",
@@ -295,14 +299,18 @@ def load_locomo(path: str | Path) -> LocomoDataset:
             LoCoMo-shaped (the message names the record and field).
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, expected the LoCoMo JSON file (locomo10.json)")
+    if not path.exists():
+        raise UserError(f"{path}: no such LoCoMo data file")
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such LoCoMo data file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected the LoCoMo JSON file (locomo10.json)") from None
+        # A regular file only (a FIFO or /dev/zero is refused unread), read up to the limit, UTF-8 only.
+        data = read_limited(path, "LoCoMo data file", MAX_LOCOMO_BYTES)
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    problem = utf8_problem(data)
+    if problem is not None:
+        raise UserError(f"{path}: {problem}")
     NestingGuard(io.BytesIO(data), LOCOMO_DEPTH, str(path), "LoCoMo").read()
     try:
         records = json.loads(data, parse_constant=_not_json)

@@ -65,6 +65,7 @@ import numpy as np
 
 from memsim.memory.base import Turn
 from memsim.sim.core.errors import UserError
+from memsim.sim.core.files import decode_utf8, read_limited, regular_file, wide_encoding
 from memsim.sim.events import Episode, Question, Session
 from memsim.static_benchmarks.data import LONGMEMEVAL_DEPTH, NestingGuard, check_year, is_unicode
 
@@ -398,6 +399,8 @@ def instance_from_json(
 
 
 def _open_array(path: Path) -> Any:
+    if path.exists() and not path.is_dir():
+        regular_file(path, "LongMemEval data file")  # a FIFO or a device is refused before it is opened
     try:
         f = path.open("rb")
     except FileNotFoundError:
@@ -405,6 +408,10 @@ def _open_array(path: Path) -> Any:
     except OSError as exc:
         raise UserError(f"{path}: cannot open: {exc.strerror}") from None
     head = f.read(4096)
+    wide = wide_encoding(head)
+    if wide is not None:
+        f.close()
+        raise UserError(f"{path}: {wide}")
     bom = head.startswith(b"\xef\xbb\xbf")  # a UTF-8 byte order mark: allowed, and skipped for the parser
     head = head[3 if bom else 0:].lstrip()
     if not head.startswith(b"["):
@@ -503,6 +510,10 @@ def scan_instances(path: str | Path) -> list[tuple[str, str]]:
     return out
 
 
+MAX_QUESTION_IDS_BYTES = 1024 * 1024 * 1024
+"""Largest ``--question-ids`` file read; ``--no-size-limits`` lifts it."""
+
+
 def read_question_ids(path: str | Path) -> tuple[str, ...]:
     """The question ids listed in ``path``, in its order: a subset of instances named by id.
 
@@ -516,8 +527,9 @@ def read_question_ids(path: str | Path) -> tuple[str, ...]:
     """
     p = Path(path).expanduser()
     try:
-        text = p.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        # A regular file only, read up to the limit (a saved subset of instances can be a whole S file), UTF-8 only.
+        text = decode_utf8(read_limited(p, "--question-ids file", MAX_QUESTION_IDS_BYTES), f"--question-ids {p}")
+    except OSError as exc:
         raise UserError(f"--question-ids {p}: cannot read ({type(exc).__name__}: {exc})") from None
     ids: list[str] = []
     if text.lstrip().startswith("["):
