@@ -100,7 +100,7 @@ def test_sweep_answer_table_unknown_key_names_it_and_the_known_ones() -> None:
 
     data = {"scenario": {"name": "persona", "users": 1, "months": 1}, "systems": ["naive"],
             "answer": {"reader": "short", "temprature": 0.1}}
-    with pytest.raises(UserError, match=r"answer\.temprature: unknown option; valid: allow_self_judging, dry_run,"):
+    with pytest.raises(UserError, match=r"answer\.temprature: unknown option; valid: allow_self_judging, allow_unreadable_verdicts, dry_run,"):
         sweep_from_mapping(data)
     spec = sweep_from_mapping({**data, "answer": {"reader": "short", "judge": ["contains"]}})
     assert spec.answer == AnswerOptions(reader="short", judge=("contains",))
