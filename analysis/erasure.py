@@ -30,7 +30,9 @@ def erasure_table(probes: pl.DataFrame, timeline: pl.DataFrame, info: Mapping[st
     """Leaks by place and month per system, later leaking questions, time to full erasure, cache purges."""
     out: dict[str, Any] = {"systems": {}, "caches": _caches(info.get("erasure") or [])}
     forgets = timeline.filter(pl.col("event") == "forget") if timeline.height else timeline
-    places = [c for c in forgets.columns if c == "leaked" or c.startswith("leaked_")]
+    # ``leaked`` is every place's total since runs record ``leaked_provenance``; before, it was provenance+merged.
+    total = "leaked_provenance" in forgets.columns
+    places = [c for c in forgets.columns if (c == "leaked" and not total) or c.startswith("leaked_")]
     for system in dict.fromkeys(timeline["system"].to_list() if timeline.height else []):
         f = forgets.filter(pl.col("system") == system) if forgets.height else forgets
         q = probes.filter(pl.col("system") == system) if probes.height else probes
@@ -38,7 +40,7 @@ def erasure_table(probes: pl.DataFrame, timeline: pl.DataFrame, info: Mapping[st
         by_month: dict[int, int] = {}
         for row in f.iter_rows(named=True):
             month = int(row["t_days"] // _MONTH_DAYS) + 1
-            by_month[month] = by_month.get(month, 0) + sum(int(row[c] or 0) for c in places if c != "leaked_merged")
+            by_month[month] = by_month.get(month, 0) + sum(int(row[c] or 0) for c in places if total or c != "leaked_merged")
         leaking = q.filter(pl.col("deleted_leaks") > 0) if q.height else q
         answered = leaking.filter(pl.col("answer").is_not_null()).height if "answer" in leaking.columns else None
         worst = 0.0

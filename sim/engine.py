@@ -54,7 +54,7 @@ from memsim.memory.inject import receives_gold
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
-from memsim.sim.erasure import audit_caches, audit_system, cache_texts, purge_caches
+from memsim.sim.erasure import CopyFinder, audit_caches, audit_system, cache_texts, leak_count, purge_caches
 from memsim.sim.implicit import behaviour, react, read_reaction, say
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
@@ -249,6 +249,8 @@ class Harness:
     """turn_id -> text of every turn played so far (for probing deletions)."""
     _turns: dict[str, Turn] = field(default_factory=dict)
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    _deleted_text: dict[tuple[str, str], CopyFinder] = field(default_factory=dict)
+    """(label, user) -> the texts of the turns deleted for that arm and user, searched for in every retrieval."""
     _threads: dict[str, str] = field(default_factory=dict)
     _rngs: dict[str, np.random.Generator] = field(default_factory=dict)
     doses: Mapping[tuple[str, str, int], Sequence[Dose]] = field(default_factory=dict)
@@ -639,7 +641,9 @@ class Harness:
         owner = self.turn_owner
         isolation = sum(1 for m in got for t in m.source_turn_ids if owner.get(t, q.user_id) != q.user_id)
         deleted = self._deleted.get((label, q.user_id), set())
-        leaks = sum(1 for m in got if deleted.intersection(m.source_turn_ids))
+        copies = self._deleted_text.get((label, q.user_id))
+        # A leak by provenance, or by text whatever the provenance says (a copy that lost its source).
+        leaks = sum(1 for m in got if deleted.intersection(m.source_turn_ids) or (copies and copies.holds(m.text)))
         row: dict[str, Any] = {
             "system": label,
             "episode": self.episode_of.get(q.user_id, q.user_id),
@@ -686,7 +690,9 @@ class Harness:
 
         Restatements of a forgotten turn (correction channel) are forgotten with it.
         """
-        self.recorder.redact(event.turn_ids)  # memsim's own rows keep no text of them (unless the spec says keep)
+        deleted_texts = [self.turn_text[tid] for tid in event.turn_ids if tid in self.turn_text]
+        # memsim's own rows keep no text of them, found by provenance and by text (unless the spec says keep).
+        self.recorder.redact(event.turn_ids, deleted_texts)
         self._gone.setdefault(event.user_id, set()).update(event.turn_ids)
         for sut in self._live():
             restated = {r for tid in event.turn_ids for r in self._restated.get((sut.label, tid), ())}
@@ -705,7 +711,9 @@ class Harness:
                 self._fail(sut, "forget", exc)
                 continue
             self._deleted.setdefault((sut.label, event.user_id), set()).update(gone)
-            leaked = places.pop("provenance") + places["merged"]
+            self._deleted_text.setdefault((sut.label, event.user_id), CopyFinder()).add(deleted.values())
+            # Every copy in every place leaks: a text kept without provenance as much as a memory that names the turn.
+            leaked = leak_count(places)
             self._timeline(
                 sut, event.user_id, "forget", stats, leaked=leaked, turns=len(gone),
                 **{f"leaked_{place}": n for place, n in places.items()},

@@ -43,7 +43,7 @@ from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
 
 __all__ = [
     "MIN_TEXT", "SHARED_WORDS", "REDACTED_COPY", "classify", "audit_system", "audit_caches", "purge_caches",
-    "cache_texts", "leak_count", "text_leaks", "holds_copy", "redact_copies",
+    "cache_texts", "leak_count", "text_leaks", "holds_copy", "redact_copies", "CopyFinder",
 ]
 
 MIN_TEXT = 12
@@ -117,6 +117,49 @@ def redact_copies(texts: Sequence[str | None], deleted: Sequence[str]) -> tuple[
         else:
             out.append(t)
     return out, changed
+
+
+class CopyFinder:
+    """``holds_copy`` against a growing set of deleted texts, built once and not per call.
+
+    A deleted text of ``SHARED_WORDS`` words or more held whole shares its
+    first run of words with the text, so one set of every deleted text's runs
+    answers for all of them; only shorter ones are searched for whole. The
+    answers are those of ``holds_copy`` on the texts added so far.
+    """
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self._grams: set[str] = set()
+        self._short: list[str] = []
+        self._memo: dict[str, bool] = {}
+        self.add(texts)
+
+    def __bool__(self) -> bool:
+        return bool(self._grams or self._short)
+
+    def add(self, texts: Iterable[str]) -> None:
+        """Search for ``texts`` too (those shorter than ``MIN_TEXT`` characters are not searched)."""
+        for needle in _needles(texts):
+            if needle.grams:
+                self._grams |= needle.grams
+            else:
+                self._short.append(needle.joined)
+        self._memo.clear()
+
+    def holds(self, text: str) -> bool:
+        """Whether ``text`` holds any text added so far (``holds_copy``'s test)."""
+        got = self._memo.get(text)
+        if got is None:
+            words = _words(text)
+            joined = " " + " ".join(words) + " "
+            n = SHARED_WORDS
+            got = any(s in joined for s in self._short) or (
+                len(words) >= n and not self._grams.isdisjoint(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+            )
+            if len(self._memo) >= 100_000:  # retrieved texts repeat; the memo is bounded all the same
+                self._memo.clear()
+            self._memo[text] = got
+        return got
 
 
 def leak_count(places: Mapping[str, int]) -> int:

@@ -31,8 +31,15 @@ Deleted text leaves the run folder too: when a user asks to forget turns,
 included) and every row recorded later, the retrieved text of memories
 derived from those turns, and the gold answer and the reader's answer of
 rows whose evidence or retrieved memories came from them, with
-``REDACTED``. A spec with ``keep_deleted_text`` keeps them (for
-debugging), and ``run.json`` says which was done.
+``REDACTED``. Provenance is not trusted alone: a retrieved text, gold
+answer or reader's answer that holds a deleted turn's text (whole, or a run
+of shared words: ``memsim.sim.erasure.CopyFinder``) is replaced with
+``REDACTED_COPY`` whatever its memory names as its source. A spec with
+``keep_deleted_text`` keeps them (for debugging), and ``run.json`` says
+which was done.
+
+Every file the recorder writes or reads is named in its error: a full disk
+or a damaged part says which file (``memsim.sim.core.errors.naming_file``).
 """
 
 from __future__ import annotations
@@ -47,8 +54,9 @@ from typing import Any
 
 import polars as pl
 
-from memsim.sim.core.errors import UserError
+from memsim.sim.core.errors import UserError, naming_file
 from memsim.sim.core.files import write_atomic, write_text_atomic
+from memsim.sim.erasure import REDACTED_COPY, CopyFinder
 from memsim.sim.spec import RunSpec, spec_diff
 
 __all__ = ["Recorder", "RunFolderRefused", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES", "REDACTED"]
@@ -120,6 +128,8 @@ REDACTED = "[redacted: from a deleted turn]"
 """What stands in the run folder for text that came from a turn a user asked to forget."""
 _TEXT_COLUMNS = ("gold", "answer", "answer_raw")
 """Text columns of a row whose evidence or memories came from a deleted turn (besides ``retrieved_text``)."""
+_MARKS = (REDACTED, REDACTED_COPY)
+"""What redaction leaves: never searched again, never counted as text."""
 
 ARMS = {"given": "system", "withheld": "twin", "shuffled": "placebo", "false": "always_false", "true": "always_true"}
 """A system's arm by the feedback it gets: itself, its twin (told nothing), its placebo (told its system's bits
@@ -146,7 +156,10 @@ class Recorder:
         self._lock: int | None = None
         self._keep_text = False
         self._deleted: set[str] = set()
+        self._copies = CopyFinder()
+        """The deleted texts, searched for in every text a row carries (provenance is not trusted alone)."""
         self._part_ids: dict[str, frozenset[str]] = {}
+        self._part_texts: dict[str, frozenset[str]] = {}
         self.redacted = 0
         """Rows whose text was redacted after a deletion, in this process."""
         self.n_probes = 0
@@ -253,37 +266,46 @@ class Recorder:
     def probe(self, row: Mapping[str, Any]) -> None:
         """Record one scored question for one system (its text redacted where it came from a deleted turn)."""
         row = dict(row)
-        if self._deleted and _redact_row(row, self._deleted):
+        if (self._deleted or self._copies) and _redact_row(row, self._deleted, self._copies):
             self.redacted += 1
         self._probes.append(row)
         self.n_probes += 1
 
-    def redact(self, turn_ids: Collection[str]) -> None:
+    def redact(self, turn_ids: Collection[str], texts: Collection[str] = ()) -> None:
         """Take the text derived from ``turn_ids`` out of every row recorded, on disk and in memory, now.
 
+        ``texts`` are the deleted turns' texts: any text a row carries that
+        holds one is redacted too, whatever provenance its memory names (a
+        system may keep deleted text in a memory that lost its source).
         Kept when the spec says ``keep_deleted_text``.
         """
-        if self._keep_text or not turn_ids:
+        if self._keep_text or not (turn_ids or texts):
             return
         gone = frozenset(turn_ids)
         self._deleted |= gone
-        self.redacted += sum(_redact_row(row, gone) for row in self._probes)
+        new = CopyFinder(texts)
+        self._copies.add(texts)
+        copies = new if new else None
+        self.redacted += sum(_redact_row(row, gone, copies) for row in self._probes)
         if self.out_dir is None:
             for key, (pf, tf, meta) in list(self._memory_parts.items()):
-                changed, pf = _redact_frame(pf, gone)
+                changed, pf = _redact_frame(pf, gone, copies)
                 self.redacted += changed
                 self._memory_parts[key] = (pf, tf, meta)
             return
         for path in sorted((self.out_dir / "parts").glob("*.probes.parquet")):
             stem = path.name.removesuffix(".probes.parquet")
-            ids = self._part_ids.get(stem)
-            if ids is None:  # a part committed by an earlier process
-                ids = self._part_ids[stem] = _frame_ids(pl.read_parquet(path))
-            if ids.isdisjoint(gone):
+            ids, held = self._part_ids.get(stem), self._part_texts.get(stem)
+            if ids is None or held is None:  # a part committed by an earlier process
+                frame = _read_parquet(path, "reading run part")
+                ids, held = self._part_ids[stem], self._part_texts[stem] = _frame_ids(frame), _frame_texts(frame)
+            if ids.isdisjoint(gone) and not (copies is not None and any(copies.holds(t) for t in held)):
                 continue
-            changed, frame = _redact_frame(pl.read_parquet(path), gone)
+            changed, frame = _redact_frame(_read_parquet(path, "reading run part"), gone, copies)
             if changed:
-                write_atomic(path, frame.write_parquet)
+                with naming_file(path, "writing run part"):
+                    write_atomic(path, frame.write_parquet)
+                self._part_texts[stem] = _frame_texts(frame)
                 self.redacted += changed
 
     def timeline(self, row: Mapping[str, Any]) -> None:
@@ -344,16 +366,17 @@ class Recorder:
             self._memory_parts[key] = (pf, tf, meta)
             return
         self._write_part(key, pf, tf)
-        write_text_atomic(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True))
+        _write_text(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True), "writing run part")
 
     def _write_part(self, stem: str, probes: pl.DataFrame, timeline: pl.DataFrame) -> None:
         assert self.out_dir is not None
         if probes.height:
             if not self._keep_text:
                 self._part_ids[stem] = _frame_ids(probes)
-            write_atomic(self.out_dir / "parts" / f"{stem}.probes.parquet", probes.write_parquet)
+                self._part_texts[stem] = _frame_texts(probes)
+            _write_parquet(self.out_dir / "parts" / f"{stem}.probes.parquet", probes, "writing run part")
         if timeline.height:
-            write_atomic(self.out_dir / "parts" / f"{stem}.timeline.parquet", timeline.write_parquet)
+            _write_parquet(self.out_dir / "parts" / f"{stem}.timeline.parquet", timeline, "writing run part")
 
     def _resume(
         self, key: str, meta: dict[str, Any], probes: list[dict[str, Any]], timeline: list[dict[str, Any]],
@@ -370,7 +393,7 @@ class Recorder:
         self._write_part(f"{key}.r{n}", _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA))
         extra = {"systems": now, "probes": len(probes), "timeline": len(timeline), "failures": failures}
         meta["resumed"] = [*meta.get("resumed", []), extra]
-        write_text_atomic(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True))
+        _write_text(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True), "writing run part")
 
     def part_info(self, key: str) -> dict[str, Any]:
         """The JSON kept with committed part ``key`` (empty when it is not committed, or the run is joined)."""
@@ -392,7 +415,7 @@ class Recorder:
             frames = [self._memory_parts[k][0] for k in sorted(self._memory_parts) if k in wanted]
             return _concat(frames, PROBE_SCHEMA)
         if self.finished:
-            return pl.read_parquet(self.out_dir / "probes.parquet")
+            return _read_parquet(self.out_dir / "probes.parquet", "reading rows")
         metas = [m for m in self.parts() if m.get("key") in wanted]
         return _concat(_read_parts(self.out_dir / "parts", metas, "probes"), PROBE_SCHEMA)
 
@@ -424,9 +447,9 @@ class Recorder:
         if self.finished:
             self.release()
             return (
-                pl.read_parquet(self.out_dir / "probes.parquet"),
-                pl.read_parquet(self.out_dir / "timeline.parquet"),
-                json.loads((self.out_dir / "run.json").read_text(encoding="utf-8")),
+                _read_parquet(self.out_dir / "probes.parquet", "reading rows"),
+                _read_parquet(self.out_dir / "timeline.parquet", "reading the timeline"),
+                _read_json(self.out_dir / "run.json", "run summary"),
             )
         parts_dir = self.out_dir / "parts"
         metas = self.parts()
@@ -435,9 +458,10 @@ class Recorder:
         info = _run_info(run_info, metas, complete)
         info["redacted_rows"] = _redacted_rows(probes)
         complete = info["complete"]
-        write_atomic(self.out_dir / "probes.parquet", probes.write_parquet)
-        write_atomic(self.out_dir / "timeline.parquet", timeline.write_parquet)
-        write_text_atomic(self.out_dir / "run.json", json.dumps(info, indent=2, default=str, sort_keys=True) + "\n")
+        _write_parquet(self.out_dir / "probes.parquet", probes, "writing rows")
+        _write_parquet(self.out_dir / "timeline.parquet", timeline, "writing the timeline")
+        _write_text(self.out_dir / "run.json", json.dumps(info, indent=2, default=str, sort_keys=True) + "\n",
+                    "writing the run summary")
         if complete:
             shutil.rmtree(parts_dir, ignore_errors=True)
         self.release()
@@ -461,28 +485,45 @@ def _run_info(run_info: Mapping[str, Any], metas: list[dict[str, Any]], complete
     }
 
 
-def _redact_row(row: dict[str, Any], gone: set[str] | frozenset[str]) -> bool:
-    """Redact, in place, the text of ``row`` that came from turns in ``gone``; whether anything changed."""
+def _redact_row(row: dict[str, Any], gone: set[str] | frozenset[str], copies: CopyFinder | None = None) -> bool:
+    """Redact, in place, the text of ``row`` that came from turns in ``gone`` or holds a text ``copies`` finds.
+
+    Returns whether anything changed.
+    """
     hit = [not gone.isdisjoint(s or ()) for s in row.get("retrieved_sources") or ()]
     from_deleted = any(hit) or any(t in gone for t in (row.get("evidence_ids") or ()))
-    if not from_deleted:
-        return False
+    changed = False
     texts = row.get("retrieved_text")
-    if texts is not None:
-        row["retrieved_text"] = [REDACTED if h else t for t, h in zip(texts, hit)] + list(texts[len(hit):])
+    if from_deleted and texts is not None:
+        row["retrieved_text"] = texts = [REDACTED if h else t for t, h in zip(texts, hit)] + list(texts[len(hit):])
+        changed = True
+    if copies:
+        if texts is not None:
+            cleaned = [REDACTED_COPY if isinstance(t, str) and t not in _MARKS and copies.holds(t) else t for t in texts]
+            if cleaned != list(texts):
+                row["retrieved_text"] = cleaned
+                changed = True
     for column in _TEXT_COLUMNS:
-        if row.get(column) is not None:
+        value = row.get(column)
+        if value is None or value in _MARKS:
+            continue
+        if from_deleted:
             row[column] = REDACTED
-    return True
+            changed = True
+        elif copies and isinstance(value, str) and copies.holds(value):
+            row[column] = REDACTED_COPY
+            changed = True
+    return changed or from_deleted
 
 
 def _redacted_rows(probes: pl.DataFrame) -> int:
     """Rows of the run whose text was redacted after a deletion."""
     if probes.height == 0:
         return 0
-    return probes.filter(
-        pl.col("retrieved_text").list.contains(REDACTED).fill_null(False) | (pl.col("gold") == REDACTED).fill_null(False)
-    ).height
+    marked = pl.lit(False)
+    for mark in _MARKS:
+        marked = marked | pl.col("retrieved_text").list.contains(mark).fill_null(False) | (pl.col("gold") == mark).fill_null(False)
+    return probes.filter(marked).height
 
 
 def _frame_ids(frame: pl.DataFrame) -> frozenset[str]:
@@ -495,15 +536,37 @@ def _frame_ids(frame: pl.DataFrame) -> frozenset[str]:
     return frozenset(ids)
 
 
-def _redact_frame(frame: pl.DataFrame, gone: frozenset[str]) -> tuple[int, pl.DataFrame]:
+def _frame_texts(frame: pl.DataFrame) -> frozenset[str]:
+    """Every distinct text a frame's rows carry that may hold a deleted turn's text (memories, gold, answers)."""
+    texts: set[str] = set()
+    if "retrieved_text" in frame.columns:
+        texts.update(frame["retrieved_text"].explode().drop_nulls().unique().to_list())
+    for column in _TEXT_COLUMNS:
+        if column in frame.columns and frame[column].dtype == pl.Utf8:
+            texts.update(frame[column].drop_nulls().unique().to_list())
+    return frozenset(texts - set(_MARKS))
+
+
+def _redact_frame(
+    frame: pl.DataFrame, gone: frozenset[str], copies: CopyFinder | None = None
+) -> tuple[int, pl.DataFrame]:
     """(rows changed, the frame with their text redacted); the frame itself when nothing came from ``gone``.
 
-    The rows derived from ``gone`` are found by one vectorised pass; only those are rebuilt.
+    The rows derived from ``gone`` are found by one vectorised pass, those holding a text
+    ``copies`` finds by one pass over the frame's distinct texts; only those rows are rebuilt.
     """
     if frame.height == 0:
         return 0, frame
     ids = list(gone)
     hit = pl.lit(False)
+    if copies:
+        found = [t for t in _frame_texts(frame) if copies.holds(t)]
+        if found:
+            if "retrieved_text" in frame.columns:
+                hit = hit | pl.col("retrieved_text").list.eval(pl.element().is_in(found)).list.any().fill_null(False)
+            for column in _TEXT_COLUMNS:
+                if column in frame.columns and frame[column].dtype == pl.Utf8:
+                    hit = hit | pl.col(column).is_in(found).fill_null(False)
     if "evidence_ids" in frame.columns:
         hit = hit | pl.col("evidence_ids").list.eval(pl.element().is_in(ids)).list.any().fill_null(False)
     if "retrieved_sources" in frame.columns:
@@ -514,7 +577,7 @@ def _redact_frame(frame: pl.DataFrame, gone: frozenset[str]) -> tuple[int, pl.Da
     if touched.height == 0:
         return 0, frame
     rows = touched.drop("_row").to_dicts()
-    changed = sum(_redact_row(row, gone) for row in rows)
+    changed = sum(_redact_row(row, gone, copies) for row in rows)
     patch = pl.DataFrame(rows, schema=frame.schema, strict=False).insert_column(0, touched["_row"])
     return changed, pl.concat([indexed.filter(~hit), patch]).sort("_row").drop("_row")
 
@@ -528,12 +591,30 @@ def _read_parts(parts_dir: Path, metas: list[dict[str, Any]], kind: str) -> list
         path = parts_dir / f"{stem}.{kind}.parquet"
         try:
             frames.append(pl.read_parquet(path))
-        except (OSError, pl.exceptions.ComputeError) as exc:
+        except (OSError, pl.exceptions.ComputeError, pl.exceptions.PolarsError) as exc:
             raise UserError(
                 f"{path}: damaged run part ({type(exc).__name__}: {exc}); delete parts/{stem.split('.')[0]}.* "
                 "in the run folder to play that part again"
             ) from None
     return frames
+
+
+def _read_parquet(path: Path, doing: str) -> pl.DataFrame:
+    """A parquet file of the run folder; a damaged or unreadable one is a ``UserError`` naming it."""
+    with naming_file(path, doing):
+        return pl.read_parquet(path)
+
+
+def _write_parquet(path: Path, frame: pl.DataFrame, doing: str) -> None:
+    """Write a parquet file of the run folder atomically; a full disk is a ``UserError`` naming it."""
+    with naming_file(path, doing):
+        write_atomic(path, frame.write_parquet)
+
+
+def _write_text(path: Path, text: str, doing: str) -> None:
+    """Write a text file of the run folder atomically; a full disk is a ``UserError`` naming it."""
+    with naming_file(path, doing):
+        write_text_atomic(path, text)
 
 
 def _read_json(path: Path, what: str) -> Any:
