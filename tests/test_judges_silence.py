@@ -10,15 +10,14 @@ protocol, and the unreadable count is in ``metrics.json``, printed, and fails th
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
+from http_helpers import ChatEndpoint
+from lme_data import longmemeval_oracle_path  # noqa: F401 - a fixture
 from memsim.analysis.pipeline import execute, make_spec
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources, parse_system
@@ -34,7 +33,6 @@ from memsim.sim.answer.judges import (
 from memsim.sim.answer.official import load_official_prompts
 from memsim.sim.answer.options import AnswerOptions
 from memsim.sim.core.errors import UserError
-from lme_data import longmemeval_oracle_path  # noqa: F401 - a fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge_prompts"
 
@@ -115,46 +113,21 @@ def test_too_many_unreadable_names_the_judge_and_the_share() -> None:
 # ---------------------------------------------------------------- whole runs against a loopback endpoint
 
 
-class _SilentJudgeEndpoint:
+class _SilentJudgeEndpoint(ChatEndpoint):
     """An OpenAI-compatible server on loopback: the reader always gets "not mentioned", a judge never a verdict."""
 
     def __init__(self, judge_reply: str) -> None:
         self.reader_calls = 0
         self.judge_calls = 0
-        endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                text = "\n".join(str(m.get("content", "")) for m in body["messages"])
-                if "Answer to grade" in text or "Rubric for a good answer" in text:
-                    endpoint.judge_calls += 1
-                    content = judge_reply
-                else:
-                    endpoint.reader_calls += 1
-                    content = "not mentioned"
-                payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                        "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        def reply(text: str, body: dict[str, Any]) -> str:
+            if "Answer to grade" in text or "Rubric for a good answer" in text:
+                self.judge_calls += 1
+                return judge_reply
+            self.reader_calls += 1
+            return "not mentioned"
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(reply)
 
 
 @pytest.fixture

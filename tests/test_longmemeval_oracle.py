@@ -8,19 +8,16 @@ loopback.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
+from http_helpers import ChatEndpoint
 from lme_data import longmemeval_oracle_path  # noqa: F401 - a fixture
 from memsim.analysis.pipeline import execute, make_spec
 from memsim.memory.embed import HashEmbedder
@@ -119,51 +116,30 @@ def test_the_retrieval_protocol_runs_and_scores_what_has_gold(longmemeval_oracle
     assert overall and all(line.split()[1:3] == [str(rows.height), str(len(scored))] for line in overall[:3])
 
 
-class _GoldEndpoint:
+class _GoldEndpoint(ChatEndpoint):
     """A loopback OpenAI-compatible endpoint: the reader answers with the file's gold answer, the judge says yes
     when the graded answer is the reference (memsim's and LongMemEval's prompts both show it), no otherwise."""
 
     def __init__(self, gold: dict[str, str]) -> None:
         self.calls = Counter()
-        endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                text = "\n".join(str(m.get("content", "")) for m in body["messages"])
-                if "Answer to grade:" in text:
-                    endpoint.calls["judge"] += 1
-                    ref = re.search(r"(?:Reference answer|Rubric for a good answer|Why it cannot be answered): "
-                                    r"(.*?)\nAnswer to grade: (.*?)\n\n", text, re.S)
-                    reply = "yes" if ref and ref.group(1).strip() == ref.group(2).strip() else "no"
-                else:
-                    endpoint.calls["reader"] += 1
-                    reply = next((a for q, a in gold.items() if q in text), "not mentioned")
-                payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                                        "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        def reply(text: str, body: dict[str, Any]) -> str:
+            if "Answer to grade:" in text:
+                self.calls["judge"] += 1
+                ref = re.search(r"(?:Reference answer|Rubric for a good answer|Why it cannot be answered): "
+                                r"(.*?)\nAnswer to grade: (.*?)\n\n", text, re.S)
+                return "yes" if ref and ref.group(1).strip() == ref.group(2).strip() else "no"
+            self.calls["reader"] += 1
+            return next((a for q, a in gold.items() if q in text), "not mentioned")
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(reply)
 
 
 @pytest.fixture
 def gold_endpoint(oracle: list[lme.Instance]) -> Iterator[_GoldEndpoint]:
     ep = _GoldEndpoint({i.question: i.answer for i in oracle})
     yield ep
-    ep.server.shutdown()
-    ep.server.server_close()
+    ep.stop()
 
 
 @pytest.mark.parametrize("protocol", ["official", "seed"])
