@@ -250,7 +250,12 @@ class Harness:
     _turns: dict[str, Turn] = field(default_factory=dict)
     _deleted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _deleted_text: dict[tuple[str, str], CopyFinder] = field(default_factory=dict)
-    """(label, user) -> the texts of the turns deleted for that arm and user, searched for in every retrieval."""
+    """(label, user) -> the texts of the turns deleted for that arm and user, searched for in every retrieval
+    (less what the user said again in turns they kept: ``CopyFinder``'s ``said``)."""
+    _deleted_texts: dict[str, list[str]] = field(default_factory=dict)
+    """user -> texts of the user's turns deleted so far."""
+    _user_turns: dict[str, list[str]] = field(default_factory=dict)
+    """user -> ids of the scenario's turns the user has said, in order."""
     _threads: dict[str, str] = field(default_factory=dict)
     _rngs: dict[str, np.random.Generator] = field(default_factory=dict)
     doses: Mapping[tuple[str, str, int], Sequence[Dose]] = field(default_factory=dict)
@@ -342,6 +347,7 @@ class Harness:
             self.turn_owner[t.turn_id] = t.user_id
             self.turn_text[t.turn_id] = t.text
             self._turns[t.turn_id] = t
+            self._user_turns.setdefault(t.user_id, []).append(t.turn_id)
         return self._prepare([render_turn(t) for t in event.turns])
 
     def ingest_one(self, sut: SystemUnderTest, event: Session) -> tuple[float, Any, int] | None:
@@ -694,6 +700,12 @@ class Harness:
         # memsim's own rows keep no text of them, found by provenance and by text (unless the spec says keep).
         self.recorder.redact(event.turn_ids, deleted_texts)
         self._gone.setdefault(event.user_id, set()).update(event.turn_ids)
+        gone_texts = self._deleted_texts.setdefault(event.user_id, [])
+        gone_texts += deleted_texts
+        # What the user said again in a turn they kept is theirs to keep: only the rest of a deleted text is a copy.
+        kept = self._gone[event.user_id]
+        said = [self.turn_text[t] for t in self._user_turns.get(event.user_id, ()) if t not in kept]
+        finder = CopyFinder(gone_texts, said=said)
         for sut in self._live():
             restated = {r for tid in event.turn_ids for r in self._restated.get((sut.label, tid), ())}
             turn_ids = (*event.turn_ids, *sorted(restated))
@@ -705,13 +717,14 @@ class Harness:
             try:
                 sut.system.forget(turn_ids, user_id=event.user_id, now=event.time)
                 # What is left, place by place (sim.erasure); read-only.
-                places = audit_system(sut.system, deleted, user_id=event.user_id, now=event.time, k=self.config.k)
+                places = audit_system(sut.system, deleted, user_id=event.user_id, now=event.time, k=self.config.k,
+                                      said=said)
                 stats = sut.system.stats()
             except Exception as exc:
                 self._fail(sut, "forget", exc)
                 continue
             self._deleted.setdefault((sut.label, event.user_id), set()).update(gone)
-            self._deleted_text.setdefault((sut.label, event.user_id), CopyFinder()).add(deleted.values())
+            self._deleted_text[(sut.label, event.user_id)] = finder
             # Every copy in every place leaks: a text kept without provenance as much as a memory that names the turn.
             leaked = leak_count(places)
             self._timeline(

@@ -126,12 +126,24 @@ class CopyFinder:
     first run of words with the text, so one set of every deleted text's runs
     answers for all of them; only shorter ones are searched for whole. The
     answers are those of ``holds_copy`` on the texts added so far.
+
+    ``said`` are texts their owner still has (the user's turns that were not
+    deleted): what a deleted text shares with them is not searched for, so a
+    sentence the user said again in a turn they kept is no copy; the rest of
+    the deleted text still is.
     """
 
-    def __init__(self, texts: Iterable[str] = ()) -> None:
+    def __init__(self, texts: Iterable[str] = (), *, said: Iterable[str] = ()) -> None:
         self._grams: set[str] = set()
         self._short: list[str] = []
         self._memo: dict[str, bool] = {}
+        self._said_grams: set[str] = set()
+        self._said: list[str] = []
+        for text in said:
+            words = _words(text)
+            self._said.append(" " + " ".join(words) + " ")
+            n = SHARED_WORDS
+            self._said_grams.update(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
         self.add(texts)
 
     def __bool__(self) -> bool:
@@ -141,8 +153,8 @@ class CopyFinder:
         """Search for ``texts`` too (those shorter than ``MIN_TEXT`` characters are not searched)."""
         for needle in _needles(texts):
             if needle.grams:
-                self._grams |= needle.grams
-            else:
+                self._grams |= needle.grams - self._said_grams
+            elif not any(needle.joined in s for s in self._said):
                 self._short.append(needle.joined)
         self._memo.clear()
 
@@ -167,37 +179,43 @@ def leak_count(places: Mapping[str, int]) -> int:
     return sum(int(n) for n in places.values())
 
 
-def classify(got: Sequence[Retrieved], gone: set[str], texts: Sequence[str]) -> dict[str, int]:
-    """Count the results that are copies of deleted turns, by place (``provenance``, ``merged``, ``text``)."""
-    needles = _needles(texts)
+def classify(got: Sequence[Retrieved], gone: set[str], texts: Sequence[str],
+             finder: CopyFinder | None = None) -> dict[str, int]:
+    """Count the results that are copies of deleted turns, by place (``provenance``, ``merged``, ``text``).
+
+    ``finder`` (the deleted texts, less what their owner said again in kept turns) replaces ``texts``
+    for the text search when given.
+    """
+    needles = _needles(texts) if finder is None else []
     out = {"provenance": 0, "merged": 0, "text": 0}
     for m in got:
         sources = set(m.source_turn_ids)
         if sources & gone:
             out["merged" if sources - gone else "provenance"] += 1
-        elif needles and _holds(m.text, needles):
+        elif finder.holds(m.text) if finder is not None else (needles and _holds(m.text, needles)):
             out["text"] += 1
     return out
 
 
 def audit_system(
-    system: MemorySystem, deleted: Mapping[str, str], *, user_id: str, now: Any, k: int
+    system: MemorySystem, deleted: Mapping[str, str], *, user_id: str, now: Any, k: int, said: Sequence[str] = ()
 ) -> dict[str, int]:
     """Copies of the ``deleted`` turns (id -> text) a system still holds for ``user_id``, by place.
 
     Read-only: ``probe`` with each turn's text, then ``held_texts`` when the system has it.
+    ``said``: the user's kept turns' texts; what a deleted text shares with them is no copy (``CopyFinder``).
     """
     gone = set(deleted)
     texts = list(deleted.values())
+    finder = CopyFinder(texts, said=said)
     out = {"provenance": 0, "merged": 0, "text": 0}
     for text in texts:
-        for place, n in classify(system.probe(text, user_id=user_id, now=now, k=k), gone, texts).items():
+        for place, n in classify(system.probe(text, user_id=user_id, now=now, k=k), gone, texts, finder).items():
             out[place] += n
     held = getattr(system, "held_texts", None)
     if callable(held):
-        needles = _needles(texts)
         for place, items in held(user_id).items():
-            out[place] = out.get(place, 0) + sum(1 for t in items if needles and _holds(t, needles))
+            out[place] = out.get(place, 0) + sum(1 for t in items if finder.holds(t))
     return out
 
 

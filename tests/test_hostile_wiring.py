@@ -99,3 +99,37 @@ def test_keep_deleted_text_keeps_the_copy(plugins: Path, tmp_path: Path) -> None
     rows = result.probes.sort("question_id")
     assert rows["deleted_leaks"].to_list() == [0, 1]
     assert any(SECRET.upper() in t for t in rows["retrieved_text"][1].to_list())
+
+
+def test_a_sentence_said_again_in_a_kept_turn_is_no_copy() -> None:
+    """The user repeats one sentence of the deleted turn in a turn they keep: that sentence is theirs, the rest
+    of the deleted turn is still searched for."""
+    from memsim.sim.erasure import CopyFinder
+
+    deleted = "I got the keys to the new flat today. I am not getting a rowing machine whatever the ads say."
+    kept = "Luca asked me the same thing. I am not getting a rowing machine whatever the ads say."
+    plain, fair = CopyFinder([deleted]), CopyFinder([deleted], said=[kept])
+    assert plain.holds(kept) and not fair.holds(kept)
+    assert fair.holds("Note: I got the keys to the new flat today, the user said")
+
+
+def test_a_system_holding_only_a_sentence_said_again_does_not_leak(tmp_path: Path) -> None:
+    """naive forgets the deleted turn; the kept turn repeating its sentence is no leak at forget or later."""
+    from memsim.memory.base import Turn
+    from memsim.sim.events import Deletion, Episode, Question, Session
+    from tests.test_redact import T0
+
+    said = "I am not getting a rowing machine whatever the ads say"
+    gone = Turn("u1:t1", "u1", "user", f"I got the keys to the new flat in Stockholm today. {said}.", T0, "s1")
+    kept = Turn("u1:t2", "u1", "user", f"Luca asked me the same thing. {said}.", T0 + timedelta(days=1), "s2")
+    ask = dict(user_id="u1", text="Am I getting a rowing machine?", gold="no", kind="fact", evidence=(kept.turn_id,))
+    ep = Episode("u1", (
+        Session("s1", "u1", T0, (gone,)),
+        Session("s2", "u1", T0 + timedelta(days=1), (kept,)),
+        Deletion("d1", "u1", T0 + timedelta(days=2), (gone.turn_id,)),
+        Question(question_id="q1", time=T0 + timedelta(days=3), **ask),
+    ))
+    result = run(_spec("naive"), [ep], out_dir=tmp_path / "run", end=ep.end + timedelta(hours=1),
+                 resources=Resources(embedder_factory=lambda: HashEmbedder(64)))
+    assert result.timeline.filter(pl.col("event") == "forget")["leaked"].to_list() == [0]
+    assert result.probes["deleted_leaks"].to_list() == [0]
