@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from memsim.sim.core.errors import UserError
+from memsim.sim.core.errors import UserError, naming_file, short_value
 from memsim.sim.load import percentiles
 from memsim.sim.spec import RunSpec, read_spec
 
@@ -88,9 +88,36 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _parquet(path: Path) -> pl.DataFrame:
     try:
-        return pl.read_parquet(path)
+        with naming_file(path, "reading the run folder"):  # a damaged file or failing disk: the file and what failed
+            return pl.read_parquet(path)
+    except UserError:
+        raise
     except Exception as exc:  # polars raises several types for corrupt files
         raise UserError(f"{path}: unreadable ({type(exc).__name__})") from None
+
+
+def _failed_first(path: Path, probes: pl.DataFrame) -> str | None:
+    """Why a run has no scored row, when its systems failed before their first one; None otherwise.
+
+    One line naming each such system, the call that failed and its error, from ``run.json``'s failures.
+    """
+    if not (path / "run.json").is_file():
+        return None
+    info = _read_json(path / "run.json")
+    failed = info.get("failed_systems") or {}
+    scored = set(probes["system"].unique().to_list()) if probes.height and "system" in probes.columns else set()
+    first = [label for label in failed if label not in scored]
+    if not first or scored:
+        return None
+    said = []
+    for label in first:
+        why = next((f for f in info.get("failures") or [] if isinstance(f, dict) and f.get("system") == label), None)
+        if why is None:
+            said.append(f"system {short_value(label)} failed: {failed[label]}")
+            continue
+        error = str(why.get("error", "")).removeprefix("SystemCallFailed: ").removeprefix(f"system {label}: ")
+        said.append(f"system {short_value(label)} failed in {why.get('operation')} at {why.get('time')}: {error[:300]}")
+    return f"{path}: no scored row: {'; '.join(said)}"
 
 
 def read_run(run_dir: str | Path, *, require: Collection[str] = ()) -> RunData:
@@ -125,6 +152,10 @@ def read_run(run_dir: str | Path, *, require: Collection[str] = ()) -> RunData:
     missing = [c for c in _REQUIRED if c not in probes.columns]
     if missing:
         raise UserError(f"{path / 'probes.parquet'}: missing column(s) {', '.join(missing)}")
+    if spec.metric not in probes.columns or probes.height == 0:
+        why = _failed_first(path, probes)
+        if why is not None:
+            raise UserError(why)
     if spec.metric not in probes.columns:
         scores = [c for c, t in probes.schema.items() if t.is_numeric() and ("@" in c or c.startswith("answer_"))]
         raise UserError(

@@ -37,12 +37,14 @@ import polars as pl
 import simpy
 
 from memsim.memory.base import render_turn
+from memsim.memory.guard import GuardedSystem, SystemCallFailed
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, placebo_doses, start_processes
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.heal import repairs
 from memsim.sim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
+from memsim.sim.inline_guard import InlineGuardedSystem, inline_possible
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
@@ -117,6 +119,31 @@ def _twins(spec: RunSpec, name: str, args: Mapping[str, Any]) -> list[tuple[str,
     return arms
 
 
+def _system(spec: RunSpec, name: str, args: Mapping[str, Any], resources: Resources, label: str) -> Any:
+    """One system built for the run: an in-process one held to the protocol's contract (``GuardedSystem``).
+
+    An in-process system is built and called on a thread of its own, each call
+    within ``spec.call_deadline_s``; whatever it raises (``sys.exit`` and
+    ``GeneratorExit`` included) or returns against the protocol marks it failed
+    with one line naming it, the call and the error. An HTTP system has its own
+    deadline and checks (``memsim.memory.http``) and is called directly.
+
+    Raises:
+        UserError: the arguments are bad, or the constructor raised or hung (naming the system).
+    """
+    if name == "http":
+        return build_memory(name, args, resources=resources)
+    # On the main thread the deadline is a timer and calls stay on this thread (a thread hop per call costs
+    # about a tenth of a millisecond, seconds over a run); elsewhere each system gets a thread of its own.
+    guard = InlineGuardedSystem if inline_possible() else GuardedSystem
+    try:
+        return guard.build(lambda: build_memory(name, args, resources=resources), label=label,
+                           deadline_s=spec.call_deadline_s)
+    except SystemCallFailed as exc:
+        # Bad arguments, an unknown name, a constructor that raised or hung: the user's to fix, one line.
+        raise UserError(f"cannot build system {label!r}: {str(exc).removeprefix(f'system {label}: ')}") from None
+
+
 def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
     """The spec's systems in order, then their twins (each built from the rng state its system saw)."""
     suts: list[SystemUnderTest] = []
@@ -124,9 +151,9 @@ def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
     for s in spec.systems:
         before = resources.fork()
         try:
-            suts.append(SystemUnderTest(s.name, s.display, build_memory(s.name, s.args, resources=resources)))
+            suts.append(SystemUnderTest(s.name, s.display, _system(spec, s.name, s.args, resources, s.display)))
             for suffix, mode in _twins(spec, s.name, s.args):
-                twin = build_memory(s.name, s.args, resources=before.fork())
+                twin = _system(spec, s.name, s.args, before.fork(), s.display + suffix)
                 twins.append(SystemUnderTest(s.name, s.display + suffix, twin, feedback=mode, twin_of=s.display))
         except (ValueError, ImportError) as exc:
             raise UserError(f"cannot build system {s.display!r}: {exc}") from None

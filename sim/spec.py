@@ -56,7 +56,14 @@ def speaks_in_turns(channel: str) -> bool:
 
 __all__ = [
     "FEEDBACK_CHANNELS",
-    "check_channel", "speaks_in_turns", "DEFAULT_KS", "RunSettings", "SystemEntry", "ScenarioEntry", "RunSpec", "read_spec", "spec_diff", "system_entries"]
+    "check_channel", "speaks_in_turns", "DEFAULT_KS", "MAX_SEED", "DEFAULT_CALL_DEADLINE_S", "MAX_CALL_DEADLINE_S", "RunSettings", "SystemEntry", "ScenarioEntry", "RunSpec", "read_spec", "spec_diff", "system_entries"]
+
+MAX_SEED = 2**63 - 1
+"""Largest seed a run accepts (the bound ``--seed`` has): seeds are signed 64-bit integers in every file that records them."""
+DEFAULT_CALL_DEADLINE_S = 600.0
+"""Seconds one call to an in-process system may take by default: generous (a system may call an LLM), yet a hang ends."""
+MAX_CALL_DEADLINE_S = 7 * 86400.0
+"""Longest deadline a call may be given (a week): a finite deadline always ends a hang."""
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 30, 50)
 """Evidence cut-offs scored unless a run names others."""
@@ -67,7 +74,8 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    seed: int = Field(0, ge=0, description="seed of the run's random streams (memsim.sim.core.streams)")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the run's random streams (memsim.sim.core.streams); "
+                      "at most 2**63 - 1, as --seed")
     k: Annotated[int, bounded(10_000)] = Field(10, ge=1, description="memories a reader sees per question; the headline cut-off")
     retrieve_k: int | None = Field(None, ge=1, description="memories fetched per question (default: k); "
                                    "static runs fetch max(ks) and score prefixes")
@@ -89,6 +97,9 @@ class RunSettings(BaseModel):
     constant_arms: bool = Field(True, description="also play each learning system told always False (~false) and "
                                                   "always True (~true), on the same questions; false: neither")
     balance_kinds: bool = Field(False, description="weight questions so both halves have the same question-kind mix")
+    call_deadline_s: float = Field(DEFAULT_CALL_DEADLINE_S, gt=0, le=MAX_CALL_DEADLINE_S,
+                                   description="seconds one call to an in-process system may take before the system "
+                                   "is failed (memsim.memory.guard); HTTP systems have their own timeout")
     keep_deleted_text: bool = Field(False, description="keep, in the run folder, the text of turns deleted later "
                                     "(default: redacted when the deletion comes; for debugging only)")
 
@@ -196,9 +207,13 @@ class RunSpec(RunSettings):
         """The spec as JSON data (what ``spec.json`` holds).
 
         A spec without load leaves the key out, so that its file is the same
-        as before load existed (and a folder of such a run still resumes).
+        as before load existed (and a folder of such a run still resumes);
+        so does one with the default call deadline (it changes no number).
         """
-        return self.model_dump(mode="json", exclude={"load"} if self.load is None else set())
+        exclude = {"load"} if self.load is None else set()
+        if self.call_deadline_s == DEFAULT_CALL_DEADLINE_S:
+            exclude.add("call_deadline_s")
+        return self.model_dump(mode="json", exclude=exclude)
 
     def write(self, path: Path) -> None:
         """Write ``spec.json``."""

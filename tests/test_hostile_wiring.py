@@ -51,6 +51,67 @@ class Hider:
 
     def stats(self):
         return MemoryStats(items=len(self.memories), text_bytes=sum(len(m.text) for m in self.memories))
+
+
+class Naive:
+    """Keeps every turn; retrieves the latest."""
+
+    learns = False
+
+    def __init__(self, *, resources=None):
+        self.memories = []
+
+    def ingest(self, turns, *, user_id, now):
+        self.memories += [Retrieved(t.turn_id, t.text, 1.0, t.created_at, (t.turn_id,)) for t in turns]
+
+    def retrieve(self, query, *, user_id, now, k):
+        return [m for m in self.memories if m.created_at <= now][-k:]
+
+    probe = retrieve
+
+    def feedback(self, *a, **kw):
+        pass
+
+    def maintain(self, *, now):
+        pass
+
+    def forget(self, turn_ids, *, user_id, now):
+        self.memories = [m for m in self.memories if not set(m.source_turn_ids) & set(turn_ids)]
+
+    def stats(self):
+        return MemoryStats(items=len(self.memories))
+
+
+class Exits(Naive):
+    def retrieve(self, query, *, user_id, now, k):
+        import sys
+        sys.exit(0)
+
+
+class Sleeps(Naive):
+    def retrieve(self, query, *, user_id, now, k):
+        import time
+        time.sleep(3600)
+
+
+class ReturnsNone(Naive):
+    def retrieve(self, query, *, user_id, now, k):
+        return None
+
+
+class RaisesBase(Naive):
+    def retrieve(self, query, *, user_id, now, k):
+        raise BaseException("boom")
+
+
+class NegativeStats(Naive):
+    def stats(self):
+        return MemoryStats(items=-1)
+
+
+class BadInit(Naive):
+    def __init__(self, *, resources=None):
+        raise RuntimeError("no config here")
 '''
 
 
@@ -133,3 +194,105 @@ def test_a_system_holding_only_a_sentence_said_again_does_not_leak(tmp_path: Pat
                  resources=Resources(embedder_factory=lambda: HashEmbedder(64)))
     assert result.timeline.filter(pl.col("event") == "forget")["leaked"].to_list() == [0]
     assert result.probes["deleted_leaks"].to_list() == [0]
+
+
+@pytest.mark.parametrize(("system", "said"), [
+    ("Exits", "retrieve raised SystemExit(0)"),
+    ("RaisesBase", "retrieve raised BaseException(boom)"),
+    ("ReturnsNone", "retrieve returned NoneType None, not a list of Retrieved"),
+    ("NegativeStats", "stats returned items=-1, not a non-negative integer"),
+])
+def test_an_in_process_system_that_misbehaves_is_failed_with_its_message(plugins: Path, tmp_path: Path, system: str,
+                                                                          said: str) -> None:
+    """``sys.exit``, a ``BaseException`` or a value against the protocol mark the system failed (the run goes on
+    to its end and is not complete), with one line naming the system and the call."""
+    result = _play(tmp_path / "run", f"hostile_systems:{system}")
+    failed = result.info["failed_systems"]
+    assert list(failed) == [f"hostile_systems:{system}"] and said in failed[f"hostile_systems:{system}"]
+    assert result.info["complete"] is False and result.probes.height == 0
+
+
+def test_a_call_past_its_deadline_fails_the_system(plugins: Path, tmp_path: Path) -> None:
+    """A retrieve that sleeps for an hour is cut off at ``call_deadline_s``."""
+    import time
+
+    t0 = time.perf_counter()
+    result = _play(tmp_path / "run", "hostile_systems:Sleeps", call_deadline_s=0.5)
+    assert time.perf_counter() - t0 < 60
+    (why,) = result.info["failed_systems"].values()
+    assert "retrieve took longer than its 0.5 s deadline" in why
+
+
+def test_a_constructor_that_raises_is_one_line(plugins: Path, tmp_path: Path) -> None:
+    from memsim.sim.core.errors import UserError
+
+    with pytest.raises(UserError, match=r"cannot build system 'hostile_systems:BadInit': building it raised "
+                                        r"RuntimeError\(no config here\)"):
+        _play(tmp_path / "run", "hostile_systems:BadInit")
+
+
+def test_the_default_deadline_leaves_spec_json_as_it_was(tmp_path: Path) -> None:
+    """A spec with the default deadline writes no ``call_deadline_s`` (old run folders still resume); another does."""
+    assert "call_deadline_s" not in _spec("naive").to_json()
+    assert _spec("naive", call_deadline_s=5).to_json()["call_deadline_s"] == 5
+
+
+@pytest.mark.parametrize("seed", [2**63, 2**70, -1])
+def test_a_seed_out_of_range_is_refused_at_parse_time(seed: int) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="seed"):
+        _spec("naive", seed=seed)
+    assert _spec("naive", seed=2**63 - 1).seed == 2**63 - 1
+
+
+def test_a_config_seed_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memsim.analysis.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text('[scenario]\nname = "persona"\nusers = 1\nmonths = 1\n[run]\nseed = 1180591620717411303424\n')
+    assert main(["run", str(config), "--system", "naive", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed" in err[0] and "Traceback" not in err[0]
+
+
+def test_the_only_system_failing_before_a_scored_row_is_named(plugins: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "probes.parquet: no column 'recall_all@10'": the system, the call and its error."""
+    from memsim.analysis.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text('[scenario]\nname = "persona"\nusers = 2\nmonths = 1\n[run]\nseed = 2\nk = 5\nn_boot = 200\n')
+    code = main(["run", str(config), "--system", "hostile_systems:Exits", "--out", str(tmp_path / "r"),
+                 "--no-progress"])
+    assert code != 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "no column" not in last
+    assert "system 'hostile_systems:Exits' failed in retrieve" in last and "SystemExit(0)" in last
+
+
+def test_a_damaged_run_file_is_named(tmp_path: Path) -> None:
+    """A damaged probes.parquet read back names the file."""
+    from memsim.analysis.load import read_run
+    from memsim.sim.core.errors import UserError
+
+    out = tmp_path / "run"
+    _play(out, "naive")
+    (out / "probes.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    with pytest.raises(UserError, match=r"probes\.parquet"):
+        read_run(out)
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC without a file name (as a full disk raises it from a writer) comes back naming the run part."""
+    import errno
+
+    from memsim.sim import recorder as rec
+    from memsim.sim.core.errors import UserError
+
+    def full(path: Path, write: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rec, "write_atomic", full)
+    with pytest.raises(UserError, match=r"run/\S*\.parquet: writing [a-z ]+: .*no space left on device"):
+        _play(tmp_path / "run", "naive")
