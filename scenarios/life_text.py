@@ -127,7 +127,8 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
                    f"I want to make {dish} tonight; how long does it need if I add {ing}?",
                    f"What can I use instead of {ing} in {dish}? I'm cooking for {d['n']}.",
                    f"Is {dish} something I can prepare the day before, for {d['n']} guests?",
-                   f"My {dish} came out bland last time; would {ing} help, and how much?"),
+                   f"My {dish} came out bland last time; would {ing} help, and how much?",
+                   f"We're having {d['n']} people over; could {dish} work with {ing} in it?"),
         "writing": (f"Could you help me tighten this {doc}? It runs to about {d['words']} words.",
                     f"I need a {doc} for {who}, warm but not gushing, under {d['words']} words.",
                     f"Can you suggest an opening line for a {doc}? It's going to {who}.",
@@ -147,7 +148,8 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
                  f"Would {who} prefer {d['gift']} or something handmade, do you think?"),
         "repair": (f"How do I fix {d['repair']} without calling someone in?",
                    f"What tools do I need for {d['repair']}? I have maybe {d['mins']} minutes on {d['day']}.",
-                   f"Is {d['repair']} a job for a beginner, honestly?"),
+                   f"Is {d['repair']} a job for a beginner, honestly?",
+                   f"We keep putting off {d['repair']}; can I do it myself in {d['mins']} minutes?"),
         "language": (f"How would I say 'see you on {d['day']}' in {d['lang']}?",
                      f"Can you give me {d['n']} useful {d['lang']} phrases for ordering food?",
                      f"Quiz me on {d['lang']} numbers up to {10 * d['rest']}, please."),
@@ -155,10 +157,12 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
                     f"Can you recommend {d['genre']}? I finished my last book on {d['day']}.",
                     f"What should I read next if I want {d['genre']}?"),
         "film": (f"What's a film for a quiet {d['day']} night, {d['film_genre']} if possible?",
+                 f"We want a film for {d['day']} night, ideally {d['film_genre']}; any ideas?",
                  f"Can you suggest a movie for {d['n']} of us, something like {d['film_genre']}?"),
         "planning": (f"Help me plan {d['day']}: errands, a {d['mins']}-minute walk and dinner for {d['n']}.",
                      f"Can you make me a packing list for {d['nights']} nights away?",
-                     f"I have {d['n']} things due by {d['day']}; how should I order them?"),
+                     f"I have {d['n']} things due by {d['day']}; how should I order them?",
+                     f"We have {d['n']} errands and a {d['mins']}-minute gap on {d['day']}; what goes first?"),
     }[theme]
     return pick(rng, bank)
 

@@ -246,4 +246,5 @@ def test_no_opener_marks_a_fact_bearing_turn(stream):
             hit[" ".join(words[:n])] += t.turn_id in facts
     frequent = [g for g, n in has.items() if n >= 20]
     assert len(frequent) >= 10
-    assert max(hit[g] / has[g] for g in frequent) <= base + 0.2, base
+    # The bound on a cue's precision; the openers that used to mark news ("By the way,") had 1.0.
+    assert max(hit[g] / has[g] for g in frequent) <= 0.5, base
