@@ -296,3 +296,26 @@ def test_a_full_disk_names_the_file_being_written(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(rec, "write_atomic", full)
     with pytest.raises(UserError, match=r"run/\S*\.parquet: writing [a-z ]+: .*no space left on device"):
         _play(tmp_path / "run", "naive")
+
+
+def test_failed_llm_calls_are_counted_beside_answered_ones() -> None:
+    """A client whose every reply is damaged: the meter counts the failures, and the line never says "0 calls"
+    alone."""
+    from memsim.sim.answer import Meter, MeteredLLM, ScriptedLLM, format_cost
+    from memsim.sim.answer.llm import LLMReplyError
+
+    class Damaged(ScriptedLLM):
+        def chat(self, *a: Any, **kw: Any) -> Any:
+            raise LLMReplyError("reply is not JSON: truncated at byte 17")
+
+    meter = Meter()
+    llm = MeteredLLM(Damaged("x"), meter, role="judge")
+    for _ in range(3):
+        with pytest.raises(LLMReplyError):
+            llm.chat([{"role": "user", "content": "hi"}], max_tokens=4)
+    MeteredLLM(ScriptedLLM("fine"), meter, role="reader").chat([{"role": "user", "content": "hi"}], max_tokens=4)
+    s = meter.summary()
+    assert (s["calls"], s["failed_calls"]) == (1, 3)
+    assert s["first_error"] == "judge: LLMReplyError: reply is not JSON: truncated at byte 17"
+    line = format_cost(s)
+    assert "1 calls answered" in line and "3 failed" in line and "truncated at byte 17" in line

@@ -3,7 +3,9 @@
 ``MeteredLLM`` reports each reply of the client it wraps to a ``Meter``,
 which adds up calls, tokens, latency and estimated cost (from a
 ``PriceTable``) per role (``reader``, ``judge``) and model. Cached replies
-are counted apart and cost nothing.
+are counted apart and cost nothing. A call that raised (an endpoint gone, a
+reply that is not a completion) is counted too, in ``failed_calls``, with
+its first error, so a run whose every call failed never reads "0 calls".
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ class _Tally:
     cached_prompt_tokens: int = 0
     cached_completion_tokens: int = 0
     cached_cost_usd: float = 0.0
+    failed_calls: int = 0
 
 
 class Meter:
@@ -151,6 +154,8 @@ class Meter:
         self.prices = prices or PriceTable()
         self._tallies: dict[tuple[str, str, str], _Tally] = {}
         self._lock = threading.Lock()
+        self.first_error: str | None = None
+        """The first failed call's error, one line (None while none failed)."""
 
     def record(
         self, completion: Completion, *, model: str, kind: str, role: str = "reader", endpoint: str = ""
@@ -171,6 +176,14 @@ class Meter:
             t.latency_s += completion.latency_s
             t.cost_usd += cost
 
+    def record_failure(self, error: BaseException, *, model: str, kind: str, role: str = "reader") -> None:
+        """Count one call of ``model`` that raised ``error`` instead of replying."""
+        with self._lock:
+            self._tallies.setdefault((role, kind, model), _Tally()).failed_calls += 1
+            if self.first_error is None:
+                text = " ".join(str(error).split())
+                self.first_error = f"{role}: {type(error).__name__}: {text[:300]}"
+
     def summary(self) -> dict[str, Any]:
         """Totals and a breakdown per role and model (plain JSON data).
 
@@ -178,8 +191,10 @@ class Meter:
         ``completion_tokens``, ``latency_s``, ``cost_usd`` (NaN when some
         model has no price), ``cached_prompt_tokens``,
         ``cached_completion_tokens``, ``cached_cost_usd`` (the cached
-        replies' tokens and what they cost when made) and ``by_role``: a
-        list of the same per (role, kind, model).
+        replies' tokens and what they cost when made), ``failed_calls``
+        (calls that raised instead of replying; not in ``calls``) with
+        ``first_error`` when there were any, and ``by_role``: a list of the
+        same per (role, kind, model).
         """
         with self._lock:
             rows = [
@@ -189,6 +204,8 @@ class Meter:
         total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in _Tally.__slots__}
         if not rows:
             total["cost_usd"] = total["cached_cost_usd"] = 0.0
+        if total["failed_calls"]:
+            total["first_error"] = self.first_error
         total["by_role"] = rows
         return total
 
@@ -209,8 +226,12 @@ class MeteredLLM(ClientWrapper):
     def chat(
         self, messages: Messages, *, max_tokens: int, temperature: float = 0.0, seed: int = 0, json_mode: bool = False
     ) -> Completion:
-        """The inner client's reply, counted."""
-        out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_mode=json_mode)
+        """The inner client's reply, counted; a call that raises is counted as failed and raises on."""
+        try:
+            out = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_mode=json_mode)
+        except Exception as exc:
+            self.meter.record_failure(exc, model=self.model, kind=self.name, role=self.role)
+            raise
         self.meter.record(out, model=self.model, kind=self.name, role=self.role, endpoint=self.endpoint)
         return out
 

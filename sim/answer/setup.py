@@ -383,7 +383,12 @@ def format_cost(summary: dict[str, Any]) -> str:
         tokens = (f"{sent + summary.get('cached_prompt_tokens', 0):,} prompt + "
                   f"{got + summary.get('cached_completion_tokens', 0):,} completion tokens with the cached replies' "
                   f"({sent:,} + {got:,} sent now)")
-    line = (f"LLM: {summary.get('calls', 0)} calls ({cached} cached), {tokens}, {summary.get('latency_s', 0.0):.1f} s, "
+    failed = summary.get("failed_calls", 0)
+    # Failed calls are said beside the answered ones: a run whose every call failed never reads "0 calls".
+    calls = (f"{summary.get('calls', 0)} calls ({cached} cached)" if not failed else
+             f"{summary.get('calls', 0)} calls answered ({cached} cached), {failed} failed "
+             f"(first: {str(summary.get('first_error') or '')[:200]})")
+    line = (f"LLM: {calls}, {tokens}, {summary.get('latency_s', 0.0):.1f} s, "
             f"cost {usd(summary.get('cost_usd', 0.0))}")
     if cached:
         line += f" (the cached replies cost {usd(summary.get('cached_cost_usd', 0.0))} when made)"
