@@ -51,11 +51,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memsim.sim.answer.options import AnswerOptions
-from memsim.sim.core.errors import UserError
+from memsim.sim.core.errors import UserError, short_value
 from memsim.sim.core.files import read_toml, write_atomic, write_text_atomic
 from memsim.sim.spec import ScenarioEntry, SystemEntry
 
+MAX_WORKERS = 1_024
+"""Most worker processes a sweep starts: the bound ``--workers`` has (``memsim.analysis.cli.options.LIMITS``)."""
+
 __all__ = [
+    "MAX_WORKERS",
     "SweepSettings",
     "SystemGrid",
     "ScenarioGrid",
@@ -741,9 +745,9 @@ def run_sweep(
         raise UserError(f"--executor: unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
     if scheduler and executor != "dask":
         raise UserError("--scheduler needs --executor dask")
-    workers = workers or os.cpu_count() or 1
-    if workers < 1:
-        raise UserError(f"--workers must be at least 1, got {workers}")
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if not 1 <= workers <= MAX_WORKERS:  # the bound --workers has, for library callers and configs too
+        raise UserError(f"--workers must be between 1 and {MAX_WORKERS:,}, got {short_value(workers)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cells = expand(spec)

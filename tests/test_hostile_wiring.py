@@ -319,3 +319,14 @@ def test_failed_llm_calls_are_counted_beside_answered_ones() -> None:
     assert s["first_error"] == "judge: LLMReplyError: reply is not JSON: truncated at byte 17"
     line = format_cost(s)
     assert "1 calls answered" in line and "3 failed" in line and "truncated at byte 17" in line
+
+
+@pytest.mark.parametrize("workers", [0, -3, 10**9])
+def test_a_sweep_worker_count_out_of_range_is_one_line(tmp_path: Path, workers: int) -> None:
+    """Library callers get the bound ``--workers`` has: a billion workers is refused before any process starts."""
+    from memsim.analysis.sweep import run_sweep, sweep_from_mapping
+    from memsim.sim.core.errors import UserError
+
+    spec = sweep_from_mapping({"scenario": {"name": "persona", "users": 1, "months": 1}, "systems": ["naive"]})
+    with pytest.raises(UserError, match=r"--workers must be between 1 and 1,024"):
+        run_sweep(spec, tmp_path / "sweep", workers=workers)
