@@ -123,3 +123,23 @@ def test_the_run_summary_systems_table_fits_100_columns(tmp_path: Path, monkeypa
     assert all(len(line) <= 100 for line in table), [len(line) for line in table]
     assert "".join(line.split(" ")[0] for line in table[3:]) == label  # the label, wrapped, whole
     assert lines[end] == "(systems: wrapped to fit 100 columns; memsim --wide prints one line per row)"
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_a_run_with_a_learner_prints_nothing_wider_than_the_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], columns: int) -> None:
+    """The learning tables (five arms), the systems table and the per-user line all fit the terminal."""
+    from memsim.analysis.cli import main
+
+    config = tmp_path / "tiny.toml"
+    config.write_text('[scenario]\nname = "persona"\nusers = 2\nmonths = 1\n\n[run]\nseed = 0\nk = 5\nn_boot = 100\n',
+                      encoding="utf-8")
+    monkeypatch.delenv(WIDE_ENV, raising=False)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["run", str(config), "--system", "naive", "--system", "control-learner",
+                 "--out", str(tmp_path / "run"), "--no-report", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "learning from" in out and "control-learner~false" in out
+    # Only lines that name a path (the config, the run folder) may be longer: a path is not cut.
+    wide = [line for line in out.split("\n") if len(line) > columns and str(tmp_path) not in line]
+    assert not wide, wide

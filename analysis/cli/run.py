@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import argparse
 import sys
 from collections.abc import Mapping
@@ -339,7 +341,8 @@ def print_outcome(outcome: Any) -> None:
             u, v = min(users.items(), key=lambda kv: kv[1]["diff"])
             worst.append(f"{name} {u} {100 * v['diff']:+.1f} pp")
     if worst:
-        print("largest per-user decline (2nd - 1st half): " + "; ".join(worst))
+        line = "largest per-user decline (2nd - 1st half): " + "; ".join(worst)
+        print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ")) if width else line)
     if m.get("isolation_failures"):
         print(f"ISOLATION FAILURES: {m['isolation_failures']} retrieved memories belonged to another user")
     if timings.get("time_compression"):
