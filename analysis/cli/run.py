@@ -281,11 +281,14 @@ def print_outcome(outcome: Any) -> None:
     m = outcome.summary.metrics
     timings = outcome.summary.timings
     totals = m.get("totals") or {}
+    def say(line: str) -> None:
+        print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ")) if width else line)
+
     if totals:
-        print("totals: " + ", ".join(f"{k} {v}" for k, v in totals.items()) + f", span_days {m.get('span_days')}")
+        say("totals: " + ", ".join(f"{k} {v}" for k, v in totals.items()) + f", span_days {m.get('span_days')}")
     line = embedding_line(outcome.result.info)
     if line:
-        print(line)
+        say(line)
     print()
     if outcome.summary.learning is not None:
         print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")
@@ -341,8 +344,7 @@ def print_outcome(outcome: Any) -> None:
             u, v = min(users.items(), key=lambda kv: kv[1]["diff"])
             worst.append(f"{name} {u} {100 * v['diff']:+.1f} pp")
     if worst:
-        line = "largest per-user decline (2nd - 1st half): " + "; ".join(worst)
-        print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ")) if width else line)
+        say("largest per-user decline (2nd - 1st half): " + "; ".join(worst))
     if m.get("isolation_failures"):
         print(f"ISOLATION FAILURES: {m['isolation_failures']} retrieved memories belonged to another user")
     if timings.get("time_compression"):
