@@ -66,6 +66,7 @@ from memsim.sim.core.table import fit_table, table_width, text_table
 __all__ = [
     "MIN_USERS", "ROLES", "ROLE_NAMES", "CONTRASTS", "ARM_PAIRS", "STALE", "Pair", "compare", "paired_rows",
     "unit_column", "unit_sums", "contrast_design", "mde_rng", "family_arms", "design_unit", "best_reference",
+    "headline_roles",
     "learning_table",
     "user_halves", "gain_curve", "gain_curve_band", "format_learning", "format_diff", "format_p", "contrast_rows",
     "contrast_headers", "arm_rows", "arm_headers", "learning_notes", "learning_header",
@@ -363,6 +364,22 @@ def _contrast(pair: Pair, minus: str, reference: str) -> dict[str, Any]:
     }
 
 
+def headline_roles(channel: str | None) -> tuple[str, ...]:
+    """The arms the headline may take as its reference under ``channel``.
+
+    Where feedback reaches systems as user turns (``correction``,
+    ``implicit``), the twin and the constant arms are told a different number
+    of turns than their system (none, or one after every question), and those
+    turns fill the store whatever they say; only the placebo is told turns at
+    its system's dose. There the headline is system - placebo, and the other
+    arms stay in the detailed table. Elsewhere every content-ignoring arm may
+    be the reference.
+    """
+    if channel is not None and channel.partition(":")[0] in ("correction", "implicit"):
+        return ("placebo",)
+    return ROLES
+
+
 def _best_arm(pairs: Mapping[str, Pair | None], half: int) -> str | None:
     """The role whose arm scores highest in ``half``: the smallest ``system - arm`` (ties: ``ROLES`` order)."""
     return _lowest({role: (None if p is None else (p.first if half == 0 else p.second)) for role, p in pairs.items()})
@@ -381,7 +398,7 @@ def _lowest(values: Mapping[str, float | None]) -> str | None:
 
 def best_reference(
     probes: pl.DataFrame, *, metric: str, system: str, arms: Mapping[str, str], half: int, unit: str | None = None,
-    balance_kinds: bool = False,
+    balance_kinds: bool = False, channel: str | None = None,
 ) -> str | None:
     """The label of the arm the headline compares ``system`` with in ``half`` (``learning_table``'s choice).
 
@@ -389,6 +406,8 @@ def best_reference(
     estimates as the table's (the question-weighted mean of ``system - arm``
     on the paired questions of that half), so the choice is the same.
     """
+    allowed = [role for role in headline_roles(channel) if role in arms] or list(arms)
+    arms = {role: label for role, label in arms.items() if role in allowed}
     scored = probes.filter(pl.col("error").is_null())
     halves = user_halves(scored)
     values: dict[str, float | None] = {}
@@ -417,6 +436,7 @@ def learning_table(
     arms: Mapping[str, Mapping[str, str]] | None = None,
     unit: str | None = None,
     unit_reason: str | None = None,
+    channel: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per system (every arm as its own row): halves, stale>cur, the contrasts, DiDs, p, MDE.
 
@@ -480,7 +500,9 @@ def learning_table(
             pair = pair_of(a, b) if a and b else None
             if pair is not None:
                 found[key] = (a, b, pair)  # type: ignore[assignment]
-        vs = {role: pair_of(system, fam[role]) for role in ROLES if role in fam}
+        # The headline's candidates: those the channel allows (``headline_roles``), else every arm that ran.
+        allowed = [role for role in headline_roles(channel) if role in fam] or [role for role in ROLES if role in fam]
+        vs = {role: pair_of(system, fam[role]) for role in ROLES if role in allowed}
         ref1, ref2 = _best_arm(vs, 0), _best_arm(vs, 1)
         if ref2 is not None or ref1 is not None:
             r1, r2 = ref1 or ref2, ref2 or ref1

@@ -250,7 +250,7 @@ class ContrastPower:
 
 def contrast_arms(
     probes: pl.DataFrame, info: Any, *, metric: str, system: str | None, contrast: str | None, half: int = 1,
-    unit: str | None = None, balance_kinds: bool = False,
+    unit: str | None = None, balance_kinds: bool = False, channel: str | None = None,
 ) -> tuple[str, str, str]:
     """``(contrast, minuend, reference)`` of a contrast among a run's arms (roles from ``run.json``).
 
@@ -274,7 +274,7 @@ def contrast_arms(
     name = contrast or "learning_from_feedback"
     if name == "learning_from_feedback":
         ref = best_reference(probes, metric=metric, system=base, arms=families[base], half=half, unit=unit,
-                             balance_kinds=balance_kinds)
+                             balance_kinds=balance_kinds, channel=channel)
         if ref is None:
             raise UserError(f"power: {base} shares no scored question with any of its arms in half {half + 1}")
         return name, base, ref

@@ -405,6 +405,7 @@ def summarise(
         learning = learning_table(
             scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
             balance_kinds=spec.balance_kinds, seed=spec.seed, arms=arms, unit=unit, unit_reason=reason,
+            channel=spec.feedback_from,
         )
         metrics["balance_kinds"] = spec.balance_kinds
         metrics["twins"] = twins
@@ -504,7 +505,8 @@ def _report_figures(
     answer_learning = {
         col: learning_table(scored, metric=col, twins=twins, placebos=placebos, control=control,
                             rng=streams(spec.seed)["stats"], n_boot=spec.n_boot, seed=spec.seed, arms=arms,
-                            unit=unit[0] if unit else None, unit_reason=unit[1] if unit else None)
+                            unit=unit[0] if unit else None, unit_reason=unit[1] if unit else None,
+                            channel=spec.feedback_from)
         for col in judged
     }
     rng = streams(spec.seed)["stats"]

@@ -195,3 +195,18 @@ def test_naive_learns_nothing_from_corrections_system_minus_placebo_is_near_zero
     signs = np.random.default_rng(0).choice((-1.0, 1.0), size=(2000, per_user.size))
     p = float((np.abs(signs @ per_user) >= abs(per_user.sum()) - 1e-9).mean())
     assert p > 0.05, (p, per_user)
+
+
+def test_under_correction_naive_headline_is_against_its_placebo_and_covers_zero() -> None:
+    """Every arm plays, but the twin and the constant arms are told a different number of turns: the headline
+    takes the placebo (told turns at naive's dose), and naive, which learns nothing, gets 0 within its interval."""
+    spec = make_spec("longitudinal", "persona", {"users": 6, "months": 2}, [SystemSpec("naive")], seed=1, n_boot=200,
+                     feedback_from="correction")
+    out = execute(spec, out_dir=None, resources=Resources(embedder_factory=lambda: HashEmbedder(256)))
+    head = out.summary.learning["naive"]["contrasts"]["learning_from_feedback"]
+    assert head["candidates"] == ["naive~placebo"]
+    assert head["first_reference"] == head["second_reference"] == "naive~placebo"
+    for half in ("first", "second"):
+        assert head[f"{half}_lo"] <= 0 <= head[f"{half}_hi"], head
+    # the twin stays in the detailed table
+    assert "effect_of_use" in out.summary.learning["naive"]["contrasts"]

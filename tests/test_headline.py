@@ -252,3 +252,18 @@ def test_effects_that_vary_between_users_raise_the_mde_and_keep_5_percent_at_zer
     at_zero = design_power(varied, (0.0,), rng=np.random.default_rng(3), replicates=2000)[0]
     assert 0.03 <= at_zero <= 0.07, at_zero
     assert not math.isnan(at_zero)
+
+
+def test_channels_that_speak_in_turns_take_the_placebo_as_the_headline_reference() -> None:
+    """Under correction the twin (no turns) scores best, yet only the placebo is told turns at the system's dose."""
+    from memsim.analysis.learning import best_reference, headline_roles
+
+    df = _frame({"s": (0.6, 0.6), "s~twin": (0.8, 0.8), "s~placebo": (0.6, 0.6), "s~false": (0.55, 0.55),
+                 "s~true": (0.8, 0.8)}, shared=True)
+    assert headline_roles("correction") == headline_roles("implicit:0.3") == ("placebo",)
+    assert "twin" in headline_roles("evidence")
+    head = _table(df, channel="correction")["s"]["contrasts"]["learning_from_feedback"]
+    assert head["second_reference"] == "s~placebo" and head["candidates"] == ["s~placebo"]
+    assert head["second_lo"] <= 0 <= head["second_hi"]
+    assert best_reference(df, metric="m", system="s", arms=ARMS["s"], half=1, channel="correction") == "s~placebo"
+    assert _table(df)["s"]["contrasts"]["learning_from_feedback"]["second_reference"] in ("s~twin", "s~true")

@@ -56,12 +56,12 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _arms(probes: Any, info: Any, system: str | None, contrast: str | None, *, metric: str, half: int,
-          unit: str | None, balance_kinds: bool = False) -> tuple[str, str, str]:
+          unit: str | None, balance_kinds: bool = False, channel: str | None = None) -> tuple[str, str, str]:
     """(contrast name, system, reference) of the contrast asked for, among a run's arms."""
     from memsim.analysis.power import contrast_arms
 
     return contrast_arms(probes, info, metric=metric, system=system, contrast=contrast, half=half, unit=unit,
-                         balance_kinds=balance_kinds)
+                         balance_kinds=balance_kinds, channel=channel)
 
 
 def _print_curve(points: Any, effect: float) -> None:
@@ -96,7 +96,7 @@ def _run_folder(args: argparse.Namespace) -> int:
     run = read_run(args.target)
     unit = design_unit(run.info, run.probes)[0]
     name, a, b = _arms(run.probes, run.info, args.system, args.contrast, metric=run.metric, half=args.half - 1,
-                       unit=unit, balance_kinds=run.spec.balance_kinds)
+                       unit=unit, balance_kinds=run.spec.balance_kinds, channel=run.spec.feedback_from)
     effects = sorted({*CONTRAST_EFFECTS, float(args.effect)})
     cp = contrast_power(run.probes, metric=run.metric, system=a, reference=b, seed=run.spec.seed, effects=effects,
                         half=args.half - 1, balance_kinds=run.spec.balance_kinds, unit=unit)
@@ -181,7 +181,7 @@ def _config(args: argparse.Namespace) -> int:
         info = runs.infos[i] if i < len(runs.infos) else None
         unit = design_unit(info, probes)[0]
         name, a, b = _arms(probes, info, systems[0].display, args.contrast, metric=runs.metric, half=args.half - 1,
-                           unit=unit)
+                           unit=unit, channel=config.run.feedback_from)
         curves.append(contrast_power(probes, metric=runs.metric, system=a, reference=b, seed=seed, effects=effects,
                                      half=args.half - 1, unit=unit))
         mde = curves[-1].mde
