@@ -254,6 +254,8 @@ class Harness:
     (less what the user said again in turns they kept: ``CopyFinder``'s ``said``)."""
     _deleted_texts: dict[str, list[str]] = field(default_factory=dict)
     """user -> texts of the user's turns deleted so far."""
+    _user_finder: dict[str, CopyFinder] = field(default_factory=dict)
+    """user -> the finder of that user's deleted texts, told what the user says again after the deletion."""
     _user_turns: dict[str, list[str]] = field(default_factory=dict)
     """user -> ids of the scenario's turns the user has said, in order."""
     _threads: dict[str, str] = field(default_factory=dict)
@@ -348,6 +350,9 @@ class Harness:
             self.turn_text[t.turn_id] = t.text
             self._turns[t.turn_id] = t
             self._user_turns.setdefault(t.user_id, []).append(t.turn_id)
+            finder = self._user_finder.get(t.user_id)
+            if finder is not None:  # a phrase of a deleted turn the user says again is theirs to keep
+                finder.said_again((t.text,))
         return self._prepare([render_turn(t) for t in event.turns])
 
     def ingest_one(self, sut: SystemUnderTest, event: Session) -> tuple[float, Any, int] | None:
@@ -705,7 +710,7 @@ class Harness:
         # What the user said again in a turn they kept is theirs to keep: only the rest of a deleted text is a copy.
         kept = self._gone[event.user_id]
         said = [self.turn_text[t] for t in self._user_turns.get(event.user_id, ()) if t not in kept]
-        finder = CopyFinder(gone_texts, said=said)
+        finder = self._user_finder[event.user_id] = CopyFinder(gone_texts, said=said)
         for sut in self._live():
             restated = {r for tid in event.turn_ids for r in self._restated.get((sut.label, tid), ())}
             turn_ids = (*event.turn_ids, *sorted(restated))

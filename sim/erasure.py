@@ -149,6 +149,31 @@ class CopyFinder:
     def __bool__(self) -> bool:
         return bool(self._grams or self._short)
 
+    def said_again(self, texts: Iterable[str]) -> None:
+        """The owner said ``texts`` in turns they keep, after the deletion: what they share is theirs again.
+
+        A run of words a later kept turn repeats (a phrase the user uses often)
+        is no longer searched for, and a short deleted text that a later turn
+        holds whole is dropped; the rest of each deleted text still is a copy.
+        """
+        changed = False
+        n = SHARED_WORDS
+        for text in texts:
+            words = _words(text)
+            joined = " " + " ".join(words) + " "
+            grams = {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+            self._said.append(joined)
+            self._said_grams |= grams
+            if grams and not self._grams.isdisjoint(grams):
+                self._grams -= grams
+                changed = True
+            short = [s for s in self._short if s not in joined]
+            if len(short) != len(self._short):
+                self._short = short
+                changed = True
+        if changed:
+            self._memo.clear()
+
     def add(self, texts: Iterable[str]) -> None:
         """Search for ``texts`` too (those shorter than ``MIN_TEXT`` characters are not searched)."""
         for needle in _needles(texts):

@@ -196,6 +196,33 @@ def test_a_system_holding_only_a_sentence_said_again_does_not_leak(tmp_path: Pat
     assert result.probes["deleted_leaks"].to_list() == [0]
 
 
+def test_a_sentence_said_again_after_the_deletion_is_no_leak(tmp_path: Path) -> None:
+    """The user repeats a phrase of the deleted turn in a turn said after the deletion: naive retrieving that
+    later turn is no leak (the phrase is theirs again); a memory holding the rest of the deleted text still is."""
+    from memsim.memory.base import Turn
+    from memsim.sim.erasure import CopyFinder
+    from memsim.sim.events import Deletion, Episode, Question, Session
+    from tests.test_redact import T0
+
+    said = "I am not getting a rowing machine whatever the ads say"
+    gone = Turn("u1:t1", "u1", "user", f"I got the keys to the new flat in Stockholm today. {said}.", T0, "s1")
+    later = Turn("u1:t2", "u1", "user", f"Luca asked me the same thing. {said}.", T0 + timedelta(days=3), "s2")
+    ask = dict(user_id="u1", text="Am I getting a rowing machine?", gold="no", kind="fact", evidence=(later.turn_id,))
+    ep = Episode("u1", (
+        Session("s1", "u1", T0, (gone,)),
+        Deletion("d1", "u1", T0 + timedelta(days=1), (gone.turn_id,)),
+        Session("s2", "u1", T0 + timedelta(days=3), (later,)),
+        Question(question_id="q1", time=T0 + timedelta(days=4), **ask),
+    ))
+    result = run(_spec("naive"), [ep], out_dir=tmp_path / "run", end=ep.end + timedelta(hours=1),
+                 resources=Resources(embedder_factory=lambda: HashEmbedder(64)))
+    assert result.probes["deleted_leaks"].to_list() == [0]
+    finder = CopyFinder([gone.text])
+    finder.said_again([later.text])
+    assert not finder.holds(later.text)
+    assert finder.holds("Note: I got the keys to the new flat in Stockholm today, the user said")
+
+
 @pytest.mark.parametrize(("system", "said"), [
     ("Exits", "retrieve raised SystemExit(0)"),
     ("RaisesBase", "retrieve raised BaseException(boom)"),
