@@ -242,7 +242,8 @@ def test_same_input_same_rows() -> None:
 
 def test_system_returning_too_many_is_recorded_as_a_failure() -> None:
     result, _ = _run(k=1, greedy=True)
-    assert result.failures and "returned 51 memories for k=50" in result.failures[0]["error"]
+    # Held to the protocol's contract when called (memsim.memory.checks): the method, the count and k named.
+    assert result.failures and "retrieve returned 51 results for k=50" in result.failures[0]["error"]
     assert result.probes.height == 0  # nothing from a system that broke its contract is scored
 
 
