@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Collection, Sequence
 from datetime import datetime

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from memsim.analysis.cli.options import input_path, int_in, run_folder
-from memsim.sim.core.table import text_table
 
 __all__ = [
     "run_arguments",
@@ -70,8 +69,6 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim demo``."""
-    from memsim.scenarios.config import CONFIG_DIR
-
     parser.add_argument("--config", type=Path, default=None,
                         help="scenario config (default: scenarios/configs/demo.toml, the life world at 30 users)")
     parser.add_argument("--quick", action="store_true",
