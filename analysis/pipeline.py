@@ -123,7 +123,7 @@ def spec_from_config(config: Any, *, systems: Sequence[SystemSpec] = (), **overr
     from memsim.memory.registry import parse_system
 
     chosen = tuple(systems) or tuple(parse_system(s) for s in config.run.systems)
-    values = config.run.model_dump(exclude={"systems"}, exclude_unset=True)
+    values = config.run.model_dump(exclude={"systems", "workers", "scheduler"}, exclude_unset=True)
     values.update({k: v for k, v in overrides.items() if v is not None})
     if getattr(config, "load", None) is not None:
         values.setdefault("load", config.load)
@@ -154,10 +154,36 @@ class ResolvedRun:
         cols = [c for s in self.scorers for c in s.columns(self.spec.ks)]
         return [*cols, *(self.answer.score_columns if self.answer is not None else ())]
 
-    def play(self, out_dir: Path | None) -> Iterator[Checkpoint]:
-        """The runner's checkpoints over this run (``memsim.sim.runner.iter_run``)."""
+    def play(self, out_dir: Path | None, workers: Any = None) -> Iterator[Checkpoint]:
+        """The runner's checkpoints over this run (``memsim.sim.runner.iter_run``; ``workers``: ``memsim.sim.workers.Workers``)."""
         return iter_run(self.spec, self.stream.episodes(), out_dir=out_dir, start=self.stream.start, end=self.stream.end,
-                        resources=self.resources, answer=self.answer, scorers=self.scorers)
+                        resources=self.resources, answer=self.answer, scorers=self.scorers, workers=workers)
+
+
+def worker_parts(spec: RunSpec, default_judges: tuple[str, ...], embedder_factory: Callable[[], Any] | None) -> tuple:
+    """What a worker process rebuilds of a run from its spec: (spec, episodes, resources, scorers, answer)."""
+    run = resolve(spec, default_judges=default_judges, embedder_factory=embedder_factory)
+    return spec, list(run.stream.episodes()), run.resources, list(run.scorers), run.answer
+
+
+def _workers(spec: RunSpec, count: int, scheduler: str | None, *, rebuildable: bool,
+             default_judges: Sequence[str], embedder_factory: Callable[[], Any] | None) -> Any:
+    """How the run's units are played: ``count`` workers (or a Dask scheduler) when a worker can rebuild the run.
+
+    A worker rebuilds the run from its spec; a run given ready-made resources or answer objects, or one
+    that answers questions (the reader's and judges' costs are metered in the run's process), plays here.
+    """
+    import functools
+
+    from memsim.sim.workers import WorkerRecipe, Workers, recipe_token
+
+    recipe = None
+    if rebuildable and (spec.answer is None or not spec.answer.enabled) and not spec.fresh_per_episode:
+        judges = tuple(default_judges)
+        recipe = WorkerRecipe(functools.partial(worker_parts, spec, judges, embedder_factory),
+                              recipe_token(spec.model_dump_json() if hasattr(spec, "model_dump_json") else repr(spec),
+                                           judges, repr(embedder_factory)))
+    return Workers(count=count, scheduler=scheduler, recipe=recipe)
 
 
 def resolve(
@@ -208,6 +234,8 @@ def execute(
     progress: Callable[[Checkpoint], None] | None = None,
     report: bool = False,
     embedder_factory: Callable[[], Any] | None = None,
+    workers: int = 1,
+    scheduler: str | None = None,
 ) -> Outcome:
     """Resolve the spec, play it, summarise, and write the run folder.
 
@@ -219,16 +247,22 @@ def execute(
         default_judges: judges when the spec's options name none.
         progress: called with every checkpoint.
         report: also write ``report.html`` / ``report.md``.
-        embedder_factory: the shared embedder's factory when ``resources`` is not given.
+        embedder_factory: the shared embedder's factory when ``resources`` is not given (picklable, such as a
+            ``functools.partial`` of ``Embedder``, for ``workers`` > 1).
+        workers: processes that play a longitudinal run's units (arms) at once; the figures are the same.
+        scheduler: ``local`` or ``tcp://HOST:PORT``: play the units on Dask (``memsim.sim.workers``).
     """
+    rebuildable = resources is None and answer is None
     run = resolve(spec, resources, answer=answer, default_judges=default_judges, embedder_factory=embedder_factory)
+    pool = _workers(spec, workers, scheduler, rebuildable=rebuildable, default_judges=default_judges,
+                    embedder_factory=embedder_factory)
     answer = run.answer
     dry_run = bool(getattr(answer, "dry_run", False))
     if dry_run:
         out_dir = None  # a dry run writes no run folder
     result = None
     try:
-        for cp in run.play(out_dir):
+        for cp in run.play(out_dir, pool):
             if progress is not None:
                 progress(cp)
             result = cp.result

@@ -44,6 +44,11 @@ class Resources:
         """
         return Resources(rng=copy.deepcopy(self.rng), builder=self.builder, _parent=self._parent or self)
 
+    def at(self, rng: np.random.Generator) -> Resources:
+        """The same embedder with a copy of ``rng``: a system rebuilt apart from the run's others (one arm played
+        in a worker) gets, from the state its build began with, exactly the draws it got among them."""
+        return Resources(rng=copy.deepcopy(rng), builder=self.builder, _parent=self._parent or self)
+
     def build(self, name: str, args: Mapping[str, Any] | None = None) -> MemorySystem:
         """Build the registered system ``name`` with ``args`` on these resources (a wrapper's inner system)."""
         if self.builder is None:

@@ -239,6 +239,9 @@ class Harness:
     """memsim's own caches to purge after a deletion (``memsim.sim.erasure.purge_caches`` keywords); None: none."""
     erasures: list[dict[str, Any]] = field(default_factory=list)
     """One entry per deletion whose caches were purged: what they held before, what was purged, what is left."""
+    purges: list[dict[str, Any]] = field(default_factory=list)
+    """Without ``caches``: one entry per deletion, with the texts the run's caches are to be purged of
+    (``purge_texts``) once every arm has played."""
     load: Load | None = None
     """Bounded services (``memsim.sim.load``): sessions and questions queue for them; None: no queueing."""
     q_index: int = 0
@@ -738,13 +741,22 @@ class Harness:
             )
         if self.caches is not None:
             self._purge_caches(event)
+        else:
+            # Played apart from the run's other arms (memsim.sim.workers): the run purges once every arm has played.
+            self.purges.append({"deletion_id": event.deletion_id, "user_id": event.user_id, "time": str(event.time),
+                                "texts": self.purge_texts(event)})
 
-    def _purge_caches(self, event: Deletion) -> None:
-        """Drop memsim's own cached copies of the deleted turns (embeddings, LLM replies) and check they are gone."""
+    def purge_texts(self, event: Deletion) -> list[str]:
+        """The texts memsim may hold in its own caches for a deletion: its turns, rendered, and this harness's restatements."""
         restated = {r for label in {s.label for s in self.systems} for tid in event.turn_ids
                     for r in self._restated.get((label, tid), ())}
         turns = [self._turns[t] for t in event.turn_ids if t in self._turns]
-        texts = cache_texts(turns) + [self.turn_text[r] for r in sorted(restated) if r in self.turn_text]
+        return cache_texts(turns) + [self.turn_text[r] for r in sorted(restated) if r in self.turn_text]
+
+    def _purge_caches(self, event: Deletion) -> None:
+        """Drop memsim's own cached copies of the deleted turns (embeddings, LLM replies) and check they are gone."""
+        texts = self.purge_texts(event)
+        assert self.caches is not None
         before = audit_caches(texts, **self.caches)
         purged = purge_caches(texts, **self.caches)
         after = audit_caches(texts, **self.caches)

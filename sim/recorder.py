@@ -338,12 +338,31 @@ class Recorder:
         their rows of this part are left out (a system that failed halfway
         through a day has half a day), and a resumed run adds them.
         """
+        pf, tf, failures = self.take()
+        self.commit_frames(key, pf, tf, failures, info, complete=complete, missing=missing)
+
+    def take(self) -> tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]]]:
+        """The rows and failures recorded since the last commit, as frames; the recorder is left empty of them.
+
+        A unit of a run played apart (``memsim.sim.workers``) records in memory and hands its rows over
+        this way, to be committed by the run's one writer with ``commit_frames``.
+        """
         probes, timeline, failures = self._probes, self._timeline, self._failures
         self._probes, self._timeline, self._failures = [], [], []
+        return _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA), failures
+
+    def commit_frames(
+        self, key: str, probes: pl.DataFrame, timeline: pl.DataFrame, failures: Sequence[Mapping[str, Any]] = (),
+        info: Mapping[str, Any] | None = None, *, complete: bool = True, missing: Sequence[str] = (),
+    ) -> None:
+        """Commit rows already made into frames as part ``key`` (``commit``'s rules)."""
+        failures = [dict(f) for f in failures]
         gone = set(missing)
         if gone:
-            probes = [r for r in probes if r.get("system") not in gone]
-            timeline = [r for r in timeline if r.get("system") not in gone]
+            if probes.height:
+                probes = probes.filter(~pl.col("system").is_in(sorted(gone)))
+            if timeline.height:
+                timeline = timeline.filter(~pl.col("system").is_in(sorted(gone)))
         if self.out_dir is not None and (self.out_dir / "parts" / f"{key}.json").exists():
             meta = _read_json(self.out_dir / "parts" / f"{key}.json", "run part")
             if meta.get("complete", True):
@@ -355,13 +374,13 @@ class Recorder:
         meta = {
             "key": key,
             "complete": complete,
-            "probes": len(probes),
-            "timeline": len(timeline),
+            "probes": probes.height,
+            "timeline": timeline.height,
             "failures": failures,
             "missing": sorted(gone),
             **dict(info or {}),
         }
-        pf, tf = _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA)
+        pf, tf = probes, timeline
         if self.out_dir is None:
             self._memory_parts[key] = (pf, tf, meta)
             return
@@ -379,7 +398,7 @@ class Recorder:
             _write_parquet(self.out_dir / "parts" / f"{stem}.timeline.parquet", timeline, "writing run part")
 
     def _resume(
-        self, key: str, meta: dict[str, Any], probes: list[dict[str, Any]], timeline: list[dict[str, Any]],
+        self, key: str, meta: dict[str, Any], probes: pl.DataFrame, timeline: pl.DataFrame,
         failures: list[dict[str, Any]], gone: set[str],
     ) -> None:
         """A committed part played again: the rows of the systems it misses that now ran go beside it."""
@@ -388,10 +407,12 @@ class Recorder:
         if not now:
             return
         n = len(meta.get("resumed", []))
-        probes = [r for r in probes if r.get("system") in now]
-        timeline = [r for r in timeline if r.get("system") in now]
-        self._write_part(f"{key}.r{n}", _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA))
-        extra = {"systems": now, "probes": len(probes), "timeline": len(timeline), "failures": failures}
+        if probes.height:
+            probes = probes.filter(pl.col("system").is_in(now))
+        if timeline.height:
+            timeline = timeline.filter(pl.col("system").is_in(now))
+        self._write_part(f"{key}.r{n}", probes, timeline)
+        extra = {"systems": now, "probes": probes.height, "timeline": timeline.height, "failures": failures}
         meta["resumed"] = [*meta.get("resumed", []), extra]
         _write_text(self.out_dir / "parts" / f"{key}.json", json.dumps(meta, default=str, sort_keys=True), "writing run part")
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ import simpy
 from memsim.memory.base import render_turn
 from memsim.memory.guard import GuardedSystem, SystemCallFailed
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
+from memsim.sim.erasure import audit_caches, purge_caches
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, placebo_doses, start_processes
 from memsim.sim.core.errors import UserError
 from memsim.sim.core.heal import repairs
@@ -50,7 +51,8 @@ from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, speaks_in_turns
 
-__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts", "passes", "play_pass"]
+__all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts", "passes", "plan_units",
+           "play_unit", "unit_steps", "Unit", "UnitContext", "UnitOutcome", "arms_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +60,11 @@ class Checkpoint:
     """Progress after a simulated day (longitudinal) or an episode (static); the last carries the result."""
 
     done: int
-    """Days or episodes done."""
+    """Arm-days or episodes done."""
     total: int | None
-    """Days or episodes in the run (None while a streamed file is still being read)."""
+    """Arm-days or episodes in the run (None while a streamed file is still being read)."""
     unit: str
-    """``day`` or ``episode``."""
+    """``arm-day`` (a longitudinal run: a simulated day of one arm) or ``episode``."""
     probes: int
     """Probe rows recorded so far by this process."""
     result: RunResult | None = None
@@ -144,12 +146,18 @@ def _system(spec: RunSpec, name: str, args: Mapping[str, Any], resources: Resour
         raise UserError(f"cannot build system {label!r}: {str(exc).removeprefix(f'system {label}: ')}") from None
 
 
-def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
-    """The spec's systems in order, then their twins (each built from the rng state its system saw)."""
+def _build(spec: RunSpec, resources: Resources, rngs: list[Any] | None = None) -> list[SystemUnderTest]:
+    """The spec's systems in order, then their twins (each built from the rng state its system saw).
+
+    ``rngs``, when given, gets the rng state each system's build began with, so that any arm can be
+    rebuilt alone with the same draws (``_build_arms``).
+    """
     suts: list[SystemUnderTest] = []
     twins: list[SystemUnderTest] = []
     for s in spec.systems:
         before = resources.fork()
+        if rngs is not None:
+            rngs.append(before.rng)
         try:
             suts.append(SystemUnderTest(s.name, s.display, _system(spec, s.name, s.args, resources, s.display)))
             for suffix, mode in _twins(spec, s.name, s.args):
@@ -158,6 +166,39 @@ def _build(spec: RunSpec, resources: Resources) -> list[SystemUnderTest]:
         except (ValueError, ImportError) as exc:
             raise UserError(f"cannot build system {s.display!r}: {exc}") from None
     return suts + twins
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """Where an arm comes from: its label, its system's place in the spec, its feedback mode and twin suffix."""
+
+    label: str
+    system: int
+    """Index of its system in ``spec.systems``."""
+    feedback: str = "given"
+    suffix: str = ""
+    """The twin suffix (``~twin``, ``~placebo``, ...); empty for the system itself."""
+
+
+def arms_of(spec: RunSpec) -> list[Arm]:
+    """The spec's arms in ``_build``'s order: the systems, then each system's twins."""
+    own = [Arm(s.display, i) for i, s in enumerate(spec.systems)]
+    twins = [Arm(s.display + suffix, i, mode, suffix)
+             for i, s in enumerate(spec.systems) for suffix, mode in _twins(spec, s.name, s.args)]
+    return own + twins
+
+
+def _build_arms(spec: RunSpec, resources: Resources, rngs: Sequence[Any], labels: Sequence[str]) -> list[SystemUnderTest]:
+    """The arms ``labels``, each built alone from the rng state its build began with in ``_build`` (same draws)."""
+    by_label = {a.label: a for a in arms_of(spec)}
+    out = []
+    for label in labels:
+        arm = by_label[label]
+        s = spec.systems[arm.system]
+        system = _system(spec, s.name, s.args, resources.at(rngs[arm.system]), label)
+        out.append(SystemUnderTest(s.name, label, system, feedback=arm.feedback,
+                                   twin_of=s.display if arm.suffix else None))
+    return out
 
 
 def _failed(suts: Sequence[SystemUnderTest]) -> list[str]:
@@ -179,6 +220,7 @@ def iter_run(
     resources: Resources | None = None,
     answer: Any | None = None,
     scorers: Sequence[Any] | None = None,
+    workers: Any = None,
 ) -> Iterator[Checkpoint]:
     """Play ``episodes`` against the spec's systems, yielding checkpoints.
 
@@ -191,6 +233,8 @@ def iter_run(
         resources: shared run resources (embedder); default made from the seed's ``systems`` stream.
         answer: optional reader + judges (``memsim.sim.answer.AnswerSetup``).
         scorers: the spec's scorers, built (``memsim.analysis.pipeline.resolve`` builds them once); default built here.
+        workers: how a longitudinal run's units are played (``memsim.sim.workers.Workers``: processes, a
+            Dask cluster); default one after another in this process. The rows are the same either way.
 
     Raises:
         UserError: bad systems or scorers, a folder of another spec, an
@@ -203,7 +247,9 @@ def iter_run(
         scorers = [build_scorer(name) for name in spec.scorers]
     recorder = Recorder(out_dir)
     recorder.open(spec)
-    p = _Play(spec, recorder, resources, list(scorers), answer)
+    from memsim.sim.workers import Workers
+
+    p = _Play(spec, recorder, resources, list(scorers), answer, workers=workers or Workers())
     play = _static if spec.fresh_per_episode else _longitudinal
     t0 = time.perf_counter()
     info = p.info
@@ -308,6 +354,10 @@ class _Play:
     """Becomes ``run.json``."""
     part: str | None = None
     """The part being played (committed as cut short if the run stops)."""
+    workers: Any = None
+    """How units are played (``memsim.sim.workers.Workers``); None: one after another, here."""
+    clock_start: datetime | None = None
+    """Simulated time zero of a longitudinal run."""
 
     def harness(self, suts: list[SystemUnderTest], start: datetime, *, static: bool) -> Harness:
         """A fresh clock and harness over ``suts``."""
@@ -349,59 +399,120 @@ def passes(suts: Sequence[SystemUnderTest]) -> list[list[SystemUnderTest]]:
     return [first, placebos] if placebos else [first]
 
 
-def _part_key(index: int, part: str) -> str:
-    """The key of a pass's part: the first pass's as before passes existed, later ones prefixed (``p1-``)."""
-    return part if index == 0 else f"p{index}-{part}"
-
-
 @dataclass
 class _Clock:
-    """A longitudinal run's simulated span, shared by its passes."""
+    """A longitudinal run's simulated span, shared by its units."""
 
     episodes: list[Episode]
     start: datetime
     span: float
     """Seconds from the start to the end of the run."""
     days: int
-    """Simulated days (parts of one pass, besides its ``end``)."""
-
-    def keys(self, index: int) -> list[str]:
-        """The part keys of pass ``index``, in the order they are committed."""
-        return [_part_key(index, f"d{day:06d}") for day in range(1, self.days + 1)] + [_part_key(index, "end")]
+    """Simulated days (each unit reports its progress by the day)."""
 
 
-def play_pass(
-    p: _Play, clock: _Clock, index: int, suts: list[SystemUnderTest], *, of: int = 1,
-    doses: Mapping[tuple[str, str, int], Sequence[Any]] | None = None, embed: bool = True,
-) -> Iterator[Checkpoint]:
-    """Play every episode against the arms ``suts`` on a clock of their own, committing a part per day.
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Arms played together, on a clock of their own, apart from the run's other arms: a part of the run folder.
 
-    Args:
-        p: the run being played.
-        clock: its span.
-        index: the pass's number (0 first): its parts are keyed by it.
-        suts: the arms of this pass (no arm of another pass is touched).
-        of: how many passes the run has (for the checkpoints' counts).
-        doses: the placebos' bits (``memsim.sim.engine.placebo_doses``); none for a pass without placebos.
-        embed: embed the run's texts up front first (the first pass played in a process does).
-
-    The pass's own outcome (feedback counts, cache purges, the arms' reports) is kept with its
-    ``end`` part, so a resumed run that finds the pass committed reads it instead of playing it.
+    Arms share nothing while they play (each has its own store, rng streams and, under load, its own
+    services), so each is a unit of its own, except the arms of HTTP systems: they reach services
+    outside memsim, which may be one, so they play together. A unit's users stay together: one store
+    serves all of an arm's users (and, under load, they queue for its services).
     """
-    total = of * clock.days
+
+    key: str
+    """Its part key: ``a<pass>-<arm's place in the pass>`` (rows come out in key order)."""
+    labels: tuple[str, ...]
+    placebo_of: tuple[str, ...] = ()
+    """The systems whose told bits its placebos are dosed with."""
+    needs: tuple[str, ...] = ()
+    """Keys of the units whose committed rows it reads first (its placebos' systems')."""
+
+
+def plan_units(suts: Sequence[SystemUnderTest]) -> list[Unit]:
+    """The units of a longitudinal run, in key order: each pass's arms (``passes``), one unit each, HTTP arms together."""
+    units: list[Unit] = []
+    home: dict[str, str] = {}
+    for index, group in enumerate(passes(suts)):
+        outside = [s for s in group if s.name == "http"]
+        for pos, s in enumerate(group):
+            if s.name == "http" and s is not outside[0]:
+                continue
+            members = outside if s.name == "http" else [s]
+            key = f"a{index}-{pos:04d}"
+            systems = tuple(dict.fromkeys(m.twin_of or m.label for m in members if m.feedback == "shuffled"))
+            needs = tuple(dict.fromkeys(home[x] for x in systems))
+            units.append(Unit(key, tuple(m.label for m in members), systems, needs))
+            home.update((m.label, key) for m in members)
+    return units
+
+
+@dataclass
+class UnitContext:
+    """What playing any unit of a run needs: the same in the run's process and in a worker."""
+
+    spec: RunSpec
+    clock: _Clock
+    resources: Resources
+    rngs: Sequence[Any]
+    """The rng state each system's build began with (``_build``)."""
+    scorers: list[Any]
+    answer: Any = None
+
+
+@dataclass
+class UnitOutcome:
+    """A unit's rows and what its play adds to ``run.json``, handed to the run's one writer to commit."""
+
+    key: str
+    probes: pl.DataFrame
+    timeline: pl.DataFrame
+    failures: list[dict[str, Any]]
+    missing: list[str]
+    outcome: dict[str, Any]
+    stats: dict[str, Any] = field(default_factory=dict)
+    """Where and how long it played, its worker's peak memory: measurements, kept apart from the rows."""
+
+
+def play_unit(
+    ctx: UnitContext, unit: Unit, doses: Mapping[tuple[str, str, int], Sequence[Any]] | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> UnitOutcome:
+    """Play every episode against the arms of ``unit`` (``unit_steps``); ``progress(key, day)`` after each simulated day."""
+    steps = unit_steps(ctx, unit, doses)
+    while True:
+        try:
+            day = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        if progress is not None:
+            progress(unit.key, day)
+
+
+def unit_steps(
+    ctx: UnitContext, unit: Unit, doses: Mapping[tuple[str, str, int], Sequence[Any]] | None = None,
+) -> Generator[int, None, UnitOutcome]:
+    """Play every episode against the arms of ``unit`` on a clock of their own, yielding each simulated day done.
+
+    The arms are built alone from the rng states their builds began with, so they draw what they
+    drew among all the run's arms; memsim's caches are not purged here (``Harness.purges`` lists what
+    to purge once every unit has played). Returns the unit's rows and outcome.
+    """
+    spec, clock = ctx.spec, ctx.clock
+    suts = _build_arms(spec, ctx.resources, ctx.rngs, unit.labels)
+    recorder = Recorder(None)
+    recorder.open(spec)
+    p = _Play(spec, recorder, ctx.resources, ctx.scorers, ctx.answer)
     harness = p.harness(suts, clock.start, static=False)
+    harness.caches = None
     harness.doses = dict(doses or {})
-    if embed:
-        _embed_up_front(p.resources, clock.episodes, p.info, harness)
     env = harness.env
     start_processes(env, harness, clock.episodes)
     for day in range(1, clock.days + 1):
-        p.part = _part_key(index, f"d{day:06d}")
         env.run(until=min(day * 86400.0, clock.span) if day < clock.days else clock.span + 1e-6)
-        p.recorder.commit(p.part, missing=_failed(suts))
-        yield Checkpoint(index * clock.days + day, total, "day", p.recorder.n_probes)
+        yield day
     # Feedback still in flight at the end is delivered so systems end in a defined state.
-    p.part = _part_key(index, "end")
     until = clock.span + harness.config.feedback_delay_s + 1.0
     env.run(until=until)
     while harness.load is not None and harness.load.in_flight:
@@ -410,25 +521,35 @@ def play_pass(
         env.run(until=until)
     if harness.load is not None:
         env.run(until=until + harness.config.feedback_delay_s + 1.0)
+    probes, timeline, failures = recorder.take()
     outcome = {
         "system_reports": _reports(suts),
-        "erasure": [{**e, "pass": index} for e in harness.erasures],
         "feedback_unscored": harness.feedback_unscored,
         "feedback_told": harness.feedback_told,
         "placebo_beyond_dose": harness.beyond_dose,
         "corrections_owed": harness.owed(),
+        "purges": harness.purges,
     }
-    p.recorder.commit(p.part, {"pass": outcome}, missing=_failed(suts))
-    p.part = None
+    return UnitOutcome(unit.key, probes, timeline, failures, _failed(suts), outcome)
 
 
 _PASS_KEYS = ("system_reports", "feedback_unscored", "feedback_told", "placebo_beyond_dose", "corrections_owed")
-"""What each pass adds to ``run.json``, label by label (``erasure`` entries are listed)."""
+"""What each unit adds to ``run.json``, label by label."""
+
+
+def _refuse_day_parts(recorder: Recorder) -> None:
+    """A folder begun by a memsim that committed a longitudinal run by the day cannot be resumed by units."""
+    old = [m["key"] for m in recorder.parts() if not str(m.get("key", "")).startswith("a")]
+    if old and recorder.out_dir is not None and not recorder.finished:
+        raise UserError(f"{recorder.out_dir}: its parts ({old[0]}, ...) were committed by the day, by an older memsim; "
+                        "rerun into another --out")
 
 
 def _longitudinal(
     p: _Play, episodes: Iterable[Episode], start: datetime | None, end: datetime | None
 ) -> Iterator[Checkpoint]:
+    from memsim.sim.workers import play_units
+
     eps = list(episodes)
     if not eps:
         raise UserError("the scenario has no events")
@@ -439,43 +560,84 @@ def _longitudinal(
     # The start is the origin of the placebo's weeks: with it, anyone can check each arm's dose from the rows.
     p.info.update(totals=episode_totals(eps), span_days=round(span / 86400.0, 2), total=total_days, unit="day",
                   start=start.isoformat())
-    suts = _build(p.spec, p.resources)
+    p.clock_start = start
+    rngs: list[Any] = []
+    suts = _build(p.spec, p.resources, rngs)
     p.recorder.arms(suts)
+    _refuse_day_parts(p.recorder)
     clock = _Clock(eps, start, span, total_days)
-    groups = passes(suts)
-    embedded = False
-    for index, group in enumerate(groups):
-        keys = clock.keys(index)
-        if all(p.recorder.is_done(k) for k in keys):
-            # Committed whole by an earlier process: its rows and outcome are on disk.
-            yield Checkpoint((index + 1) * total_days, len(groups) * total_days, "day", p.recorder.n_probes)
+    units = plan_units(suts)
+    todo = [u for u in units if not p.recorder.is_done(u.key)]
+    total = len(units) * total_days
+    done = {u.key: (0 if u in todo else total_days) for u in units}
+    if todo:
+        _embed_up_front(p.resources, eps, p.info, p.harness([], start, static=False))
+        yield Checkpoint(sum(done.values()), total, "arm-day", p.recorder.n_probes)
+    ctx = UnitContext(p.spec, clock, p.resources, rngs, p.scorers, p.answer)
+    n_probes = 0
+    timing: dict[str, Any] = {}
+    for event in play_units(ctx, todo, p.workers, lambda u: _doses(p, u)):
+        if isinstance(event, UnitOutcome):
+            p.recorder.commit_frames(event.key, event.probes, event.timeline, event.failures,
+                                     {"unit": {**event.outcome, "arms": list(next(u.labels for u in units if u.key == event.key))}},
+                                     missing=event.missing)
+            n_probes += event.probes.height
+            done[event.key] = total_days
+            timing[event.key] = event.stats
         else:
-            doses = None
-            if any(s.feedback == "shuffled" for s in group):
-                doses = _doses(p, clock, {s.twin_of or s.label for s in group if s.feedback == "shuffled"})
-            yield from play_pass(p, clock, index, group, of=len(groups), doses=doses, embed=not embedded)
-            embedded = True
-        _merge_pass(p.info, p.recorder.part_info(keys[-1]).get("pass") or {})
+            key, day = event
+            done[key] = max(done[key], day)
+        yield Checkpoint(sum(done.values()), total, "arm-day", n_probes)
+    p.info["units"] = {"count": len(units), "workers": p.workers.describe(len(todo)),
+                       "played": len(todo), "rule": "one per arm; the arms of HTTP systems together",
+                       "timing": timing}
+    purges: dict[str, dict[str, Any]] = {}
+    for u in units:
+        got = p.recorder.part_info(u.key).get("unit") or {}
+        _merge_pass(p.info, got)
+        for entry in got.get("purges") or []:
+            slot = purges.setdefault(entry["deletion_id"], {**entry, "texts": []})
+            slot["texts"] = list(dict.fromkeys([*slot["texts"], *entry["texts"]]))
+    _purge_after_play(p, sorted(purges.values(), key=lambda e: (e["time"], e["deletion_id"])))
 
 
-def _doses(p: _Play, clock: _Clock, systems: set[str]) -> dict[tuple[str, str, int], list[Any]]:
-    """The placebos' doses, read from their systems' committed rows of the first pass."""
-    rows = p.recorder.committed_probes(clock.keys(0))
+def _purge_after_play(p: _Play, deletions: Sequence[Mapping[str, Any]]) -> None:
+    """Purge memsim's own caches of every deleted turn once all arms have played, recording each purge.
+
+    Workers read the shared caches while they play, each arm at its own pace: purged earlier, an arm
+    still before that deletion in simulated time would find a vector gone and embed it again.
+    """
+    caches = p.caches()
+    if caches is None:
+        return
+    for d in deletions:
+        texts = d["texts"]
+        before = audit_caches(texts, **caches)
+        purged = purge_caches(texts, **caches)
+        after = audit_caches(texts, **caches)
+        p.info.setdefault("erasure", []).append(
+            {"deletion_id": d["deletion_id"], "user_id": d["user_id"], "time": d["time"],
+             "held_before": before, "purged": purged, "held_after": after, "when": "after the play"})
+
+
+def _doses(p: _Play, unit: Unit) -> dict[tuple[str, str, int], list[Any]] | None:
+    """A unit's placebos' doses, read from their systems' committed rows (None: the unit has no placebo)."""
+    if not unit.placebo_of:
+        return None
+    rows = p.recorder.committed_probes(unit.needs)
     answer = p.answer
     judge_keys = tuple(answer.score_columns) if answer is not None else ()
     wanted = [c for c in ("system", "user_id", "time", "told", "reaction", "error", p.spec.metric, *judge_keys[:1])
               if c in rows.columns]
-    rows = rows.select(wanted).filter(pl.col("system").is_in(sorted(systems)))
-    config = _config(p.spec, clock.start, static=False)
-    return placebo_doses(rows.iter_rows(named=True), systems, config, judge_keys)
+    rows = rows.select(wanted).filter(pl.col("system").is_in(sorted(unit.placebo_of)))
+    config = _config(p.spec, p.clock_start, static=False)
+    return placebo_doses(rows.iter_rows(named=True), set(unit.placebo_of), config, judge_keys)
 
 
 def _merge_pass(info: dict[str, Any], outcome: Mapping[str, Any]) -> None:
-    """Add one pass's outcome to ``run.json``'s (each arm is in one pass, so labels never collide)."""
+    """Add one unit's outcome to ``run.json``'s (each arm is in one unit, so labels never collide)."""
     for key in _PASS_KEYS:
         info.setdefault(key, {}).update(outcome.get(key) or {})
-    if outcome.get("erasure"):
-        info.setdefault("erasure", []).extend(outcome["erasure"])
 
 
 def _maintained_after_ingest(ep: Episode) -> Episode:

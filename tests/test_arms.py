@@ -98,19 +98,23 @@ def test_constant_arms_and_placebo_can_be_turned_off() -> None:
     assert set(outcome.result.info["arms"]) == {"naive", LEARNER, f"{LEARNER}~twin"}
 
 
-def test_rows_come_in_pass_then_day_order_and_a_resumed_placebo_pass_gives_identical_rows(played, tmp_path: Path) -> None:
-    """Killed while the placebos play (the first pass committed), the rerun skips the first pass and ends the same."""
+def test_rows_come_in_pass_then_arm_order_and_a_resumed_placebo_unit_gives_identical_rows(played, tmp_path: Path) -> None:
+    """Killed once the first pass's units are committed, the rerun plays only the placebo and ends the same."""
     whole, outcome = played
     spec = _spec()
-    days = outcome.result.info["total"]
+    units = outcome.result.info["units"]["count"]
+    placebos = sum(1 for s in set(outcome.result.probes["system"].to_list()) if s.endswith("~placebo"))
+    assert placebos == 1 and units > 2
     out = tmp_path / "killed"
-    _kill_after_parts(spec.to_json(), out, parts=days + 1 + days // 3)  # the first pass's parts and a third of the next
+    _kill_after_parts(spec.to_json(), out, parts=units - placebos)  # every first-pass unit, before the placebo's
+    assert not (out / "parts" / "a1-0000.json").exists()
     resumed = execute(spec, out_dir=out, resources=_hash())
+    assert resumed.result.info["units"]["played"] == placebos
     assert (out / "metrics.json").read_bytes() == (whole / "metrics.json").read_bytes()
     cols = [c for c in outcome.result.probes.columns if not c.endswith("_ms")]
     assert resumed.result.probes.select(cols).equals(outcome.result.probes.select(cols))
     keys = [p["key"] for p in resumed.result.info["parts"]]
-    assert keys == sorted(keys) and keys[days] == "end" and keys[-1] == "p1-end"
+    assert keys == sorted(keys) and keys[0] == "a0-0000" and keys[-1] == "a1-0000"
     labels = outcome.result.probes["system"].to_list()
     assert labels.index(f"{LEARNER}~placebo") > max(i for i, s in enumerate(labels) if s != f"{LEARNER}~placebo")
 

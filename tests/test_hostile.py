@@ -261,9 +261,9 @@ def test_damaged_run_folders_get_one_line(tmp_path: Path, capsys: pytest.Capture
             info = json.loads((out / "run.json").read_text())
             (out / "run.json").write_text(json.dumps({**info, "complete": False}))
             (out / "parts").mkdir(exist_ok=True)
-            (out / "parts" / "d000001.json").write_text(json.dumps(
-                {"key": "d000001", "complete": True, "probes": 1, "timeline": 0, "failures": []}))
-            (out / "parts" / "d000001.probes.parquet").write_bytes(b"PAR1 not really")
+            (out / "parts" / "a0-0000.json").write_text(json.dumps(
+                {"key": "a0-0000", "complete": True, "probes": 1, "timeline": 0, "failures": []}))
+            (out / "parts" / "a0-0000.probes.parquet").write_bytes(b"PAR1 not really")
         capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err

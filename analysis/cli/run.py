@@ -58,6 +58,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "a path or a `memsim data` name)")
     add_cache_dir_argument(parser)
     add_no_progress_argument(parser)
+    parser.add_argument("--workers", type=int_in("workers"), default=None, metavar="N",
+                        help="processes that play the run's arms at once (default: the config's [run] workers, "
+                             "else this machine's cores); the figures are the same for any N")
+    parser.add_argument("--scheduler", default=None, metavar="WHERE",
+                        help="play the arms on Dask: 'local' (a LocalCluster of --workers processes) or "
+                             "dask://HOST:PORT (a running scheduler); default: the config's, else processes here")
     add_answer_arguments(parser)
 
 
@@ -161,13 +167,18 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
 
     check_http_systems(spec.systems)  # before the run folder exists: a dead server leaves nothing behind
     out = args.out or default_out_dir(spec.scenario.name)
+    from memsim.sim.workers import default_worker_count, parse_scheduler
+
+    workers = args.workers or config.run.workers or default_worker_count()
+    scheduler = parse_scheduler(args.scheduler or config.run.scheduler)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
     print(f"systems: {', '.join(s.display for s in spec.systems)}")
     from memsim.sim.recorder import RunFolderRefused
 
     try:
         outcome = execute(spec, out_dir=out, progress=progress_bar(enabled=not args.no_progress),
-                          report=not args.no_report, embedder_factory=cache_dir_embedder(args.cache_dir))
+                          report=not args.no_report, embedder_factory=cache_dir_embedder(args.cache_dir),
+                          workers=workers, scheduler=scheduler)
     except RunFolderRefused:
         raise  # nothing was played: there is nothing to resume
     except UserError:
@@ -223,13 +234,11 @@ def cache_dir_embedder(cache_dir: Path | None) -> Any:
     """A factory of the shared embedder on ``--cache-dir``, or None (the default cache)."""
     if cache_dir is None:
         return None
+    import functools
 
-    def make() -> Any:
-        from memsim.memory.embed import Embedder
+    from memsim.memory.embed import Embedder
 
-        return Embedder(cache_dir=cache_dir)
-
-    return make
+    return functools.partial(Embedder, cache_dir=cache_dir)  # picklable: a worker process makes its own
 
 
 def progress_bar(*, enabled: bool = True) -> Any:
@@ -247,13 +256,15 @@ def progress_bar(*, enabled: bool = True) -> Any:
     def show(cp: Any) -> None:
         bar = state.get("bar")
         if bar is None:
-            bar = state["bar"] = tqdm(total=cp.total, unit=cp.unit, desc="simulated" if cp.unit == "day" else "episodes",
-                                      file=sys.stderr, leave=False)
+            desc = {"day": "simulated", "arm-day": "simulated (arms x days)"}.get(cp.unit, "episodes")
+            bar = state["bar"] = tqdm(total=cp.total, unit=cp.unit, desc=desc, file=sys.stderr, leave=False)
         bar.n = cp.done
         bar.set_postfix(probes=cp.probes, refresh=False)
         bar.refresh()
         if cp.result is not None:
             bar.close()
+            # The tables, intervals and report take a while on a large run: say so rather than leave the screen blank.
+            print("computing the tables, intervals and report ...", file=sys.stderr, flush=True)
 
     return show
 
