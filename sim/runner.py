@@ -529,18 +529,23 @@ def unit_steps(
     harness.doses = dict(doses or {})
     env = harness.env
     start_processes(env, harness, clock.episodes)
-    for day in range(1, clock.days + 1):
-        env.run(until=min(day * 86400.0, clock.span) if day < clock.days else clock.span + 1e-6)
-        yield day
-    # Feedback still in flight at the end is delivered so systems end in a defined state.
-    until = clock.span + harness.config.feedback_delay_s + 1.0
-    env.run(until=until)
-    while harness.load is not None and harness.load.in_flight:
-        # Under load, queues can outlast the scenario: play on until every job is done and its feedback given.
-        until += 3600.0
+    try:
+        for day in range(1, clock.days + 1):
+            env.run(until=min(day * 86400.0, clock.span) if day < clock.days else clock.span + 1e-6)
+            yield day
+        # Feedback still in flight at the end is delivered so systems end in a defined state.
+        until = clock.span + harness.config.feedback_delay_s + 1.0
         env.run(until=until)
-    if harness.load is not None:
-        env.run(until=until + harness.config.feedback_delay_s + 1.0)
+        while harness.load is not None and harness.load.in_flight:
+            # Under load, queues can outlast the scenario: play on until every job is done and its feedback given.
+            until += 3600.0
+            env.run(until=until)
+        if harness.load is not None:
+            env.run(until=until + harness.config.feedback_delay_s + 1.0)
+    except UserError as exc:
+        # An endpoint gone, say: the rows played so far go with the error, to be kept as a part cut short.
+        exc.partial = UnitOutcome(unit.key, *recorder.take(), _failed(suts), {})  # type: ignore[attr-defined]
+        raise
     probes, timeline, failures = recorder.take()
     outcome = {
         "system_reports": _reports(suts),
@@ -568,8 +573,6 @@ def _refuse_day_parts(recorder: Recorder) -> None:
 def _longitudinal(
     p: _Play, episodes: Iterable[Episode], start: datetime | None, end: datetime | None
 ) -> Iterator[Checkpoint]:
-    from memsim.sim.workers import play_units
-
     eps = list(episodes)
     if not eps:
         raise UserError("the scenario has no events")
@@ -594,8 +597,35 @@ def _longitudinal(
         _embed_up_front(p.resources, eps, p.info, p.harness([], start, static=False))
         yield Checkpoint(sum(done.values()), total, "arm-day", p.recorder.n_probes)
     ctx = UnitContext(p.spec, clock, p.resources, rngs, p.scorers, p.answer)
-    n_probes = 0
     timing: dict[str, Any] = {}
+    try:
+        yield from _play_units(p, ctx, units, todo, done, total, timing)
+    except UserError as exc:
+        for part in [getattr(exc, "partial", None), *getattr(exc, "partials", ())]:
+            if part is not None:  # kept for inspection; a rerun plays the unit again whole
+                p.recorder.commit_frames(part.key, part.probes, part.timeline, part.failures, complete=False,
+                                         missing=part.missing)
+        raise
+    p.info["units"] = {"count": len(units), "workers": p.workers.describe(len(todo)),
+                       "played": len(todo), "rule": "one per arm; the arms of HTTP systems together",
+                       "timing": timing}
+    purges: dict[str, dict[str, Any]] = {}
+    for u in units:
+        got = p.recorder.part_info(u.key).get("unit") or {}
+        _merge_pass(p.info, got)
+        for entry in got.get("purges") or []:
+            slot = purges.setdefault(entry["deletion_id"], {**entry, "texts": []})
+            slot["texts"] = list(dict.fromkeys([*slot["texts"], *entry["texts"]]))
+    _purge_after_play(p, sorted(purges.values(), key=lambda e: (e["time"], e["deletion_id"])))
+
+
+def _play_units(p: _Play, ctx: UnitContext, units: Sequence[Unit], todo: Sequence[Unit], done: dict[str, int],
+                total: int, timing: dict[str, Any]) -> Iterator[Checkpoint]:
+    """Play the units ``todo`` (``memsim.sim.workers.play_units``), committing each as it ends."""
+    from memsim.sim.workers import play_units
+
+    total_days = p.info["total"]
+    n_probes = 0
     for event in play_units(ctx, todo, p.workers, lambda u: _doses(p, u)):
         if isinstance(event, UnitOutcome):
             p.recorder.commit_frames(event.key, event.probes, event.timeline, event.failures,
@@ -608,17 +638,6 @@ def _longitudinal(
             key, day = event
             done[key] = max(done[key], day)
         yield Checkpoint(sum(done.values()), total, "arm-day", n_probes)
-    p.info["units"] = {"count": len(units), "workers": p.workers.describe(len(todo)),
-                       "played": len(todo), "rule": "one per arm; the arms of HTTP systems together",
-                       "timing": timing}
-    purges: dict[str, dict[str, Any]] = {}
-    for u in units:
-        got = p.recorder.part_info(u.key).get("unit") or {}
-        _merge_pass(p.info, got)
-        for entry in got.get("purges") or []:
-            slot = purges.setdefault(entry["deletion_id"], {**entry, "texts": []})
-            slot["texts"] = list(dict.fromkeys([*slot["texts"], *entry["texts"]]))
-    _purge_after_play(p, sorted(purges.values(), key=lambda e: (e["time"], e["deletion_id"])))
 
 
 def _purge_after_play(p: _Play, deletions: Sequence[Mapping[str, Any]]) -> None:

@@ -395,9 +395,14 @@ def _failure(errors: Sequence[tuple[Unit, BaseException]], waiting: Sequence[Uni
     if raised:
         unit, exc = raised[0]
         if isinstance(exc, UserError):
-            return UserError(f"unit {_describe([unit])}: {exc}; {tail}")
-        return UserError(f"unit {_describe([unit])} failed in a worker: {type(exc).__name__}: {exc}; {tail}")
-    return UserError(f"a worker process died (killed, or out of memory) while playing unit {_describe(died)}; {tail}")
+            out = UserError(f"unit {_describe([unit])}: {exc}; {tail}")
+        else:
+            out = UserError(f"unit {_describe([unit])} failed in a worker: {type(exc).__name__}: {exc}; {tail}")
+    else:
+        out = UserError(f"a worker process died (killed, or out of memory) while playing unit {_describe(died)}; {tail}")
+    # The rows each failed unit played before its error (``unit_steps``), kept as parts cut short.
+    out.partials = [e.partial for _, e in errors if getattr(e, "partial", None) is not None]  # type: ignore[attr-defined]
+    return out
 
 
 def recipe_token(*parts: Any) -> str:
