@@ -24,6 +24,7 @@ another thread was runnable at either end.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -303,17 +304,30 @@ def demo_stages(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
             "turns_per_s": round(turns / ingest_s, 1) if ingest_s > 0 else None,
             "retrieve_ms": figures.get("retrieve_ms"),
         }
+    units = run.get("units") or {}
+    timing = units.get("timing") or {}
+    parts = {m.get("key"): m for m in run.get("parts") or []}
+    play = {}
+    for key, t in sorted(timing.items()):
+        arms = ((parts.get(key) or {}).get("unit") or {}).get("arms") or [key]
+        play[" + ".join(arms)] = {"seconds": t.get("seconds"), "peak_rss_mb": t.get("peak_rss_mb"), "where": t.get("where")}
+    phases = perf.get("phases_s") or {}
     return {
         "turns": turns,
         "questions": int((run.get("totals") or {}).get("questions") or 0),
         "embedding": {"texts": int(emb.get("texts") or 0), "embedded": embedded, "seconds": round(seconds, 1),
                       "texts_per_s": round(embedded / seconds, 1) if seconds > 0 and embedded else None},
         "run_s": perf.get("wall_seconds"),
+        "play_s": round(float(perf.get("wall_seconds") or 0.0) - seconds, 1) if perf.get("wall_seconds") else None,
+        "statistics_s": phases.get("statistics"),
+        "report_s": phases.get("report"),
+        "workers": units.get("workers"),
+        "play_per_unit": play,
         "systems": systems,
     }
 
 
-def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) -> dict[str, Any]:
+def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = (), report: bool = True) -> dict[str, Any]:
     """Wall time of ``memsim demo`` cold (new cache) and warm (same cache), each in a fresh process, stage by stage.
 
     The new cache holds no exported ONNX graph either, so cold includes the
@@ -328,7 +342,8 @@ def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) 
     out: dict[str, Any] = {}
     for phase in ("cold", "warm"):
         run_dir = Path(tmp) / f"run-{phase}"
-        cmd = [sys.executable, "-m", "memsim", "demo", "--no-report", "--no-progress", "--out", str(run_dir), *extra_args]
+        cmd = [sys.executable, "-m", "memsim", "demo", "--no-progress", "--out", str(run_dir), *extra_args,
+               *([] if report else ["--no-report"])]
         before = machine_load()
         t0 = time.perf_counter()
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -343,6 +358,8 @@ def bench_demo(*, cache_dir: str | None = None, extra_args: Sequence[str] = ()) 
         out[f"{phase}_stages"] = demo_stages(run_dir)
     out["cache_dir"] = env["MEMSIM_CACHE_DIR"]
     out["load"] = merge_load([out["cold_load"], out["warm_load"]])
+    out["cpu"] = cpu_model()
+    out["cores"] = os.cpu_count()
     return out
 
 
@@ -356,6 +373,18 @@ def format_demo(figures: Mapping[str, Any]) -> str:
         lines.append(f"{phase}: {figures[f'{phase}_s']:.1f} s wall, {figures[f'{phase}_cpu_s']:.1f} CPU s; "
                      f"{st['turns']:,} turns, {st['questions']:,} questions; embedding {emb['embedded']:,} of "
                      f"{emb['texts']:,} texts in {emb['seconds']:.1f} s ({rate})")
+        phases = [(name, st.get(key)) for name, key in (("embed", "embedding"), ("play", "play_s"),
+                                                         ("statistics", "statistics_s"), ("report", "report_s"))]
+        said = [f"embed {emb['seconds']:.1f} s"] + [f"{n} {v:.1f} s" for n, v in phases[1:] if v is not None]
+        rest = figures[f"{phase}_s"] - emb["seconds"] - sum(v for _, v in phases[1:] if v is not None)
+        lines.append(f"  phases: {', '.join(said)}, start-up and world generation {rest:.1f} s; "
+                     f"workers: {st.get('workers')}")
+    play = figures["warm_stages"].get("play_per_unit") or {}
+    if play:
+        lines.append("warm run, play per unit (arm), wall seconds and its process's peak memory:")
+        lines.append(text_table(["unit", "s", "peak MB", "where"],
+                                [[k, f"{v['seconds']:.1f}", f"{v['peak_rss_mb']:.0f}" if v.get("peak_rss_mb") else "-",
+                                  v.get("where") or ""] for k, v in play.items()]))
     rows = []
     for label, row in figures["warm_stages"]["systems"].items():
         ret = row.get("retrieve_ms") or {}
@@ -829,3 +858,69 @@ def format_backends(f: Mapping[str, Any]) -> str:
     lines.append(text_table(head, rows, align="l" + "r" * 9 + "l"))
     lines.append("  " + format_load(f["load"]))
     return "\n".join(lines)
+
+
+_SCALE_CHILD = """
+import json, resource, sys, time, functools, tempfile
+from pathlib import Path
+from memsim.analysis.pipeline import execute, make_spec
+from memsim.memory.embed import HashEmbedder
+from memsim.memory.registry import SystemSpec
+users, months, workers, scheduler, systems = json.loads(sys.argv[1])
+spec = make_spec("longitudinal", "life", {"users": users, "months": months}, [SystemSpec(s) for s in systems],
+                 seed=0, n_boot=200)
+out = Path(tempfile.mkdtemp(prefix="memsim-bench-scale-")) / "run"
+t0 = time.perf_counter()
+outcome = execute(spec, out_dir=out, embedder_factory=functools.partial(HashEmbedder, 384), workers=workers,
+                  scheduler=scheduler)
+wall = time.perf_counter() - t0
+info = outcome.result.info
+timing = info["units"]["timing"]
+print(json.dumps({"wall_s": wall, "run_s": outcome.result.wall_seconds, "units": len(timing),
+                  "unit_s": sum(t["seconds"] for t in timing.values()),
+                  "worker_peak_mb": max((t.get("peak_rss_mb") or 0.0) for t in timing.values()),
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "turns": info["totals"]["turns"], "questions": info["totals"]["questions"],
+                  "workers": info["units"]["workers"]}))
+"""
+
+
+def bench_scale(
+    *, users: Sequence[int] = (30, 300, 3000), months: float = 1.0, workers: Sequence[str] = ("1", "2", "local:2"),
+    systems: Sequence[str] = ("naive", "neuroplastic"),
+) -> dict[str, Any]:
+    """User-months simulated per second and peak memory against users and workers, each run in a fresh process.
+
+    The life world of ``users`` users over ``months`` months against ``systems`` (with their twins,
+    placebos and constant arms), the hash embedder (so that the figures measure the play, not the
+    model). ``workers``: ``N`` (processes) or ``local:N`` (a Dask LocalCluster of N).
+    """
+    rows = []
+    before = machine_load()
+    for n in users:
+        for w in workers:
+            scheduler, _, count = w.rpartition(":")
+            args = json.dumps([int(n), float(months), int(count), scheduler or None, list(systems)])
+            proc = subprocess.run([sys.executable, "-c", _SCALE_CHILD, args], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"bench scale ({n} users, workers {w}) failed: {proc.stderr[-2000:]}")
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            # The play (the runner's wall: building, embedding, the units, joining the rows), not start-up and statistics.
+            got.update(users=n, months=months, workers_asked=w,
+                       user_months_per_s=round(n * months / got["run_s"], 2))
+            rows.append(got)
+    return {"rows": rows, "systems": list(systems), "load": load_report(before, machine_load()), "cpu": cpu_model(),
+            "cores": os.cpu_count()}
+
+
+def format_scale(figures: Mapping[str, Any]) -> str:
+    """The scale bench as a table."""
+    rows = [[str(r["users"]), r["workers_asked"], f"{r['turns']:,}", str(r["units"]), f"{r['run_s']:.1f}",
+             f"{r['wall_s']:.1f}", f"{r['user_months_per_s']:.2f}", f"{r['peak_mb']:.0f}",
+             f"{r['worker_peak_mb']:.0f}" if r["worker_peak_mb"] else "-"]
+            for r in figures["rows"]]
+    head = ["users", "workers", "turns", "units", "play s", "wall s", "user-months/s (play)", "run peak MB",
+            "worker peak MB"]
+    return "\n".join([text_table(head, rows), f"systems: {', '.join(figures['systems'])} (and their arms); "
+                      "play: the runner's wall (build, embed, units, rows); wall: the whole process, statistics included",
+                      format_load(figures["load"])])

@@ -10,6 +10,7 @@ be played again from its ``spec.json`` alone (``rerun``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -276,13 +277,18 @@ def execute(
         check = format_check_estimate((spec.answer.judge_checks if spec.answer else {}).get("dry_run"))
         raise DryRunFinished("\n".join(filter(None, [answer.dry_run_report(), check])))
     assert result is not None
+    t0 = time.perf_counter()
     summary = summarise(spec, result.probes, result.timeline, result.info)
+    phases = {"statistics": time.perf_counter() - t0}
     if out_dir is not None:
-        write_summary(Path(out_dir), summary, wall_seconds=result.wall_seconds)
+        write_summary(Path(out_dir), summary, wall_seconds=result.wall_seconds, phases=phases)
         if report:
             from memsim.analysis.report import write_report
 
+            t0 = time.perf_counter()
             write_report(Path(out_dir))
+            phases["report"] = time.perf_counter() - t0
+            write_summary(Path(out_dir), summary, wall_seconds=result.wall_seconds, phases=phases)
     if spec.answer is not None and not spec.answer.allow_unreadable_verdicts:
         from memsim.sim.answer.judges import too_many_unreadable
 

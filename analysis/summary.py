@@ -551,8 +551,9 @@ def with_metrics(run: RunData) -> RunData:
     return replace(run, metrics=summary.metrics, perf=run.perf or summary.timings)
 
 
-def write_summary(run_dir: Path, summary: Summary, *, wall_seconds: float | None = None) -> None:
-    """Write ``metrics.json`` (deterministic) and ``perf.json`` (wall-clock figures)."""
+def write_summary(run_dir: Path, summary: Summary, *, wall_seconds: float | None = None,
+                  phases: Mapping[str, float] | None = None) -> None:
+    """Write ``metrics.json`` (deterministic) and ``perf.json`` (wall-clock figures; ``phases``: seconds by phase)."""
     (run_dir / "metrics.json").write_text(
         json.dumps(summary.metrics, indent=2, sort_keys=True, default=_json_default) + "\n", encoding="utf-8"
     )
@@ -563,6 +564,8 @@ def write_summary(run_dir: Path, summary: Summary, *, wall_seconds: float | None
         if span and wall_seconds > 0 and summary.metrics.get("kind") == "longitudinal":
             # A discrete-event run does not wait out simulated time: simulated seconds per wall second.
             timings["time_compression"] = round(span * 86400.0 / wall_seconds, 1)
+    if phases:
+        timings["phases_s"] = {k: round(float(v), 3) for k, v in phases.items()}
     (run_dir / "perf.json").write_text(json.dumps(timings, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 

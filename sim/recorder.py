@@ -23,8 +23,8 @@ system drops the lock of a dead process).
 A system that fails mid-run (an outside endpoint that stops answering) is
 marked, in every part it is missing from and in ``run.json``'s
 ``failed_systems``; the run is then not complete, and rerunning the same
-command plays those parts again for that system only, adding its rows
-beside the ones already committed.
+command plays those parts again for that system only, its rows taking the
+place of those it made before it failed.
 
 Deleted text leaves the run folder too: when a user asks to forget turns,
 ``redact`` replaces, in every row recorded so far (committed parts
@@ -357,12 +357,9 @@ class Recorder:
     ) -> None:
         """Commit rows already made into frames as part ``key`` (``commit``'s rules)."""
         failures = [dict(f) for f in failures]
+        # The rows a failed system made before it failed are kept (in a run that stops there, they are what it
+        # played); a rerun plays the part again for it and its rows from the rerun take their place (``_read_parts``).
         gone = set(missing)
-        if gone:
-            if probes.height:
-                probes = probes.filter(~pl.col("system").is_in(sorted(gone)))
-            if timeline.height:
-                timeline = timeline.filter(~pl.col("system").is_in(sorted(gone)))
         if self.out_dir is not None and (self.out_dir / "parts" / f"{key}.json").exists():
             meta = _read_json(self.out_dir / "parts" / f"{key}.json", "run part")
             if meta.get("complete", True):
@@ -607,11 +604,16 @@ def _read_parts(parts_dir: Path, metas: list[dict[str, Any]], kind: str) -> list
     """The committed ``kind`` (probes, timeline) frames of every part and of every resume beside it, in key order."""
     stems = [m["key"] for m in metas if m[kind]]
     stems += [f"{m['key']}.r{n}" for m in metas for n, x in enumerate(m.get("resumed", [])) if x[kind]]
+    # A system a resume played again: its rows in the part itself (those it made before it failed) give way.
+    replaced = {m["key"]: sorted({label for x in m.get("resumed", []) for label in x["systems"]}) for m in metas}
     frames = []
     for stem in sorted(stems):
         path = parts_dir / f"{stem}.{kind}.parquet"
         try:
-            frames.append(pl.read_parquet(path))
+            frame = pl.read_parquet(path)
+            if replaced.get(stem) and frame.height:
+                frame = frame.filter(~pl.col("system").is_in(replaced[stem]))
+            frames.append(frame)
         except (OSError, pl.exceptions.ComputeError, pl.exceptions.PolarsError) as exc:
             raise UserError(
                 f"{path}: damaged run part ({type(exc).__name__}: {exc}); delete parts/{stem.split('.')[0]}.* "

@@ -55,6 +55,7 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", action="append", default=[], help="limit the demo to these systems (repeatable)")
     p.add_argument("--config", default=None, help="scenario config (default: the demo's, scenarios/configs/demo.toml)")
     p.add_argument("--quick", action="store_true", help="the quick size (scenarios/configs/life_quick.toml)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="the demo's --workers (default: its own, the cores)")
     p.add_argument("--json", type=nonempty_path, default=None, metavar="FILE", help="also write the figures as JSON")
 
 
@@ -64,6 +65,7 @@ def _demo(args: argparse.Namespace) -> int:
     extra = [x for s in args.system for x in ("--system", s)]
     extra += ["--config", args.config] if args.config else []
     extra += ["--quick"] if args.quick else []
+    extra += ["--workers", str(args.workers)] if args.workers else []
     figures = bench_demo(extra_args=extra)
     print(format_demo(figures))
     if args.json is not None:
@@ -250,6 +252,24 @@ def _emit(figures: dict[str, Any], json_to: str | None, fmt: Any) -> None:
         Path(json_to).write_text(text, encoding="utf-8")
 
 
+def _add_run_scale(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--users", type=int, action="append", default=[], help="users (repeatable; default 30, 300, 3000)")
+    p.add_argument("--months", type=float, default=1.0, help="simulated months (default 1)")
+    p.add_argument("--workers", action="append", default=[], metavar="N|local:N",
+                   help="worker processes, or local:N for a Dask LocalCluster (repeatable; default 1, 2, local:2)")
+    p.add_argument("--system", action="append", default=[], help="systems (repeatable; default naive, neuroplastic)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON ('-': only JSON)")
+
+
+def _run_scale(args: argparse.Namespace) -> int:
+    from memsim.analysis.bench import bench_scale, format_scale
+
+    figures = bench_scale(users=args.users or (30, 300, 3000), months=args.months,
+                          workers=args.workers or ("1", "2", "local:2"), systems=args.system or ("naive", "neuroplastic"))
+    _emit(figures, args.json, format_scale)
+    return 0
+
+
 # (name, help, module with add_arguments/main, or None for the local pair)
 _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("locomo", "static LoCoMo retrieval run, cold and warm cache", (_add_locomo, _locomo)),
@@ -257,6 +277,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", (_add_systems, _systems)),
     ("llm", "answers per second of the local model (short, cot)", (_add_llm, _llm)),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
+    ("run-scale", "user-months per second and peak memory against users and workers (hash embedder)", (_add_run_scale, _run_scale)),
     ("demo", "memsim demo cold and warm: wall, texts embedded per second, turns ingested per second per arm", (_add_demo, _demo)),
     ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "memsim.analysis.sweep_bench"),
     ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "memsim.analysis.scale_bench"),
