@@ -378,6 +378,8 @@ class _Play:
     """How units are played (``memsim.sim.workers.Workers``); None: one after another, here."""
     clock_start: datetime | None = None
     """Simulated time zero of a longitudinal run."""
+    purges: list[dict[str, Any]] = field(default_factory=list)
+    """What the units played here said to purge from memsim's caches (texts: kept in memory only)."""
 
     def harness(self, suts: list[SystemUnderTest], start: datetime, *, static: bool) -> Harness:
         """A fresh clock and harness over ``suts``."""
@@ -609,14 +611,9 @@ def _longitudinal(
     p.info["units"] = {"count": len(units), "workers": p.workers.describe(len(todo)),
                        "played": len(todo), "rule": "one per arm; the arms of HTTP systems together",
                        "timing": timing}
-    purges: dict[str, dict[str, Any]] = {}
     for u in units:
-        got = p.recorder.part_info(u.key).get("unit") or {}
-        _merge_pass(p.info, got)
-        for entry in got.get("purges") or []:
-            slot = purges.setdefault(entry["deletion_id"], {**entry, "texts": []})
-            slot["texts"] = list(dict.fromkeys([*slot["texts"], *entry["texts"]]))
-    _purge_after_play(p, sorted(purges.values(), key=lambda e: (e["time"], e["deletion_id"])))
+        _merge_pass(p.info, p.recorder.part_info(u.key).get("unit") or {})
+    _purge_after_play(p, _deletions(eps, p.purges))
 
 
 def _play_units(p: _Play, ctx: UnitContext, units: Sequence[Unit], todo: Sequence[Unit], done: dict[str, int],
@@ -628,6 +625,8 @@ def _play_units(p: _Play, ctx: UnitContext, units: Sequence[Unit], todo: Sequenc
     n_probes = 0
     for event in play_units(ctx, todo, p.workers, lambda u: _doses(p, u)):
         if isinstance(event, UnitOutcome):
+            # The texts to purge are copies of deleted turns: held here, never written into the run folder.
+            p.purges += event.outcome.pop("purges", None) or []
             p.recorder.commit_frames(event.key, event.probes, event.timeline, event.failures,
                                      {"unit": {**event.outcome, "arms": list(next(u.labels for u in units if u.key == event.key))}},
                                      missing=event.missing)
@@ -638,6 +637,28 @@ def _play_units(p: _Play, ctx: UnitContext, units: Sequence[Unit], todo: Sequenc
             key, day = event
             done[key] = max(done[key], day)
         yield Checkpoint(sum(done.values()), total, "arm-day", n_probes)
+
+
+def _deletions(episodes: Sequence[Episode], played: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every deletion of the run with the texts memsim's caches may hold for it, in time order.
+
+    The deleted turns' texts come from the episodes; restatements of them (the correction channel)
+    from the units played by this process (``played``: ``Harness.purges``).
+    """
+    turns: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for ep in episodes:
+        for e in ep.events:
+            if isinstance(e, Session):
+                turns.update((t.turn_id, t) for t in e.turns)
+            elif isinstance(e, Deletion):
+                out[e.deletion_id] = {"deletion_id": e.deletion_id, "user_id": e.user_id, "time": str(e.time),
+                                      "texts": cache_texts(turns[t] for t in e.turn_ids if t in turns)}
+    for entry in played:
+        slot = out.get(entry["deletion_id"])
+        if slot is not None:
+            slot["texts"] = list(dict.fromkeys([*slot["texts"], *entry["texts"]]))
+    return sorted(out.values(), key=lambda d: (d["time"], d["deletion_id"]))
 
 
 def _purge_after_play(p: _Play, deletions: Sequence[Mapping[str, Any]]) -> None:
