@@ -276,6 +276,8 @@ def run(
     placebo: bool | None = None,
     report: bool = False,
     cache_dir: str | Path | None = None,
+    workers: int = 0,
+    scheduler: str | None = None,
 ) -> Run:
     """Play a longitudinal run, as ``memsim run CONFIG --system ... --seed ...`` does, and return it.
 
@@ -293,6 +295,10 @@ def run(
         placebo: play each learning system's placebo beside its twin (default: the config's, else on).
         report: also write ``report.html`` and ``report.md`` into ``out``.
         cache_dir: the embedding cache's folder (default: memsim's cache).
+        workers: worker processes that play the run's arms at once (default 0: in this process; 1 or more
+            start worker processes, so a script calling this needs the ``if __name__ == "__main__":`` guard).
+            The figures are the same for any count.
+        scheduler: ``"local"`` (a Dask LocalCluster of ``workers``) or ``"dask://HOST:PORT"``.
 
     Returns:
         The finished run.
@@ -322,7 +328,10 @@ def run(
     if report and out is None:
         raise UserError("memsim.run: report=True needs a run folder (out=...)")
     check_http_systems(spec.systems)
-    outcome = execute(spec, out_dir=None if out is None else Path(out), report=report, embedder_factory=_embedder(cache_dir))
+    from memsim.sim.workers import parse_scheduler
+
+    outcome = execute(spec, out_dir=None if out is None else Path(out), report=report, embedder_factory=_embedder(cache_dir),
+                      workers=workers, scheduler=parse_scheduler(scheduler))
     return _finish(outcome)
 
 

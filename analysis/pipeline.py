@@ -235,7 +235,7 @@ def execute(
     progress: Callable[[Checkpoint], None] | None = None,
     report: bool = False,
     embedder_factory: Callable[[], Any] | None = None,
-    workers: int = 1,
+    workers: int = 0,
     scheduler: str | None = None,
 ) -> Outcome:
     """Resolve the spec, play it, summarise, and write the run folder.
@@ -250,7 +250,8 @@ def execute(
         report: also write ``report.html`` / ``report.md``.
         embedder_factory: the shared embedder's factory when ``resources`` is not given (picklable, such as a
             ``functools.partial`` of ``Embedder``, for ``workers`` > 1).
-        workers: processes that play a longitudinal run's units (arms) at once; the figures are the same.
+        workers: worker processes that play a longitudinal run's units (arms), or 0: one after another in
+            this process; the figures are the same.
         scheduler: ``local`` or ``tcp://HOST:PORT``: play the units on Dask (``memsim.sim.workers``).
     """
     rebuildable = resources is None and answer is None

@@ -525,6 +525,7 @@ def unit_steps(
     suts = _build_arms(spec, ctx.resources, ctx.rngs, unit.labels)
     recorder = Recorder(None)
     recorder.open(spec)
+    recorder.defer_redaction = True
     p = _Play(spec, recorder, ctx.resources, ctx.scorers, ctx.answer)
     harness = p.harness(suts, clock.start, static=False)
     harness.caches = None

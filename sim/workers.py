@@ -85,19 +85,22 @@ class Workers:
     """How many units play at once, and where.
 
     Args:
-        count: worker processes (1: every unit here, one after another).
+        count: worker processes; 0 plays every unit in the run's own process, one after another. One
+            worker process is not the same as none: a system that ends its process (``os._exit``, a
+            crash in native code, the kernel's out-of-memory killer) then fails the run with a message
+            instead of ending it.
         scheduler: None (processes on this machine), ``local`` (a Dask ``LocalCluster`` of ``count``
             workers) or ``tcp://HOST:PORT`` (a running Dask scheduler; ``count`` is ignored).
         recipe: how a worker rebuilds the run (``WorkerRecipe``); without one, units play here.
     """
 
-    count: int = 1
+    count: int = 0
     scheduler: str | None = None
     recipe: WorkerRecipe | None = None
 
     def __post_init__(self) -> None:
-        if self.count < 1:
-            raise UserError(f"--workers {self.count}: give at least 1")
+        if self.count < 0:
+            raise UserError(f"--workers {self.count}: give 1 or more (0: in the run's own process)")
 
     def mode(self, units: int) -> str:
         """``serial``, ``processes`` or ``dask`` for a run with ``units`` units to play."""
@@ -105,7 +108,7 @@ class Workers:
             return "serial"
         if self.scheduler is not None:
             return "dask"
-        return "processes" if min(self.count, units) > 1 else "serial"
+        return "processes" if self.count > 0 else "serial"
 
     def describe(self, units: int) -> dict[str, Any]:
         """What ``run.json`` records of how the units were played."""
@@ -116,8 +119,8 @@ class Workers:
         elif mode == "dask":
             out["scheduler"] = self.scheduler
             if self.scheduler == "local":
-                out["processes"] = min(self.count, units)
-        elif self.recipe is None and self.count > 1:
+                out["processes"] = min(max(self.count, 1), units)
+        elif self.recipe is None and self.count > 0:
             out["note"] = "played here: the run's parts cannot be rebuilt in a worker (given as objects, not a spec)"
         return out
 
@@ -352,8 +355,8 @@ def _parallel(
     try:
         pickle.dumps(recipe)
     except Exception as exc:  # noqa: BLE001 - a factory that is a lambda or holds an open resource
-        raise UserError(f"--workers {workers.count}: the run cannot be sent to a worker ({exc}); use --workers 1") from None
-    n = min(workers.count, len(units))
+        raise UserError(f"--workers {workers.count}: the run cannot be sent to a worker ({exc}); give the run as a spec (or play it in this process)") from None
+    n = min(max(workers.count, 1), len(units))
     waiting = list(units)
     committed: set[str] = set()
     running: dict[Any, Unit] = {}
@@ -399,7 +402,8 @@ def _failure(errors: Sequence[tuple[Unit, BaseException]], waiting: Sequence[Uni
         else:
             out = UserError(f"unit {_describe([unit])} failed in a worker: {type(exc).__name__}: {exc}; {tail}")
     else:
-        out = UserError(f"a worker process died (killed, or out of memory) while playing unit {_describe(died)}; {tail}")
+        out = UserError(f"a worker process died (killed, out of memory, or a system ended it) while playing unit "
+                        f"{_describe(died)}; {tail}")
     # The rows each failed unit played before its error (``unit_steps``), kept as parts cut short.
     out.partials = [e.partial for _, e in errors if getattr(e, "partial", None) is not None]  # type: ignore[attr-defined]
     return out

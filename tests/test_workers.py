@@ -22,15 +22,19 @@ PARENT_PID = "MEMSIM_TEST_WORKERS_PARENT"
 
 
 class DiesOnce(NaiveMemory):
-    """Naive RAG whose worker process kills itself (SIGKILL) at its first ingest while ``marker`` exists."""
+    """Naive RAG whose worker process ends at its first ingest while ``marker`` exists: killed (SIGKILL), or
+    ``os._exit(0)`` (``how="exit"``)."""
 
-    def __init__(self, *, resources, marker: str = "") -> None:
+    def __init__(self, *, resources, marker: str = "", how: str = "kill") -> None:
         super().__init__(resources=resources)
         self.marker = marker
+        self.how = how
 
     def ingest(self, turns, *, user_id, now) -> None:
         if self.marker and os.path.exists(self.marker) and str(os.getpid()) != os.environ.get(PARENT_PID):
             os.unlink(self.marker)
+            if self.how == "exit":
+                os._exit(0)
             os.kill(os.getpid(), signal.SIGKILL)
         super().ingest(turns, user_id=user_id, now=now)
 
@@ -53,13 +57,13 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def serial(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> Path:
     out = tmp_path_factory.mktemp("serial") / "run"
     outcome = execute(_spec(SystemSpec("naive"), SystemSpec("neuroplastic")), out_dir=out,
-                      embedder_factory=functools.partial(Embedder, cache_dir=cache), workers=1)
+                      embedder_factory=functools.partial(Embedder, cache_dir=cache), workers=0)
     assert outcome.result.info["units"]["workers"] == {"mode": "serial"}
     assert outcome.result.info["units"]["count"] == 6  # naive, neuroplastic and its twin, placebo, ~false, ~true
     return out
 
 
-@pytest.mark.parametrize("workers, scheduler", [(2, None), (3, None), (2, "local")])
+@pytest.mark.parametrize("workers, scheduler", [(1, None), (2, None), (3, None), (2, "local")])
 def test_any_worker_count_and_dask_give_the_bytes_of_one_process(serial: Path, cache: Path, tmp_path: Path,
                                                                    workers: int, scheduler: str | None) -> None:
     out = tmp_path / "run"
@@ -69,7 +73,7 @@ def test_any_worker_count_and_dask_give_the_bytes_of_one_process(serial: Path, c
     how = outcome.result.info["units"]["workers"]
     assert how["mode"] == ("dask" if scheduler else "processes") and how["processes"] == workers
     where = {t["where"] for t in outcome.result.info["units"]["timing"].values()}
-    assert all(w.startswith("pid ") and w != f"pid {os.getpid()}" for w in where) and len(where) > 1
+    assert all(w.startswith("pid ") and w != f"pid {os.getpid()}" for w in where) and len(where) >= min(workers, 2)
     assert (out / "metrics.json").read_bytes() == (serial / "metrics.json").read_bytes()
     for name in ("probes.parquet", "timeline.parquet"):
         assert _rows(out, name).equals(_rows(serial, name)), name
@@ -84,7 +88,7 @@ def test_a_killed_worker_fails_the_run_naming_its_unit_and_the_rerun_resumes_to_
     spec = _spec(SystemSpec("naive"), SystemSpec(f"{__name__}:DiesOnce", {"marker": str(marker)}))
     factory = functools.partial(Embedder, cache_dir=cache)
     monkeypatch.setenv(PARENT_PID, str(os.getpid()))
-    execute(spec, out_dir=tmp_path / "whole", embedder_factory=factory, workers=1)
+    execute(spec, out_dir=tmp_path / "whole", embedder_factory=factory, workers=0)
     marker.write_text("")
     out = tmp_path / "killed"
     with pytest.raises(UserError) as caught:
@@ -98,6 +102,18 @@ def test_a_killed_worker_fails_the_run_naming_its_unit_and_the_rerun_resumes_to_
     assert (out / "metrics.json").read_bytes() == (tmp_path / "whole" / "metrics.json").read_bytes()
     for name in ("probes.parquet", "timeline.parquet"):
         assert _rows(out, name).equals(_rows(tmp_path / "whole", name)), name
+
+
+def test_a_system_that_ends_its_one_worker_fails_the_run_instead_of_ending_it(cache: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os._exit(0)`` inside a system: with one worker process the run fails with a message, it does not exit 0."""
+    marker = tmp_path / "exit"
+    marker.write_text("")
+    spec = _spec(SystemSpec(f"{__name__}:DiesOnce", {"marker": str(marker), "how": "exit"}))
+    monkeypatch.setenv(PARENT_PID, str(os.getpid()))
+    with pytest.raises(UserError, match=r"worker process died .* unit a0-0000 \(.*DiesOnce"):
+        execute(spec, out_dir=tmp_path / "run", embedder_factory=functools.partial(Embedder, cache_dir=cache), workers=1)
+    assert not marker.exists()
 
 
 def test_a_run_given_ready_made_parts_plays_here_and_says_why() -> None:
@@ -117,6 +133,6 @@ def test_a_bad_scheduler_is_one_clear_error(text: str) -> None:
         parse_scheduler(text)
 
 
-def test_workers_below_one_are_refused() -> None:
-    with pytest.raises(UserError, match="--workers 0"):
-        Workers(count=0)
+def test_a_negative_worker_count_is_refused() -> None:
+    with pytest.raises(UserError, match="--workers -1"):
+        Workers(count=-1)

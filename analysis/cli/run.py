@@ -59,8 +59,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_cache_dir_argument(parser)
     add_no_progress_argument(parser)
     parser.add_argument("--workers", type=int_in("workers"), default=None, metavar="N",
-                        help="processes that play the run's arms at once (default: the config's [run] workers, "
-                             "else this machine's cores); the figures are the same for any N")
+                        help="worker processes that play the run's arms at once (default: the config's [run] workers, "
+                             "else this machine's cores); the figures are the same for any N. A system that ends "
+                             "its worker (a crash, os._exit, out of memory) fails the run with a message")
     parser.add_argument("--scheduler", default=None, metavar="WHERE",
                         help="play the arms on Dask: 'local' (a LocalCluster of --workers processes) or "
                              "dask://HOST:PORT (a running scheduler); default: the config's, else processes here")
