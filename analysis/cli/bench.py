@@ -256,7 +256,8 @@ def _add_run_scale(p: argparse.ArgumentParser) -> None:
     p.add_argument("--users", type=int, action="append", default=[], help="users (repeatable; default 30, 300, 3000)")
     p.add_argument("--months", type=float, default=1.0, help="simulated months (default 1)")
     p.add_argument("--workers", action="append", default=[], metavar="N|local:N",
-                   help="worker processes, or local:N for a Dask LocalCluster (repeatable; default 1, 2, local:2)")
+                   help="worker processes (0: in the run's process), or local:N for a Dask LocalCluster "
+                        "(repeatable; default 1, 2, local:2)")
     p.add_argument("--system", action="append", default=[], help="systems (repeatable; default naive, neuroplastic)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON ('-': only JSON)")
 
@@ -277,7 +278,7 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", (_add_systems, _systems)),
     ("llm", "answers per second of the local model (short, cot)", (_add_llm, _llm)),
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
-    ("run-scale", "user-months per second and peak memory against users and workers (hash embedder)", (_add_run_scale, _run_scale)),
+    ("run-scale", "user-months per second and peak memory against users and workers (MiniLM, warm cache)", (_add_run_scale, _run_scale)),
     ("demo", "memsim demo cold and warm: wall, texts embedded per second, turns ingested per second per arm", (_add_demo, _demo)),
     ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "memsim.analysis.sweep_bench"),
     ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "memsim.analysis.scale_bench"),
