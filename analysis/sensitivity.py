@@ -248,7 +248,7 @@ def _check(config: Any, system: str | SystemSpec, seeds: int) -> tuple[SystemSpe
     scen = dict(config.scenario)
     name = scen.pop("name")
     resolved = build_scenario(name, scen).spec_args()
-    return spec_sys, control, {"scenario": resolved, "run": config.run.model_dump()}
+    return spec_sys, control, {"scenario": resolved, "run": config.run.model_dump(exclude={"workers", "scheduler"})}
 
 
 def sensitivity_sweep(

@@ -1047,7 +1047,7 @@ def config_sweep(
     scen = dict(config.scenario)
     if scenario_grid:
         scen["grid"] = {k: list(v) for k, v in scenario_grid.items()}
-    run = config.run.model_dump(mode="json", exclude={"systems"})
+    run = config.run.model_dump(mode="json", exclude={"systems", "workers", "scheduler"})
     run.update({k: v for k, v in run_overrides.items() if v is not None})
     if run_grid:
         run["grid"] = {k: list(v) for k, v in run_grid.items()}

@@ -26,8 +26,10 @@ reports are ``analysis``'s job.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -52,7 +54,8 @@ from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, speaks_in_turns
 
 __all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts", "passes", "plan_units",
-           "play_unit", "unit_steps", "Unit", "UnitContext", "UnitOutcome", "arms_of"]
+           "play_unit", "unit_steps", "Unit", "UnitContext", "UnitOutcome", "arms_of", "Clock", "play_serial",
+           "one_thread"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +250,7 @@ def iter_run(
         scorers = [build_scorer(name) for name in spec.scorers]
     recorder = Recorder(out_dir)
     recorder.open(spec)
-    from memsim.sim.workers import Workers
-
-    p = _Play(spec, recorder, resources, list(scorers), answer, workers=workers or Workers())
+    p = _Play(spec, recorder, resources, list(scorers), answer, workers=workers)
     play = _static if spec.fresh_per_episode else _longitudinal
     t0 = time.perf_counter()
     info = p.info
@@ -375,7 +376,7 @@ class _Play:
     part: str | None = None
     """The part being played (committed as cut short if the run stops)."""
     workers: Any = None
-    """How units are played (``memsim.sim.workers.Workers``); None: one after another, here."""
+    """How units are played (``memsim.sim.workers.Workers``: ``play``, ``describe``); None: one after another, here."""
     clock_start: datetime | None = None
     """Simulated time zero of a longitudinal run."""
     purges: list[dict[str, Any]] = field(default_factory=list)
@@ -422,7 +423,7 @@ def passes(suts: Sequence[SystemUnderTest]) -> list[list[SystemUnderTest]]:
 
 
 @dataclass
-class _Clock:
+class Clock:
     """A longitudinal run's simulated span, shared by its units."""
 
     episodes: list[Episode]
@@ -475,7 +476,7 @@ class UnitContext:
     """What playing any unit of a run needs: the same in the run's process and in a worker."""
 
     spec: RunSpec
-    clock: _Clock
+    clock: Clock
     resources: Resources
     rngs: Sequence[Any]
     """The rng state each system's build began with (``_build``)."""
@@ -561,6 +562,52 @@ def unit_steps(
     return UnitOutcome(unit.key, probes, timeline, failures, _failed(suts), outcome)
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Numeric libraries on one thread while a unit plays, here as in a worker.
+
+    A unit's arithmetic then sums in the same order wherever it plays (a BLAS product split over two
+    threads can differ from one thread's in the last bit, and a score that differs there can reorder
+    a tie). Embedding before the play keeps every core.
+    """
+    from threadpoolctl import threadpool_limits
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=1):
+        if torch is not None:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if torch is not None and before is not None:
+                torch.set_num_threads(before)
+
+
+def play_serial(
+    ctx: UnitContext, units: Sequence[Unit],
+    doses_for: Callable[[Unit], Mapping[tuple[str, str, int], Sequence[Any]] | None],
+) -> Iterator[UnitOutcome | tuple[str, int]]:
+    """Play ``units`` one after another in this process, yielding ``(key, day)`` progress and each outcome.
+
+    The caller commits each outcome before asking for the next event (a placebo's doses are read
+    from its system's committed rows when its unit starts).
+    """
+    for unit in units:
+        t0 = time.perf_counter()
+        steps = unit_steps(ctx, unit, doses_for(unit))
+        while True:
+            try:
+                with one_thread():  # as in a worker: a sum over more threads can differ in its last bit
+                    day = next(steps)
+            except StopIteration as stop:
+                outcome: UnitOutcome = stop.value
+                break
+            yield unit.key, day
+        outcome.stats = {"seconds": round(time.perf_counter() - t0, 3), "where": "here"}
+        yield outcome
+
+
 _PASS_KEYS = ("system_reports", "feedback_unscored", "feedback_told", "placebo_beyond_dose", "corrections_owed")
 """What each unit adds to ``run.json``, label by label."""
 
@@ -591,7 +638,7 @@ def _longitudinal(
     suts = _build(p.spec, p.resources, rngs)
     p.recorder.arms(suts)
     _refuse_day_parts(p.recorder)
-    clock = _Clock(eps, start, span, total_days)
+    clock = Clock(eps, start, span, total_days)
     units = plan_units(suts)
     todo = [u for u in units if not p.recorder.is_done(u.key)]
     total = len(units) * total_days
@@ -609,7 +656,8 @@ def _longitudinal(
                 p.recorder.commit_frames(part.key, part.probes, part.timeline, part.failures, complete=False,
                                          missing=part.missing)
         raise
-    p.info["units"] = {"count": len(units), "workers": p.workers.describe(len(todo)),
+    how = p.workers.describe(len(todo)) if p.workers is not None else {"mode": "serial"}
+    p.info["units"] = {"count": len(units), "workers": how,
                        "played": len(todo), "rule": "one per arm; the arms of HTTP systems together",
                        "timing": timing}
     for u in units:
@@ -619,12 +667,11 @@ def _longitudinal(
 
 def _play_units(p: _Play, ctx: UnitContext, units: Sequence[Unit], todo: Sequence[Unit], done: dict[str, int],
                 total: int, timing: dict[str, Any]) -> Iterator[Checkpoint]:
-    """Play the units ``todo`` (``memsim.sim.workers.play_units``), committing each as it ends."""
-    from memsim.sim.workers import play_units
-
+    """Play the units ``todo`` (here, or on ``p.workers``), committing each as it ends."""
     total_days = p.info["total"]
     n_probes = 0
-    for event in play_units(ctx, todo, p.workers, lambda u: _doses(p, u)):
+    play = p.workers.play if p.workers is not None else play_serial
+    for event in play(ctx, todo, lambda u: _doses(p, u)):
         if isinstance(event, UnitOutcome):
             # The texts to purge are copies of deleted turns: held here, never written into the run folder.
             p.purges += event.outcome.pop("purges", None) or []

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsim.sim.core.errors import UserError
-from memsim.sim.runner import UnitContext, UnitOutcome, Unit, _Clock, unit_steps
+from memsim.sim.runner import Clock, Unit, UnitContext, UnitOutcome, play_serial, unit_steps
 
 __all__ = ["Workers", "WorkerRecipe", "play_units", "default_worker_count", "parse_scheduler"]
 
@@ -38,6 +38,9 @@ _ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THR
 """Set around a pool's life: each worker uses one core, so N workers use N cores, not N x N threads."""
 
 _POLL_S = 0.25
+
+Event = UnitOutcome | tuple[str, int]
+"""What ``play_units`` yields: a unit's outcome, or ``(unit key, simulated day done)``."""
 
 
 def default_worker_count() -> int:
@@ -110,6 +113,16 @@ class Workers:
             return "dask"
         return "processes" if self.count > 0 else "serial"
 
+    def play(
+        self, ctx: UnitContext, units: Sequence[Unit],
+        doses_for: Callable[[Unit], Mapping[tuple[str, str, int], Sequence[Any]] | None],
+    ) -> Iterator[Event]:
+        """Play ``units`` here or on the workers (``play_units``)."""
+        mode = self.mode(len(units))
+        if mode == "serial":
+            return play_serial(ctx, units, doses_for)
+        return _parallel(ctx, units, self, doses_for, mode)
+
     def describe(self, units: int) -> dict[str, Any]:
         """What ``run.json`` records of how the units were played."""
         mode = self.mode(units)
@@ -123,10 +136,6 @@ class Workers:
         elif self.recipe is None and self.count > 0:
             out["note"] = "played here: the run's parts cannot be rebuilt in a worker (given as objects, not a spec)"
         return out
-
-
-Event = UnitOutcome | tuple[str, int]
-"""What ``play_units`` yields: a unit's outcome, or ``(unit key, simulated day done)``."""
 
 
 def play_units(
@@ -144,55 +153,13 @@ def play_units(
     Raises:
         UserError: a unit failed or a worker died; every unit that ended was yielded first.
     """
-    mode = workers.mode(len(units))
-    if mode == "serial":
-        yield from _serial(ctx, units, doses_for)
-    else:
-        yield from _parallel(ctx, units, workers, doses_for, mode)
-
-
-def _serial(ctx: UnitContext, units: Sequence[Unit], doses_for: Callable[[Unit], Any]) -> Iterator[Event]:
-    for unit in units:
-        t0 = time.perf_counter()
-        steps = unit_steps(ctx, unit, doses_for(unit))
-        while True:
-            try:
-                with one_thread():  # as in a worker: a sum over more threads can differ in its last bit
-                    day = next(steps)
-            except StopIteration as stop:
-                outcome: UnitOutcome = stop.value
-                break
-            yield unit.key, day
-        outcome.stats = {"seconds": round(time.perf_counter() - t0, 3), "where": "here"}
-        yield outcome
+    return workers.play(ctx, units, doses_for)
 
 
 # --------------------------------------------------------------------------- in a worker
 
 _CONTEXTS: dict[str, tuple[Any, list[Any], Any, list[Any], Any]] = {}
 _PROGRESS: Any = None
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Numeric libraries on one thread while a unit plays, here as in a worker.
-
-    A unit's arithmetic then sums in the same order wherever it plays (a BLAS product split over two
-    threads can differ from one thread's in the last bit, and a score that differs there can reorder
-    a tie). Embedding before the play keeps every core.
-    """
-    from threadpoolctl import threadpool_limits
-
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
-    with threadpool_limits(limits=1):
-        if torch is not None:
-            torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            if torch is not None and before is not None:
-                torch.set_num_threads(before)
 
 
 def _one_thread() -> None:
@@ -233,7 +200,7 @@ def play_task(task: Mapping[str, Any]) -> UnitOutcome:
     _one_thread()
     t0 = time.perf_counter()
     spec, episodes, resources, scorers, answer = _context(task["recipe"])
-    clock = _Clock(episodes, task["start"], task["span"], task["days"])
+    clock = Clock(episodes, task["start"], task["span"], task["days"])
     ctx = UnitContext(spec, clock, resources, task["rngs"], scorers, answer)
     unit: Unit = task["unit"]
     steps = unit_steps(ctx, unit, task["doses"])

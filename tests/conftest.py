@@ -13,6 +13,12 @@ from memsim.memory.base import Turn
 from memsim.memory.embed import Embedder, HashEmbedder
 from memsim.static_benchmarks.data import locate
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist's workers are given COLUMNS=80 and LINES=24; a test that wants a width sets its own,
+    # and the rest print as to a pipe, as in a single process.
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
 """Start of the test calendar."""
 

@@ -93,15 +93,32 @@ def test_console_width_reads_columns_the_wide_switch_and_pipes(monkeypatch: pyte
     assert console_width(io.StringIO()) is None  # a pipe or a file keeps every column
 
 
-def test_the_wide_switch_sets_the_environment(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from memsim.analysis.cli import main
-
-    monkeypatch.delenv(WIDE_ENV, raising=False)
-    assert main(["--wide", "list", "scorers"]) == 0
+def test_the_wide_switch_sets_the_environment_for_the_command_only(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``--wide`` reaches every table of the command (and its child processes) and is put back after it."""
     import os
 
+    import memsim.analysis.cli as cli
+
+    seen: dict[str, str | None] = {}
+    real = cli._load
+
+    def spy(target):
+        name, run = real(target)
+
+        def wrapped(args):
+            seen["wide"] = os.environ.get(WIDE_ENV)
+            return run(args)
+
+        return name, wrapped
+
+    monkeypatch.setattr(cli, "_load", spy)
+    monkeypatch.delenv(WIDE_ENV, raising=False)
+    assert cli.main(["--wide", "list", "scorers"]) == 0
+    assert seen["wide"] == "1" and os.environ.get(WIDE_ENV) is None
+    monkeypatch.setenv(WIDE_ENV, "1")  # set by the user: kept
+    assert cli.main(["list", "scorers"]) == 0
     assert os.environ.get(WIDE_ENV) == "1"
-    monkeypatch.delenv(WIDE_ENV)
 
 
 def test_the_run_summary_systems_table_fits_100_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -123,8 +123,25 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+_SET_BY_FLAGS = (NO_SIZE_LIMITS_ENV, "MEMSIM_EMBED_BACKEND", "MEMSIM_WIDE")
+"""Variables the global flags set for the command (and its child processes); put back when it returns."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memsim`` console script."""
+    before = {key: os.environ.get(key) for key in _SET_BY_FLAGS}
+    try:
+        return _main(argv)
+    finally:
+        # A process that runs several commands (a notebook, the tests) keeps its own settings.
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)
     if "--no-size-limits" in argv[: argv.index(command) if command in argv else len(argv)]:
