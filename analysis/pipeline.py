@@ -179,12 +179,15 @@ def _workers(spec: RunSpec, count: int, scheduler: str | None, *, rebuildable: b
     from memsim.sim.workers import WorkerRecipe, Workers, recipe_token
 
     recipe = None
-    if rebuildable and (spec.answer is None or not spec.answer.enabled) and not spec.fresh_per_episode:
+    answers = spec.answer is not None and spec.answer.enabled
+    if rebuildable and not answers and not spec.fresh_per_episode:
         judges = tuple(default_judges)
         recipe = WorkerRecipe(functools.partial(worker_parts, spec, judges, embedder_factory),
                               recipe_token(spec.model_dump_json() if hasattr(spec, "model_dump_json") else repr(spec),
                                            judges, repr(embedder_factory)))
-    return Workers(count=count, scheduler=scheduler, recipe=recipe)
+    why = ("a run that answers questions plays in one process, where its reader's and judges' costs are metered"
+           if answers else "the run's parts were given as objects, not as a spec")
+    return Workers(count=count, scheduler=scheduler, recipe=recipe, why_here=why)
 
 
 def resolve(

@@ -32,7 +32,7 @@ class RunTable(RunSettings):
     """The ``[run]`` table: the run settings, and the systems under test by name."""
 
     systems: tuple[str, ...] = Field((), description="systems under test (name or name:key=value,...)")
-    workers: int | None = Field(None, ge=1, description="processes that play the run's arms at once (default: the "
+    workers: int | None = Field(None, ge=1, le=1024, description="processes that play the run's arms at once (default: the "
                                 "machine's cores); how the run is played, not what: not part of the spec")
     scheduler: str | None = Field(None, description="'local' (a Dask LocalCluster) or 'dask://HOST:PORT' to play the "
                                   "arms on Dask; not part of the spec")

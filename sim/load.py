@@ -80,8 +80,8 @@ class LoadSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    memory_workers: int = Field(1, ge=1, description="concurrent operations the memory service runs, per system")
-    llm_workers: int = Field(1, ge=1, description="concurrent answers the LLM endpoint runs, per system")
+    memory_workers: int = Field(1, ge=1, le=1024, description="concurrent operations the memory service runs, per system")
+    llm_workers: int = Field(1, ge=1, le=1024, description="concurrent answers the LLM endpoint runs, per system")
     memory_time: Literal["modelled", "measured"] = Field(
         "modelled", description="memory service times: drawn from the distributions (deterministic) or measured wall time"
     )

@@ -100,6 +100,8 @@ class Workers:
     count: int = 0
     scheduler: str | None = None
     recipe: WorkerRecipe | None = None
+    why_here: str = "the run's parts were given as objects, not as a spec"
+    """Why units play in the run's process though workers were asked for (no recipe), for ``run.json``."""
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -134,7 +136,7 @@ class Workers:
             if self.scheduler == "local":
                 out["processes"] = min(max(self.count, 1), units)
         elif self.recipe is None and self.count > 0:
-            out["note"] = "played here: the run's parts cannot be rebuilt in a worker (given as objects, not a spec)"
+            out["note"] = f"played here: {self.why_here}"
         return out
 
 

@@ -156,6 +156,11 @@ def test_without_load_the_run_is_byte_identical_to_before(tmp_path: Path):
 def test_load_table_is_checked_at_the_edge():
     with pytest.raises(UserError, match="load"):
         config_from_mapping({"scenario": {"name": "persona"}, "load": {"memory_workers": 0}}, source="x.toml")
+    for key in ("memory_workers", "llm_workers"):  # bounded, as --workers is: not a simpy queue of 10^9 servers
+        with pytest.raises(UserError, match=f"load.{key}"):
+            config_from_mapping({"scenario": {"name": "persona"}, "load": {key: 10**9}}, source="x.toml")
+    with pytest.raises(UserError, match="run.workers"):
+        config_from_mapping({"scenario": {"name": "persona"}, "run": {"workers": 10**9}}, source="x.toml")
     with pytest.raises(UserError, match="unknown table"):
         config_from_mapping({"scenario": {"name": "persona"}, "loads": {}}, source="x.toml")
     cfg = config_from_mapping({"scenario": {"name": "persona"}, "load": {"deadline_s": 3.0}}, source="x.toml")
