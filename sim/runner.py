@@ -54,7 +54,7 @@ from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, speaks_in_turns
 
 __all__ = ["Checkpoint", "RunResult", "iter_run", "run", "episode_totals", "upfront_texts", "passes", "plan_units",
-           "play_unit", "unit_steps", "Unit", "UnitContext", "UnitOutcome", "arms_of", "Clock", "play_serial",
+           "unit_steps", "Unit", "UnitContext", "UnitOutcome", "arms_of", "Clock", "play_serial",
            "one_thread"]
 
 
@@ -304,15 +304,7 @@ def upfront_texts(episodes: Iterable[Episode], *, unasked: Callable[[Question], 
 
 def doomed_texts(episodes: Iterable[Episode]) -> list[str]:
     """The texts of the turns the episodes delete, as memsim's caches may hold them (``cache_texts``)."""
-    turns: dict[str, Any] = {}
-    doomed: list[Any] = []
-    for ep in episodes:
-        for e in ep.events:
-            if isinstance(e, Session):
-                turns.update((t.turn_id, t) for t in e.turns)
-            elif isinstance(e, Deletion):
-                doomed += [turns[t] for t in e.turn_ids if t in turns]
-    return cache_texts(doomed)
+    return list(dict.fromkeys(t for d in _deletions(list(episodes), ()) for t in d["texts"]))
 
 
 def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any], harness: Harness) -> None:
@@ -496,21 +488,6 @@ class UnitOutcome:
     outcome: dict[str, Any]
     stats: dict[str, Any] = field(default_factory=dict)
     """Where and how long it played, its worker's peak memory: measurements, kept apart from the rows."""
-
-
-def play_unit(
-    ctx: UnitContext, unit: Unit, doses: Mapping[tuple[str, str, int], Sequence[Any]] | None = None,
-    progress: Callable[[str, int], None] | None = None,
-) -> UnitOutcome:
-    """Play every episode against the arms of ``unit`` (``unit_steps``); ``progress(key, day)`` after each simulated day."""
-    steps = unit_steps(ctx, unit, doses)
-    while True:
-        try:
-            day = next(steps)
-        except StopIteration as stop:
-            return stop.value
-        if progress is not None:
-            progress(unit.key, day)
 
 
 def unit_steps(

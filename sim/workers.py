@@ -31,7 +31,7 @@ from typing import Any
 from memsim.sim.core.errors import UserError
 from memsim.sim.runner import Clock, Unit, UnitContext, UnitOutcome, play_serial, unit_steps
 
-__all__ = ["Workers", "WorkerRecipe", "play_units", "default_worker_count", "parse_scheduler"]
+__all__ = ["Workers", "WorkerRecipe", "default_worker_count", "parse_scheduler", "recipe_token"]
 
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                "TOKENIZERS_PARALLELISM": "false"}
@@ -40,7 +40,7 @@ _ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THR
 _POLL_S = 0.25
 
 Event = UnitOutcome | tuple[str, int]
-"""What ``play_units`` yields: a unit's outcome, or ``(unit key, simulated day done)``."""
+"""What ``Workers.play`` yields: a unit's outcome, or ``(unit key, simulated day done)``."""
 
 
 def default_worker_count() -> int:
@@ -119,7 +119,15 @@ class Workers:
         self, ctx: UnitContext, units: Sequence[Unit],
         doses_for: Callable[[Unit], Mapping[tuple[str, str, int], Sequence[Any]] | None],
     ) -> Iterator[Event]:
-        """Play ``units`` here or on the workers (``play_units``)."""
+        """Play ``units`` here or on the workers, yielding progress and each unit's outcome as it ends.
+
+        The caller commits each outcome before asking for the next event: a unit that ``needs``
+        another (a placebo dosed from its system's rows) starts only after that one is committed,
+        and ``doses_for`` reads its doses then.
+
+        Raises:
+            UserError: a unit failed or a worker died; every unit that ended was yielded first.
+        """
         mode = self.mode(len(units))
         if mode == "serial":
             return play_serial(ctx, units, doses_for)
@@ -138,24 +146,6 @@ class Workers:
         elif self.recipe is None and self.count > 0:
             out["note"] = f"played here: {self.why_here}"
         return out
-
-
-def play_units(
-    ctx: UnitContext,
-    units: Sequence[Unit],
-    workers: Workers,
-    doses_for: Callable[[Unit], Mapping[tuple[str, str, int], Sequence[Any]] | None],
-) -> Iterator[Event]:
-    """Play ``units``, yielding progress and each unit's outcome as it ends.
-
-    The caller commits each outcome before asking for the next event: a unit that ``needs``
-    another (a placebo dosed from its system's rows) starts only after that one is committed,
-    and ``doses_for`` reads its doses then.
-
-    Raises:
-        UserError: a unit failed or a worker died; every unit that ended was yielded first.
-    """
-    return workers.play(ctx, units, doses_for)
 
 
 # --------------------------------------------------------------------------- in a worker
