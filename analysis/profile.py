@@ -42,7 +42,11 @@ real-text stream:
   first one, two or three words, lowercased) seen in at least 20 user turns,
   the highest share of fact-bearing turns among the turns with that opening,
   with the opening and its count; "n/a" (None) for a stream that does not
-  say.
+  say;
+- best n-gram cue precision: the same, over every word n-gram (n = 1 to 3,
+  lowercased, anywhere in a user turn) found in at least 30 user turns: a
+  phrase that marks fact-bearing turns wherever it stands (the life world's
+  bound is 0.5).
 """
 
 from __future__ import annotations
@@ -230,6 +234,8 @@ TOP_PREFIXES = 20
 """How many of the most frequent openings the prefix share counts."""
 CUE_MIN_TURNS = 20
 """Turns an opening must start before its precision as a cue for fact-bearing turns is counted."""
+NGRAM_MIN_TURNS = 30
+"""User turns an n-gram must occur in before its precision as a cue for fact-bearing turns is counted."""
 
 
 def _roles(sessions: Sequence[Session]) -> dict[str, str]:
@@ -280,6 +286,8 @@ def text_diversity(stream: ScenarioStream, *, fact_bearing: Collection[str] | No
     skeletons: set[str] = set()
     openings: Counter[tuple[str, ...]] = Counter()
     bearing: Counter[tuple[str, ...]] = Counter()
+    grams: Counter[tuple[str, ...]] = Counter()
+    gram_bearing: Counter[tuple[str, ...]] = Counter()
     marked = set(fact_bearing) if fact_bearing is not None else set()
     for s in sessions:
         for t in s.turns:
@@ -291,10 +299,15 @@ def text_diversity(stream: ScenarioStream, *, fact_bearing: Collection[str] | No
                     sentences += 1
                     skeletons.add(skeleton(sentence))
             if fact_bearing is not None and role == "user":
+                bears = t.turn_id in marked
                 for n in (1, 2, 3):
                     if len(tokens) >= n:
                         openings[tuple(tokens[:n])] += 1
-                        bearing[tuple(tokens[:n])] += t.turn_id in marked
+                        bearing[tuple(tokens[:n])] += bears
+                found = {tuple(tokens[i:i + n]) for n in (1, 2, 3) for i in range(len(tokens) - n + 1)}
+                grams.update(found)
+                if bears:
+                    gram_bearing.update(found)
     cue: dict[str, Any] | None = None
     if fact_bearing is not None:
         ranked = sorted(((bearing[o] / n, n, " ".join(o)) for o, n in openings.items() if n >= CUE_MIN_TURNS),
@@ -302,12 +315,19 @@ def text_diversity(stream: ScenarioStream, *, fact_bearing: Collection[str] | No
         cue = ({"precision": round(ranked[0][0], 4), "opening": ranked[0][2], "turns": ranked[0][1],
                 "fact_bearing_turns": len(marked)} if ranked else {"precision": None, "opening": "", "turns": 0,
                                                                    "fact_bearing_turns": len(marked)})
+    ngram: dict[str, Any] | None = None
+    if fact_bearing is not None:
+        best = min(((-gram_bearing[g] / n, -n, " ".join(g)) for g, n in grams.items() if n >= NGRAM_MIN_TURNS),
+                   default=None)
+        ngram = ({"precision": round(-best[0], 4), "ngram": best[2], "turns": -best[1]} if best is not None
+                 else {"precision": None, "ngram": "", "turns": 0})
     return {
         "prefix_share": {role: _prefix_share(w) for role, w in words.items()},
         "sentences": sentences,
         "skeletons": len(skeletons),
         "skeleton_ratio": round(len(skeletons) / sentences, 4) if sentences else None,
         "best_cue": cue,
+        "best_ngram_cue": ngram,
     }
 
 
@@ -364,11 +384,15 @@ def format_profile(p: Mapping[str, Any]) -> str:
             "-" if cue["precision"] is None else
             f"{cue['precision']:.3f} (\"{cue['opening']}\", {cue['turns']:,} user turns; "
             f"{cue['fact_bearing_turns']:,} fact-bearing turns)")
+        gram = d.get("best_ngram_cue")
+        gram_text = "n/a" if gram is None else "-" if gram["precision"] is None else (
+            f"{gram['precision']:.3f} (\"{gram['ngram']}\", {gram['turns']:,} user turns)")
         lines += [
             f"top-{TOP_PREFIXES} {PREFIX_WORDS}-word openings  {prefix('user')}; {prefix('assistant')} (turns of "
             f"{PREFIX_WORDS}+ words)",
             f"sentence skeletons      {d['skeletons']:,} of {d['sentences']:,} sentences ({pct(d['skeleton_ratio'])})",
             f"best cue precision      {cue_text}",
+            f"best n-gram cue         {gram_text} (any 1-3 words, {NGRAM_MIN_TURNS}+ user turns)",
         ]
     width = max((len(kind) for kind in r["by_kind"]), default=4)
     for kind, v in r["by_kind"].items():

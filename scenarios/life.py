@@ -40,6 +40,7 @@ from memsim.scenarios import life_text as X
 from memsim.scenarios import life_truth as W
 from memsim.scenarios.base import ScenarioStream
 from memsim.scenarios.claims import Claim
+from memsim.scenarios.voice import draw_voice
 from memsim.sim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
 
@@ -54,6 +55,8 @@ QUESTION_WEIGHTS: Mapping[str, float] = {
 """How often each kind of question is asked, among those a user's tellings make answerable."""
 
 _MIRROR_SHARE = 0.2
+_QUOTE_SHARE = 0.05  # of turn pairs quoting someone else in the user's own constructions (life_text.quote)
+_TEASER_SHARE = 0.25  # of news told in a turn after a teaser ("guess what happened")
 """Share of user turns without a fact of the user's that are built around someone else's news instead."""
 _DELETABLE = ("city", "partner", "illnesses", "employer")
 _ABSTAIN_TOPICS = ("car", "school", "allergy", "salary", "anniversary")
@@ -167,6 +170,10 @@ class _Life:
                  span_days: float) -> None:
         self.cfg, self.user_id, self.rng, self.ids, self.seen, self.span = cfg, user_id, rng, ids, seen, span_days
         self.words = random.Random(int(rng.integers(2**63)))  # the text's choices (life_text)
+        self.voice = draw_voice(self.words, X.COMMON_STARTS)  # how this user writes (voice)
+        self.greets = X.greetings_of(self.words)
+        self.echoes: list[tuple[str, str, str, str]] = []  # shapes of tellings a quote has yet to echo (life_text.quote)
+        self.last_task: tuple[str, dict[str, Any]] | None = None  # the previous session's theme and details
         sampled = W.sample_user(rng)
         start_people = copy.deepcopy(sampled["people"])
         life_events = W.sample_events(rng, sampled, span_days, cfg.event_rate)
@@ -216,15 +223,24 @@ class _Life:
     def _never_held(self) -> dict[str, list[str]]:
         """Values of each distractor attribute the user never holds (nor plans), so a denial never contradicts them."""
         a = self.truth["attributes"]
-        held: dict[str, set[str]] = {"city": {a["city"]}, "employer": {a["employer"]}, "music": {a["music"]},
-                                     "trips": set(), "purchases": set(), "diet": {a["diet"]}}
+        pools = {"city": W.CITIES, "employer": [x for v in W.SECTORS.values() for x in v], "music": list(W.MUSIC),
+                 "trips": W.DESTINATIONS, "purchases": W.PURCHASES, "diet": list(W.DIETS),
+                 "occupation": list(W.OCCUPATIONS), "cuisine": list(W.CUISINES),
+                 "habits": list(W.HABITS), "illnesses": W.ILLNESSES}
+        held: dict[str, set[str]] = {k: set() for k in pools}
+        for k in held:
+            v = a.get(k)
+            held[k].update(v if isinstance(v, (list, tuple)) else [v] if v else [])
         for e in self.events:
             for c in e["consequences"]:
                 if c["subject"] == "me" and c["attr"] in held:
                     held[c["attr"]].add(c["value"])
-        pools = {"city": W.CITIES, "employer": [x for v in W.SECTORS.values() for x in v], "music": list(W.MUSIC),
-                 "trips": W.DESTINATIONS, "purchases": W.PURCHASES, "diet": list(W.DIETS)}
-        return {k: [v for v in pool if v not in held[k]] for k, pool in pools.items()}
+        never = {k: [v for v in dict.fromkeys(pool) if v not in held[k]] for k, pool in pools.items()}
+        never["trip_plans"] = never["trips"]
+        own_pets = {str(p).split(" the ")[0] for p in a.get("pets", ())} | {
+            str(c["value"]).split(" the ")[0] for e in self.events for c in e["consequences"] if c["attr"] == "pets"}
+        never["pets"] = [f"{n} the {sp}" for n in W.PET_NAMES if n not in own_pets for sp in W.PET_SPECIES]
+        return never
 
     # -- what there is to tell ---------------------------------------------------
 
@@ -366,26 +382,59 @@ class _Life:
             self.claims[tid] = claims
             return tid
 
+        plan = dict(zip(sorted(slots), chosen))
+        mirrors = {p for p in range(n_pairs) if p not in plan and words.random() < _MIRROR_SHARE}
+        # Someone else's words in the constructions the user's own facts are told with: one for each fact told
+        # (``echoes``), a few more at random.
+        free = [p for p in range(n_pairs) if p not in plan and p not in mirrors]
+        quotes = set(words.sample(free, min(len(free), len(self.echoes))))
+        quotes |= {p for p in free if words.random() < _QUOTE_SHARE}
+        news = {p for p in range(n_pairs) if p in mirrors or (p in plan and plan[p]["aspect"] in ("began", "plan"))}
+        # A teaser in one turn ("guess what happened"), the news itself in the next: for the user's news and
+        # someone else's alike.
+        teased = {p for p in news if p > 0 and words.random() < _TEASER_SHARE}
         for p in range(n_pairs):
-            telling = chosen.pop(0) if p in slots else None
+            telling = plan.get(p)
             for _ in range(12):  # redraw until the text is new: no turn text repeats
                 d = X.session_details(words, relations, names)
                 clause, said_as, when_as = None, "", ""
                 other = None
-                if telling is None and words.random() < _MIRROR_SHARE:
+                keep: list[str] = []
+                topic = ""
+                if p in mirrors:
                     other = X.mirror(words, self.never, said_day, self.strangers)
                     clause = other[0]
+                    keep += [other[1]["said_as"], other[1].get("when_as", "")]
+                    topic = "person"
+                if p in quotes:
+                    shape = self.echoes[0] if self.echoes else None
+                    other = X.quote(words, self.never, said_day, self.strangers, shape)
+                    clause = other[0]
+                    keep += [other[1]["said_as"], other[1].get("when_as", "")]
                 if telling is not None:
                     who = self.people.get(telling["subject"]) if telling["subject"] != "me" else None
                     if telling["aspect"] == "began":
                         when_as = X.when_phrase(date.fromisoformat(self._date(telling["day"])), said_day)
                     still = telling["aspect"] != "began" or self._state(telling["subject"], telling["attr"], day) == telling["value"]
                     clause, said_as = X.fact_clause(words, telling, who, when_as, still and telling["attr"] != "trips")
+                    keep += [said_as, when_as]
+                    topic = "person" if who is not None else ("single" if telling["value"] == "single" else telling["attr"])
                 distract = X.distractor(words, self.never) if words.random() < cfg.distractor_rate else None
+                if distract is not None:
+                    keep.append(distract[1]["said_as"])
                 text = X.user_turn(words, theme, d, clause, distract[0] if distract else None)
+                if p in teased:
+                    text = X.reveal(words, text)
+                if p + 1 in teased:
+                    text = f"{text} {X.teaser(words).capitalize()}."
+                text = self.voice.say(words, text, keep)
                 if p == 0 and words.random() < 0.5:
-                    text = f"{X.greeting(words, int(hour))} {text}"
-                reply, title = X.assistant_turn(words, theme, d)
+                    text = X.greet(words, X.greeting(words, int(hour), self.greets), text)
+                react = X.reaction(words, topic) if p in news and words.random() < (0.3 if p in mirrors else 0.7) else ""
+                after = X.news_prompt(words) if p + 1 in teased else ""
+                if not after and p == 0 and self.last_task is not None and words.random() < 0.3:
+                    after = X.recall(words, *self.last_task)
+                reply, title = X.assistant_turn(words, theme, d, react, after)
                 if text not in self.seen and reply not in self.seen:
                     break
             self.seen.update((text, reply))
@@ -395,7 +444,14 @@ class _Life:
             if distract is not None:
                 claims.append(Claim(time=said_day.isoformat(), **distract[1]).to_json())
             tid = add("user", text, claims)
+            if p in quotes and self.echoes:
+                self.echoes.pop(0)
             if telling is not None:
+                who = self.people.get(telling["subject"])
+                value = "" if who or telling["attr"] == "pets" or (telling["attr"] == "partner" and telling["value"] != "single") \
+                    else str(telling["value"])  # never the user's own pet or partner in someone else's mouth
+                shape = (telling["attr"], telling["aspect"], who["relation"] if who else "", value)
+                self.echoes.extend([shape] * (2 + (words.random() < 0.6)))
                 claims[:0] = self._record(telling, tid, when, said_day, said_as, when_as)
                 introduced.add(telling["subject"])
                 if telling.get("person"):
@@ -409,6 +465,7 @@ class _Life:
         if self.ask_days and self.ask_days[0] <= day:
             self.ask_days.pop(0)
             self._forget_in_text(when, said_day, add)
+        self.last_task = (theme, d)
         return Session(session_id=sid, user_id=self.user_id, time=when, turns=tuple(turns))
 
     def _forget_in_text(self, when: datetime, said_day: date, add: Any) -> None:
@@ -422,7 +479,7 @@ class _Life:
             theme = X.pick(self.asks, [t for t in X.THEMES if t not in ("reading", "film")])
             d = X.session_details(self.asks, ())
             text, phrase = X.forget_request(self.asks, attr)
-            text = f"{text} {X.user_turn(self.asks, theme, d, None, None)}"
+            text = self.voice.say(self.asks, f"{text} {X.user_turn(self.asks, theme, d, None, None)}", [phrase])
             reply = f"{X.forget_reply(self.asks)} {X.assistant_turn(self.asks, theme, d)[0]}"
             if text not in self.seen and reply not in self.seen:
                 break

@@ -29,18 +29,37 @@ from memsim.scenarios import life_truth as W
 
 __all__ = [
     "THEMES", "DIET_ALIASES", "BOOKS", "FILMS", "GREETINGS", "BREAKUP_WORDS", "pick", "greeting", "when_phrase",
-    "fact_clause", "distractor", "mirror", "session_details", "FORGET_PHRASES", "forget_request", "forget_reply", "user_turn", "assistant_turn", "question_text",
+    "fact_clause", "distractor", "mirror", "quote", "reaction", "teaser", "news_prompt", "reveal", "recall", "greetings_of", "greet", "session_details", "FORGET_PHRASES", "forget_request", "forget_reply", "user_turn", "assistant_turn", "question_text",
 ]
 
-GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Good afternoon.", "Evening.", "Hi there.")
-"""The only texts that may repeat."""
-_BY_HOUR = ((12, "Morning!"), (18, "Good afternoon."), (24, "Evening."))
+GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Good afternoon.", "Evening.", "Hi there.", "Hey!",
+             "Hiya.", "Hello!", "Hey you.", "Hi again!", "Hey there.", "Good morning.", "Afternoon!", "Good evening.",
+             "Hello, it's me again.", "Hi, me again.", "Yo.", "Howdy.", "Hey hey.", "Hi hi.", "Hello hello.")
+"""Greetings said before the first turn of a session."""
+_BY_HOUR = ((12, ("Morning!", "Good morning.")), (18, ("Good afternoon.", "Afternoon!")),
+            (24, ("Evening.", "Good evening.")))
+_TIMELESS = tuple(g for g in GREETINGS if g not in {x for _, h in _BY_HOUR for x in h})
 
 
-def greeting(rng: random.Random, hour: int) -> str:
-    """A greeting that fits the user's local ``hour`` (no "Morning!" after noon)."""
+def greetings_of(rng: random.Random) -> tuple[str, ...]:
+    """The few greetings one user uses, whatever the hour."""
+    return tuple(rng.sample(_TIMELESS, rng.randint(2, 5)))
+
+
+def greeting(rng: random.Random, hour: int, own: Sequence[str] = ()) -> str:
+    """A greeting that fits the user's local ``hour`` (no "Morning!" after noon), from the user's ``own`` habits."""
     timed = next(g for h, g in _BY_HOUR if hour < h)
-    return pick(rng, ("Hi!", "Hello again.", "Hey, quick one.", "Hi there.", timed, timed))
+    return pick(rng, (*(own or ("Hi!", "Hello again.", "Hey, quick one.", "Hi there.")), *timed))
+
+
+def greet(rng: random.Random, hello: str, text: str) -> str:
+    """``text`` opened with the greeting ``hello``, as a sentence of its own or run into the first one ("Hi, can you...")."""
+    if rng.random() < 0.5 or "," in hello:
+        return f"{hello} {text}"
+    first, _, rest = text.partition(" ")
+    low = first.lower() if first.rstrip(",:") in _COMMON_STARTS else first
+    return f"{hello.rstrip('.!')}{pick(rng, (', ', ' - ', '! '))}{low if not hello.endswith('!') else first} {rest}".rstrip()
+
 
 DIET_ALIASES: Mapping[str, tuple[str, ...]] = {
     # Each alias reads as an adjective ("I'm meat-free", "keep it plant-based").
@@ -167,45 +186,145 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
     return pick(rng, bank)
 
 
+_ASKS: Mapping[str, tuple[str, ...]] = {
+    # What the user wants done, as a verb phrase; ``_request`` wraps it in one of many frames.
+    "recipe": ("give me a {dish} recipe for {n} people that uses {ing}", "tell me how long {dish} takes for {n}",
+               "suggest a swap for {ing} in {dish}", "scale a {dish} recipe up to {n} portions",
+               "work out how much {ing} goes into {dish} for {n}", "walk me through {dish} from scratch",
+               "tell me what goes well with {dish} as a side", "check whether {dish} freezes well"),
+    "writing": ("tighten my {doc}, it runs to {words} words", "draft a {doc} for {who}",
+                "make my {doc} sound less stiff", "suggest a first line for a {doc}",
+                "cut my {doc} down to {words} words", "look over a {doc} I wrote for {who}",
+                "give my {doc} a friendlier ending"),
+    "code": ("show me how to {task} in {lang}", "explain why my {lang} code to {task} throws {error}",
+             "write a short {lang} snippet to {task}", "check my approach to {task} in {lang}",
+             "help me debug {error} in a {lang} script"),
+    "budget": ("split {money} between {cat} and savings", "set a weekly limit for {cat}",
+               "tell me if {small} a week on {cat} is too much", "sketch a savings plan with {money} to start"),
+    "training": ("put together a {mins}-minute workout with {ex}", "tell me how many sets of {ex} make sense",
+                 "suggest a swap for {ex}, my knees hate it", "plan {times} short sessions a week around {ex}"),
+    "gift": ("think of a present for {who} under {small}", "tell me if {gift} is a good gift for {who}",
+             "come up with a gift for {who} by {day}", "compare {gift} and {gift2} as presents"),
+    "repair": ("explain how to fix {repair}", "list the tools I'd need for {repair}",
+               "tell me if {repair} is a beginner job", "walk me through {repair} step by step"),
+    "language": ("teach me {n} {lang} phrases for a restaurant", "quiz me on {lang} numbers",
+                 "translate 'see you on {day}' into {lang}", "correct my {lang} greeting"),
+    "reading": ("recommend {genre}", "suggest a book, ideally {genre}", "find me {genre} for the evenings"),
+    "film": ("suggest a film for {day} night, {film_genre} if possible", "pick a movie for {n} of us",
+             "recommend {film_genre} for tonight"),
+    "planning": ("plan my {day} around {n} errands and a {mins}-minute walk", "make a packing list for {nights} nights",
+                 "order {n} tasks due by {day}", "draw up a rough timetable for {day}"),
+}
+_FRAMES = (
+    "Can you {a}?", "Could you {a}?", "Would you {a}?", "Any chance you could {a}?", "I was wondering if you could {a}.",
+    "Please {a}.", "I need you to {a}.", "Can you please {a}?", "Could you maybe {a}?", "I'd love it if you could {a}.",
+    "Would you mind if I asked you to {a}?", "Are you able to {a}?", "Do you have a minute to {a}?",
+    "Quick favour: could you {a}?", "Today's job for you: {a}.", "Can I get you to {a}?", "Help needed: {a}?",
+    "I'd like you to {a}, if possible.", "When you can, {a}.", "Could you help and {a}?", "Is there any way you could {a}?",
+    "Would it be possible to {a}?", "I'm hoping you can {a}.", "Mind if I ask you to {a}?", "Can you {a} for me?",
+    "Got a sec to {a}?", "Think you could {a}?", "Hoping you can {a}.", "Okay, can you {a}?", "So, could you {a}?",
+    "Would you kindly {a}?", "Wanna {a}?", "Next up: {a}.", "If it's not too much trouble, {a}.", "I'm stuck; can you {a}?",
+    "It would really help if you could {a}.", "Could you please {a}?", "Any way you could {a}?",
+    "Could you {a} for me?", "Would you be able to {a}?", "I'd be grateful if you could {a}.",
+)
+
+
+def _request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    """A task request: a verb phrase in one of many frames, or one of the theme's own questions."""
+    if rng.random() < 0.45:
+        return _task_request(rng, theme, d)
+    fields = {**d, "ing": d["ingredient"]}
+    if theme == "code":
+        fields.update(lang=d["code"][0], task=d["code"][1])
+    return pick(rng, _FRAMES).format(a=pick(rng, _ASKS[theme]).format(**fields))
+
+
+_STEPS: Mapping[str, tuple[str, ...]] = {
+    # Steps of an answer, any two or three in any order: a procedure, not a canned reply.
+    "recipe": ("soften the onions for {mins} minutes", "stir in the {ing} near the end", "season with {ingredient2}",
+               "let it rest for {mins2} minutes", "bake at {temp} degrees for {mins} minutes", "toast the {ingredient2} in a dry pan",
+               "add a splash of water if it catches", "taste before you add salt", "cook it a day ahead and reheat it gently",
+               "swap the {ing} for {ingredient2} if you're out", "use about {spoons} tablespoons of {ing} for {n}",
+               "double the sauce for {n} people", "keep the heat low once the {ing} goes in"),
+    "writing": ("cut it to about {words} words", "move the key point to the first line", "drop the second paragraph",
+                "open with something specific about {who}", "end on the date, {day}", "read it aloud once",
+                "replace the long words with short ones", "keep one idea per paragraph", "say thank you once, not three times",
+                "trim the opening by {cut} words", "put the ask in the last line"),
+    "code": ("read the file in chunks", "check for {error} before row {row}", "wrap the parse step in a try block",
+             "print row {row} first", "use a key function to {task}", "test it on {rows} rows before the full run",
+             "log the input that triggers {error}", "write a tiny test for the edge case", "split the job into two functions",
+             "build the result in one pass", "pin the library versions"),
+    "budget": ("keep {pct}% of the {money} untouched", "cap {cat} at {small} a week", "review it after {times} weeks",
+               "move {small} into savings each week", "track every purchase for {nights} days", "pay the {times} bills first",
+               "set up a standing order on payday", "round up what you spend on {cat}"),
+    "training": ("warm up for {times} minutes", "do {sets} rounds of {ex}", "rest {rest} seconds between sets",
+                 "add reps before weight", "swap {ex} for something gentler on the knees", "stretch for {mins2} minutes after",
+                 "keep one day a week easy", "film one set to check your form", "finish with {sets} minutes of walking"),
+    "gift": ("go with {gift}", "add a handwritten note", "keep it under {small}", "wrap {gift2} as a backup",
+             "ask a friend of {who} what they'd like", "order by {day} to be safe", "make something small yourself"),
+    "repair": ("turn off the supply first", "take photos before you undo anything", "give yourself {mins} minutes",
+               "use a {tool}", "tighten it a quarter turn at a time", "lay a towel down", "buy a spare part before you start",
+               "test it before you put the tools away", "watch for a slow drip afterwards"),
+    "language": ("learn the polite form first", "practise {times} times a day", "say each phrase out loud",
+                 "write {n} phrases on cards", "listen to a native speaker for {mins} minutes", "start with numbers and greetings",
+                 "use the phrase the same day you learn it", "record yourself once a week"),
+    "planning": ("do the errands first thing on {day}", "walk for {mins} minutes after lunch", "start dinner for {n} by six",
+                 "pack layers and one smart outfit", "put the chargers in first", "do laundry after night {half}",
+                 "block {mins} minutes for the hardest task", "leave a gap before dinner", "write the list the night before"),
+}
+_CONNECT = ((", then ", ", then "), (" and ", ", and "), ("; after that, ", "; then "), (". Then ", ". After that, "),
+            (", and after that ", "; finally, "))
+_ANSWER_INTROS = ("I'd {s}", "{S}", "{S}", "First, {s}", "My advice: {s}", "The trick is to {s}", "Try this: {s}",
+                  "You'll want to {s}", "Start by {ing}", "Best is to {s}", "I would {s}", "The simplest plan: {s}",
+                  "Here's the order: {s}", "What works for most people is to {s}", "I'd suggest you {s}",
+                  "You could {s}", "It helps to {s}", "The usual advice is to {s}", "Begin by {ing}", "Honestly, {s}",
+                  "In your place I'd {s}", "One way: {s}", "A good plan is to {s}", "Step one: {s}")
+_TOPICS: Mapping[str, tuple[str, ...]] = {
+    # How an answer may name what it is about before it starts ("For the ramen, ...").
+    "recipe": ("For the {dish}", "With {ing} in it", "For {n} people", "For {dish} with {ing}", "If it's {dish} tonight",
+               "Cooking for {n}"),
+    "writing": ("For a {doc}", "For {who}", "At {words} words", "For the {doc}", "If {who} reads it first"),
+    "code": ("In {lang}", "With {rows} rows", "For {error}", "If it breaks at row {row}", "For a {lang} script"),
+    "budget": ("With {money}", "For {cat}", "At {small} a week", "If {cat} is the leak"),
+    "training": ("For {ex}", "In {mins} minutes", "Training {times} times a week", "With {ex} in the mix"),
+    "gift": ("For {who}", "Under {small}", "By {day}", "If {who} likes practical things"),
+    "repair": ("For {repair}", "With a {tool}", "In {mins} minutes", "If it's {repair}"),
+    "language": ("In {lang}", "For {lang} beginners", "With {mins} minutes a day"),
+    "planning": ("For {day}", "For {nights} nights", "With {n} errands", "If {day} is packed"),
+}
+_WHY = ("", "", "", " so it doesn't go wrong halfway", " so you're not rushing at the end", ", which saves time later",
+        " - that's where most people slip", ", and you're done", " to keep it simple")
+
+
+def _gerund(phrase: str) -> str:
+    """"turn off the supply" -> "turning off the supply" (the verbs of ``_STEPS`` only)."""
+    verb, _, rest = phrase.partition(" ")
+    irregular = {"put": "putting", "cut": "cutting", "set": "setting", "swap": "swapping", "stir": "stirring",
+                 "drop": "dropping", "pin": "pinning", "plan": "planning", "use": "using", "make": "making",
+                 "give": "giving", "write": "writing", "move": "moving", "replace": "replacing", "leave": "leaving",
+                 "taste": "tasting", "bake": "baking", "wrap": "wrapping", "trim": "trimming", "store": "storing",
+                 "save": "saving", "record": "recording", "double": "doubling", "pay": "paying"}
+    return f"{irregular.get(verb, verb + 'ing')} {rest}".strip()
+
+
 def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
-    dish, ing = d["dish"], d["ingredient"]
-    lang, task = d["code"]
-    bank = {
-        "recipe": (f"For {dish} for {d['n']}, soften the base for {d['mins']} minutes, stir in {ing} near the end "
-                   f"and give it {d['mins2']} more minutes at {d['temp']} degrees.",
-                   f"Yes: {dish} keeps well overnight. Add the {ing} when you reheat it, and allow about {d['mins']} minutes.",
-                   f"Swap the {ing} for {d['ingredient2']}, about {d['spoons']} tablespoons for {d['n']} servings of {dish}."),
-        "writing": (f"Here's a tighter version: I cut it to about {d['words'] - d['cut']} words and moved the key point "
-                    f"to the first line, which suits a {d['doc']}.",
-                    f"Try opening with something specific about {d['who']}, then one sentence of thanks; "
-                    f"a {d['doc']} lands better when it is short.",
-                    f"I'd drop the second paragraph and end on the date, {d['day']}; that keeps the {d['doc']} warm."),
-        "code": (f"In {lang}, to {task}, read it in chunks and check for {d['error']} before row {d['row']}; "
-                 f"a try/except around the parse step tells you which row breaks.",
-                 f"Here's the idea in {lang}: build the result in one pass, then {task} with a key function; "
-                 f"{d['error']} usually means one input is empty.",
-                 f"{d['error'].capitalize()} at row {d['row']} is usually bad input there. For {d['rows']} rows "
-                 f"in {lang}, print that row first, then {task}."),
-        "budget": (f"Keep {d['pct']}% of the {d['money']} untouched, cap {d['cat']} at {d['small']} a week, "
-                   f"and review after {d['times']} weeks.",
-                   f"Move {d['small']} from {d['cat']} into savings for {d['times']} weeks and it evens out."),
-        "training": (f"Warm up for {d['times']} minutes, then {d['sets']} rounds of {d['ex']} with "
-                     f"{d['rest']} seconds rest; that fills {d['mins']} minutes.",
-                     f"At {d['times']} sessions a week, {d['sets']} sets of {d['ex']} is plenty; add reps before weight."),
-        "gift": (f"{d['gift'].capitalize()} is a safe bet for {d['who']} under {d['small']}; add a handwritten note.",
-                 f"For {d['who']}, I'd go with {d['gift2']}; it is personal and fits {d['small']}."),
-        "repair": (f"For {d['repair']}, turn off the supply, take photos before you undo anything, and give "
-                   f"yourself {d['mins']} minutes; a {d['tool']} does most of it.",
-                   f"{d['repair'].capitalize()} is beginner-friendly: you need a {d['tool']}, patience and about "
-                   f"{d['mins']} minutes."),
-        "language": (f"In {d['lang']} that depends on formality; I'd learn the polite form first and practise "
-                     f"it {d['times']} times a day.",
-                     f"Here are {d['n']} {d['lang']} phrases for ordering, from the menu request to the bill."),
-        "planning": (f"Do the errands first thing on {d['day']}, walk for {d['mins']} minutes after lunch and "
-                     f"start dinner for {d['n']} by six.",
-                     f"For {d['nights']} nights: layers, one smart outfit, chargers, and laundry after night {d['half']}."),
-    }
-    return pick(rng, bank[theme]) if theme in bank else ""
+    """Two or three steps of the theme, in a random order, joined as one or two sentences."""
+    fields = {**d, "ing": d["ingredient"], "lang": d["code"][0] if theme == "code" else d["lang"], "task": d["code"][1],
+              "who": str(d["who"]).replace("my ", "your ")}
+    bank = _STEPS[theme]
+    steps = [bank[i].format(**fields) for i in sorted(rng.sample(range(len(bank)), rng.choice((2, 2, 3))))]
+    text = steps[0]
+    for step in steps[1:-1]:
+        text += pick(rng, _CONNECT)[0] + step
+    if len(steps) > 1:
+        text += pick(rng, _CONNECT)[1] + steps[-1]
+    intro = pick(rng, _ANSWER_INTROS)
+    text = intro.format(s=text, S=text[0].upper() + text[1:], ing=_gerund(steps[0]) + text[len(steps[0]):])
+    if rng.random() < 0.55:
+        first, _, rest = text.partition(" ")
+        text = f"{pick(rng, _TOPICS[theme]).format(**fields)}, {first.lower() if first.rstrip(',:') in _COMMON_STARTS else first} {rest}"
+    return text + pick(rng, _WHY) + "."
+
 
 
 _CONTEXT: Mapping[str, tuple[str, ...]] = {
@@ -226,11 +345,19 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
              "it's for {day} night"),
     "planning": ("I start at {times} in the morning", "I have {n} errands on {day}", "I'm away for {nights} nights"),
 }
-_CLOSINGS = (
-    "If that takes longer than {mins2} minutes, skip step {half}.", "Tell me on {day} how it went.",
-    "Budget roughly {small} if you need to buy anything.", "Try it {times} times before changing anything.",
-    "Step {half} is the one people rush; give it {mins2} minutes.", "Keep notes for {nights} days and compare.",
-)
+_IFS = ("", "", "If that takes longer than {mins2} minutes,", "If it goes wrong,", "If you're short on time,",
+        "Once it's done,", "If you get stuck,", "Before {day},", "If {who} asks,", "Either way,", "Next time,")
+_ADVICE = ("skip step {half}", "tell me on {day} how it went", "budget roughly {small} for anything you need to buy",
+           "try it {times} times before changing anything", "keep notes for {nights} days and compare",
+           "send me what you've got", "take a photo for next time", "give it {mins2} minutes and check again",
+           "don't rush step {half}", "come back and we'll adjust it", "write down what worked")
+
+
+def _closing(rng: random.Random, d: Mapping[str, Any]) -> str:
+    """A last sentence of advice: a condition, maybe, then what to do."""
+    d = {**d, "who": str(d["who"]).replace("my ", "your ")}
+    cond, advice = pick(rng, _IFS).format(**d), pick(rng, _ADVICE).format(**d)
+    return f"{cond} {advice}." if cond else f"{advice[0].upper()}{advice[1:]}."
 
 
 _ASIDES = (
@@ -249,11 +376,29 @@ _ASIDES = (
     "I eat at my desk too often", "more or less, anyway", "I'm off to the shops later", "I'll add more detail if needed",
     "back to the point", "whatever we eat has to be quick", "I came across this idea yesterday",
     "I walk to work most days, so mornings are short", "I was going to ask you last week", "I was hoping for something quick",
+    "the weather has been grim all week", "it needs to be quick", "it's for someone who hates fuss", "I keep craving sweet things",
+    "my favourite mug broke this morning", "the whole week got away from me", "my neighbour says hi, by the way",
+    "the parcel finally arrived", "I still haven't started", "the flat is a mess this week", "I've had this problem for years",
+    "I can't keep it up for long", "we're meeting friends for lunch", "I'm learning as I go", "I told a friend I'd sort it",
+    "it's my comfort project", "the trip to the shops can wait", "anything quick would do", "I'll be home soon",
+    "my job is quiet this week", "work has been hectic", "the office is freezing", "I got home early for once",
+    "now I have a free evening", "I came back from the gym starving", "I've got a new routine for mornings",
+    "things at home are calm", "I'm at home all day", "our team at work is tiny", "I'm easing into the week",
+    "it's late and the shops are shut", "the kids are home and the house is chaos", "I've got time today and the energy",
+    "it's raining and the bus is late again", "I tried once and the result was a disaster", "my laptop is slow and the wifi worse",
 )
 
 
+_SMALL_TALK = ("city", "employer", "occupation", "diet", "cuisine", "music", "person")
+"""Topics of a follow-on sentence that is true of every user at any time, so it is also said as small talk."""
+
+
 def _context(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
-    if rng.random() < 0.3:
+    r = rng.random()
+    if r < 0.12:
+        # The sentences said after a fact are said without one too: none of them marks a turn that bears a fact.
+        return pick(rng, _FOLLOW_ON[pick(rng, _SMALL_TALK)])
+    if r < 0.35:
         return pick(rng, _ASIDES).format(**d)
     return pick(rng, _CONTEXT[theme]).format(**d)
 
@@ -319,12 +464,18 @@ _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
     "pets": ("feeding time is chaos", "the vet says all is well", "it sleeps most of the day"),
     "habits": ("it's the best part of my week", "I keep it up even when I'm tired", "my progress is slow but steady"),
     "trip_plans": ("I still need to sort out travel insurance", "the packing list is already a page long",
-                   "I've started a list of places to eat"),
+                   "I've started a list of places to eat", "I keep checking the weather forecast",
+                   "the guidebook is on my bedside table", "I need a bigger suitcase", "I've been practising a few phrases"),
     "trips": ("the food was incredible", "we walked about twenty kilometres a day", "I've got hundreds of photos to sort",
               "the flights were a nightmare", "I'd go back in a heartbeat"),
-    "illnesses": ("the doctor told me to rest", "work was understanding about it"),
-    "purchases": ("it cost more than I planned", "setting it up took a whole evening"),
+    "illnesses": ("the doctor told me to rest", "work was understanding about it", "I slept for most of it",
+                  "I'm still a bit tired", "soup was all I could manage", "I missed a whole week of plans"),
+    "purchases": ("it cost more than I planned", "setting it up took a whole evening", "the box barely fit through the door",
+                  "I read about a hundred reviews first", "I'm still getting the hang of it", "it was on sale, to be fair"),
     "person": ("we talk most weekends", "we don't see each other enough", "we were close growing up",
+               "we've been texting a lot lately", "I owe them a call", "they're the organised one in the family",
+               "we're meeting up next month", "they send me memes at midnight", "we haven't caught up in ages",
+               "they just got back from a long weekend away", "they've been very busy lately",
                "they always give me good advice"),
 }
 
@@ -361,7 +512,10 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
         rel, name = who["relation"], who["name"]
         bank = (f"my {rel} {name} is visiting soon", f"{name}, my {rel}, asked me the same thing",
                 f"I was on the phone with my {rel} {name} for an hour", f"my {rel} {name} says hi",
-                f"{name} (my {rel}) would laugh at this", f"I'm meeting my {rel} {name} for lunch")
+                f"{name} (my {rel}) would laugh at this", f"I'm meeting my {rel} {name} for lunch",
+                f"my {rel} {name} gave me the same advice", f"{name} - my {rel} - helped me last time",
+                f"I'll ask my {rel} {name} too", f"my {rel}, {name}, is staying over this weekend",
+                f"{name} is my {rel}, and we're alike in that way", f"I was at my {rel} {name}'s place last night")
         return pick(rng, bank), name
     if who is not None:
         name = who["name"]
@@ -494,6 +648,69 @@ def mirror(rng: random.Random, never: Mapping[str, Sequence[str]], said: date,
     return text, claim
 
 
+_QUOTE_ATTRS = {"city": ("holds", "began"), "employer": ("holds", "began"), "occupation": ("holds", "began"),
+                "diet": ("holds", "began"), "cuisine": ("holds", "began"), "music": ("holds", "began"),
+                "habits": ("long", "began"), "trip_plans": ("plan",), "trips": ("began",), "illnesses": ("began",),
+                "purchases": ("began",), "partner": ("holds", "began"), "pets": ("long", "began")}
+_QUOTES = ('my friend {name} keeps saying "{c}"', '{name} texted me this morning: "{c}"', 'as {name} put it, "{c}"',
+           'a colleague, {name}, announced "{c}" at lunch', 'my cousin {name} wrote in the family chat: "{c}"',
+           'I overheard {someone} {place}: "{c}"', '{someone} {place} was telling everyone "{c}"', '{name} from my old job just messaged: "{c}"',
+           'my flatmate {name} said it again today: "{c}"', 'funny, {name} said the exact words "{c}" yesterday',
+           '"{c}" - that is word for word what {name} told me', '"{c}", {name} wrote to me today',
+           '"{c}" is what {name} keeps posting', '"{c}" - {name} again, at dinner', '"{c}", says my friend {name}')
+
+
+_SOMEONE = ("someone", "a woman", "a guy", "a student", "an old man", "a teenager", "somebody")
+_PLACES = ("on the bus", "on the train", "in the lift", "at the bakery", "in the queue at the post office", "at the gym",
+           "at the next table", "in the waiting room", "at the bus stop", "in the corridor at work")
+
+
+def quote(rng: random.Random, never: Mapping[str, Sequence[str]], said: date, names: Sequence[str],
+          shape: tuple[str, str, str, str] | None = None) -> tuple[str, dict[str, str]]:
+    """Someone else's words, quoted: a sentence built by the very constructions the user's own facts are told with.
+
+    Where ``mirror`` covers the constructions of the user's people's facts, this covers the user's own: "I could
+    eat Thai food every week" occurs in the user's turns as often as a fact of theirs as in a friend's quoted
+    words, so none of its words marks a turn that bears a fact. The value is one the user never holds; the
+    claim's polarity is ``other``.
+
+    Args:
+        rng: the user's text generator.
+        never: by attribute, values the user never holds (``distractor``'s, with every attribute of ``_QUOTE_ATTRS``).
+        said: the user's calendar day the turn is said on.
+        names: names the quoted person may have (none of the user's people's).
+        shape: ``(attr, aspect, relation, value)`` of a telling of the user's to echo (``relation`` set for one
+            of their people's facts, which the quote tells of the quoted person's relative); half the time the
+            quoted person says the same value (someone else may live in the user's city too). None for any.
+    """
+    attr, aspect, rel, same = shape or ("", "", "", "")
+    if attr not in _QUOTE_ATTRS and not rel:
+        attr = pick(rng, [a for a in _QUOTE_ATTRS if never.get(a)])
+        aspect = pick(rng, _QUOTE_ATTRS[attr])
+    speaker, other = rng.sample(list(names), 2)
+    if rel:
+        # The quoted person's relative has a name that fits the relation, as the user's own people do.
+        gendered = {"sister": W.FEMALE_NAMES, "mother": W.FEMALE_NAMES, "daughter": W.FEMALE_NAMES,
+                    "brother": W.MALE_NAMES, "father": W.MALE_NAMES, "son": W.MALE_NAMES}.get(rel)
+        fits = [n for n in names if n != speaker and (gendered is None or n in gendered or n in W.NEUTRAL_NAMES)]
+        other = pick(rng, fits) if fits else other
+    who = {"relation": rel, "name": other} if rel else None
+    value = (same or other) if attr in ("name", "partner") else same if same and rng.random() < 0.6 else \
+        pick(rng, never[attr]) if attr in never else pick(rng, list(W.OCCUPATIONS))
+    when = when_phrase(date.fromordinal(said.toordinal() - min(40, int(rng.expovariate(1 / 4.0)))), said) \
+        if aspect == "began" else ""
+    telling = {"attr": attr, "value": value, "aspect": aspect, "nights": _n(rng, 3, 12), "intro": attr == "name"}
+    clause, said_as = fact_clause(rng, telling, who, when, attr != "trips")
+    words = clause.replace(". ", " - ")
+    text = pick(rng, _QUOTES).format(name=speaker, c=words[0].upper() + words[1:], someone=pick(rng, _SOMEONE),
+                                     place=pick(rng, _PLACES))
+    claim = {"subject": "someone", "attr": attr, "value": value, "polarity": "other", "aspect": aspect,
+             "said_as": said_as}
+    if aspect == "began":
+        claim.update(when_as=when, time=_dated(when, said).isoformat())
+    return text, claim
+
+
 def _dated(when: str, said: date) -> date:
     if when == "today":
         return said
@@ -530,10 +747,14 @@ def distractor(rng: random.Random, never: Mapping[str, Sequence[str]]) -> tuple[
                       "said_as": alias}
     bank: Mapping[str, tuple[tuple[str, str, str], ...]] = {
         "city": ((f"if I ever left, I'd probably pick {v}", "me", "hypothetical"),
+                 (f"part of me wants to try living in {v} one day", "me", "hypothetical"),
+                 (f"my old flatmate just found a place in {v}", "someone", "other"),
                  (f"a colleague of mine just moved to {v}", "someone", "other"),
                  (f"maybe one day we'll look at flats in {v}", "me", "hypothetical"),
                  (f"I've never lived in {v}, whatever my accent suggests", "me", "denies")),
         "employer": ((f"my neighbour got a job at {v}", "someone", "other"),
+                     (f"a friend of mine has just been hired by {v}", "someone", "other"),
+                     (f"I applied to {v} years ago and never heard back", "me", "denies"),
                      (f"I'd never work for {v}, to be honest", "me", "denies"),
                      (f"a recruiter from {v} keeps emailing me", "someone", "other")),
         "trips": ((f"someday I'd love to see {v}", "me", "hypothetical"),
@@ -547,24 +768,27 @@ def distractor(rng: random.Random, never: Mapping[str, Sequence[str]]) -> tuple[
     return text, {"subject": subject, "attr": attr, "value": v, "polarity": polarity, "aspect": "holds", "said_as": v}
 
 
-def _join(parts: Sequence[str]) -> str:
-    out = []
+def _join(parts: Sequence[str], rng: random.Random | None = None, run_on: float = 0.0) -> str:
+    """Clauses as sentences; with ``rng``, two statements run together a share ``run_on`` of the time ("..., and ...")."""
+    out: list[str] = []
     for part in parts:
         for p in part.split(". "):
             p = p.strip()
+            if out and rng is not None and out[-1].endswith(".") and p[-1] not in "?!" and rng.random() < run_on:
+                first, _, rest = p.partition(" ")
+                low = first.lower() if first in _COMMON_STARTS else first
+                out[-1] = out[-1][:-1] + pick(rng, _COORDINATORS) + low + (" " + rest if rest else "") + "."
+                continue
             out.append(p[0].upper() + p[1:] + ("" if p[-1] in ".?!" else "."))
     return " ".join(out)
+
+
+_COORDINATORS = (", and ", " - ", "; ", ", and also ", ". Also, ", ", plus ", " and ")
 
 
 _OPENERS = ("By the way, ", "Oh, and ", "Quick one: ", "", "", "", "Side note: ", "Anyway, ", "So, ", "Right, ")
 
 
-_COMMON_STARTS = frozenset((
-    "Can", "Could", "How", "Is", "What", "Help", "My", "Please", "Would", "Quiz", "Which", "The", "Here", "Our", "A",
-    "An", "It", "Maybe", "If", "Someday", "Everything", "Things", "Work", "Since", "Keep", "Remember", "Nothing",
-    "We", "Tell", "Try", "Budget", "Step", "Help", "Are", "Do", "Does", "Should", "Any", "Everything", "Working",
-    "As", "Feeding", "Setting", "Our", "Some", "Someone", "Let", "This", "That", "There", "Next", "Last",
-))
 
 
 def _opener(rng: random.Random) -> str:
@@ -580,12 +804,14 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
     (``mirror``), so that a turn built around news is no sign that the news is the user's.
     """
     if fact is None:
-        parts = [_task_request(rng, theme, d), _context(rng, theme, d)]
+        parts = [_request(rng, theme, d), _context(rng, theme, d)]
+        if rng.random() < 0.4:
+            parts.reverse()  # the circumstances first, then the ask
     else:
         # A turn with news is mostly about the news; now and then it also carries the task.
         parts = [fact]
         if rng.random() < task_share:
-            parts.insert(rng.randrange(2), _task_request(rng, theme, d))
+            parts.insert(rng.randrange(2), _request(rng, theme, d))
     if distract is not None:
         parts.insert(rng.randrange(len(parts) + 1), distract)
     opener = _opener(rng)
@@ -593,25 +819,143 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
         first, _, rest = parts[0].partition(" ")
         # "So, can you..." but "So, I moved...", "So, Ana moved...": only a common opening word is lower-cased.
         parts[0] = opener + (first.lower() if first in _COMMON_STARTS else first) + (" " + rest if rest else "")
-    return _join(parts)
+    return _join(parts, rng, 0.3)
 
 
-def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], echo: str | None = None) -> tuple[str, str | None]:
-    """One assistant turn, and the title it recommends (reading and film themes) or None."""
+def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], react: str = "",
+                   after: str = "") -> tuple[str, str | None]:
+    """One assistant turn, and the title it recommends (reading and film themes) or None.
+
+    Args:
+        rng: the user's text generator.
+        theme: the session's task theme.
+        d: the session's details (``session_details``).
+        react: what the assistant says first, in response to the user's news (``reaction``), or "".
+        after: what it says last (a question back, ``news_prompt``, or a look back at an earlier session, ``recall``).
+    """
     title = None
     if theme == "reading":
         title, author = pick(rng, BOOKS)
         body = pick(rng, (f"I recommend {title} by {author}: it is {d['genre']} with short chapters, good for evenings.",
                           f"I'd suggest {title} ({author}); readers who want {d['genre']} tend to love it.",
-                          f"{title} by {author} fits: {d['genre']}, about {d['words']} pages, and it ends well."))
+                          f"{title} by {author} fits: {d['genre']}, about {d['words']} pages, and it ends well.",
+                          f"Try {title}, by {author}. If you want {d['genre']}, it is hard to beat.",
+                          f"For {d['genre']}, my pick is {title} by {author}."))
     elif theme == "film":
         title = pick(rng, FILMS)
         body = pick(rng, (f"I'd recommend the film {title}; it is {d['film_genre']} and runs under two hours.",
-                          f"{title} would suit {d['n']} of you: {d['film_genre']}, and nobody needs to have seen a prequel."))
+                          f"{title} would suit {d['n']} of you: {d['film_genre']}, and nobody needs to have seen a prequel.",
+                          f"How about {title}? It's {d['film_genre']}, and it holds up on a small screen.",
+                          f"For {d['film_genre']}, {title} is the film I'd put on."))
     else:
-        body = f"{_task_answer(rng, theme, d)} {pick(rng, _CLOSINGS).format(**d)}"
-    lead = echo or pick(rng, ("", "Good question. ", "Sure. ", "Happy to help. ", "Of course. ", "Right. "))
-    return (lead + body).strip(), title
+        body = _task_answer(rng, theme, d)
+        if rng.random() < 0.6:
+            body = f"{body} {_closing(rng, d)}"
+    lead = "" if react else pick(rng, _LEADS)
+    if lead and rng.random() < 0.7:
+        first, _, rest = body.partition(" ")
+        body = f"{lead.rstrip('. !')}{pick(rng, (', ', ' - ', ': '))}{first.lower() if first.rstrip(',:') in _COMMON_STARTS else first} {rest}"
+        lead = ""
+    return " ".join(x for x in (react, lead + body, after) if x).strip(), title
+
+
+_LEADS = ("", "", "", "", "", "", "Good question. ", "Sure. ", "Happy to help. ", "Of course. ", "Right. ", "Okay! ", "Gladly. ",
+          "Let me think. ", "Absolutely. ", "Fair question. ", "No problem. ", "Sure thing. ", "Here's a thought. ",
+          "Easy enough. ", "Happy to. ", "Alright. ", "Good idea. ", "Let's see. ",
+          "Here's what I'd do. ", "That's doable. ", "Nice one. ", "Sounds fun. ", "Great question. ", "Hm, okay. ")
+_REACTIONS: Mapping[str, tuple[str, ...]] = {
+    # What the assistant says to news, by topic; value-free, so it asserts nothing.
+    "city": ("What a change, congratulations on the move!", "A new city! I hope you're settling in.",
+             "Moving is a lot of work; how's the new place?", "That's a big move.", "New streets to explore, how exciting."),
+    "employer": ("Congratulations on the new job!", "A new job, that's great news.", "Well done on the new role!",
+                 "How exciting, a fresh start at work.", "That's a big step; I hope the first weeks go smoothly."),
+    "occupation": ("Congratulations on the new role!", "A change of career, that's brave.", "That sounds like a good move."),
+    "partner": ("That's lovely news!", "I'm so glad it's going well.", "How nice to hear."),
+    "single": ("I'm sorry to hear that.", "That sounds hard; I hope you're doing okay.", "Take care of yourself."),
+    "diet": ("Noted, I'll keep that in mind for recipes.", "Good to know for food ideas.", "That's a big change in the kitchen."),
+    "cuisine": ("Good taste!", "I can see why.", "That's a great choice for a night out."),
+    "music": ("Good taste!", "Great for focus, I imagine.", "I can see the appeal."),
+    "pets": ("A new pet! How lovely.", "Aww, congratulations on the new arrival.", "How are they settling in?"),
+    "habits": ("That sounds like a great new habit.", "Good for you for starting that.", "How are you finding it?"),
+    "trip_plans": ("Sounds like a wonderful trip to look forward to.", "How exciting, a trip coming up!",
+                   "That should be a lovely break."),
+    "trips": ("Welcome back! It sounds like a great trip.", "Glad you had a good time away.", "What a trip!"),
+    "illnesses": ("I'm sorry you were ill; I hope you're fully better.", "Oh no, I hope you've recovered.",
+                  "That sounds rough. Feeling better now?"),
+    "purchases": ("Nice purchase!", "Enjoy it!", "Sounds like a treat."),
+    "person": ("Good for them!", "That's big news for them.", "Sounds like a lot of change for them.",
+               "Pass on my congratulations.", "I hope it works out for them.", "Big changes on their side, then.",
+               "Fingers crossed it goes well for them.", "That must be exciting for them.", "What a year they're having.",
+               "Quite the news.", "They've been busy!", "Lucky them."),
+}
+_TEASERS = (
+    # Said before news, the user's or someone else's; the news itself comes in the next turn.
+    "guess what happened this week", "I have some news, actually", "something big happened", "I've got an update for you",
+    "you'll never guess what happened", "there's news on my end", "remind me to tell you something after this",
+    "wait till you hear this", "oh, and I have to tell you something", "a lot has changed since we last talked",
+    "I have gossip", "so much going on lately", "let me tell you what happened", "big week, by the way",
+)
+_PROMPTS = ("What's the news?", "Oh? Do tell.", "I'm curious now, what happened?", "Go on, what is it?",
+            "Now I want to hear the news!", "Tell me everything.", "What happened?", "Ooh, spill.", "I'm all ears.")
+_REVEALS = ("So, ", "Okay: ", "Right, so ", "Well, ", "The news: ", "Here goes: ", "So here it is: ", "Okay so ",
+            "Right: ", "Alright, ")
+_RECALLS = ("How did {x} turn out, by the way?", "Did {x} work out in the end?", "Any luck with {x} since we last talked?",
+            "Last time we looked at {x}; did it go well?", "By the way, how was {x} in the end?")
+
+
+_FOLLOW_UPS: Mapping[str, tuple[str, ...]] = {
+    "city": ("How's the commute?", "Found a favourite café yet?", "Is the flat all unpacked?", "Do you know the neighbours yet?"),
+    "employer": ("How's the team?", "What's the first project?", "How was the first week?", "Is the commute any better?"),
+    "occupation": ("What's the hardest part so far?", "Is it what you expected?", "How are you finding it?"),
+    "partner": ("How did you meet?", "Have your friends met them yet?"),
+    "trips": ("What was the highlight?", "Did the weather hold?", "Would you go back?", "How was the food?"),
+    "trip_plans": ("Have you booked somewhere to stay?", "What are you most looking forward to?"),
+    "pets": ("How are they settling in?", "Have they chewed anything yet?"),
+    "illnesses": ("Are you back to normal?", "Did the doctor say how long it lasts?"),
+    "person": ("How do they feel about it?", "Did they see it coming?", "Are they happy about it?"),
+}
+_OH = ("", "", "", "Oh, ", "Oh wow, ", "Ah, ", "Well, ", "Wow. ", "Oh! ", "Ooh, ")
+
+
+def reaction(rng: random.Random, topic: str) -> str:
+    """What the assistant says first on hearing news about ``topic`` (an attribute, ``single`` or ``person``):
+    an exclamation, maybe, a comment, and maybe a question back; value-free, so it asserts nothing."""
+    said = pick(rng, _REACTIONS[topic])
+    oh = pick(rng, _OH) if topic != "single" else ""
+    said = oh + (said[0].lower() + said[1:] if oh.endswith(", ") and not said.startswith(("I ", "I'")) else said)
+    if topic in _FOLLOW_UPS and rng.random() < 0.5:
+        said = f"{said} {pick(rng, _FOLLOW_UPS[topic])}"
+    return said
+
+
+def teaser(rng: random.Random) -> str:
+    """A clause that announces news to come, with none of it."""
+    return pick(rng, _TEASERS)
+
+
+def news_prompt(rng: random.Random) -> str:
+    """The assistant asking to hear the news a teaser announced."""
+    return pick(rng, _PROMPTS)
+
+
+def reveal(rng: random.Random, text: str) -> str:
+    """``text`` told as the news a teaser announced ("So, I moved...")."""
+    for opener in _OPENERS:
+        if opener and text.startswith(opener):
+            text = text[len(opener):]
+            text = text[0].upper() + text[1:]
+            break
+    first, _, rest = text.partition(" ")
+    return pick(rng, _REVEALS) + (first.lower() if first in _COMMON_STARTS else first) + (" " + rest if rest else "")
+
+
+def recall(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    """The assistant asking how an earlier session's task went (``d``: that session's details), or ""."""
+    who = str(d["who"]).replace("my ", "your ")
+    x = {"recipe": f"the {d['dish']}", "writing": f"the {d['doc']}", "code": f"that {d['code'][0]} script",
+         "training": f"the {d['ex']}", "repair": str(d["repair"]), "language": f"your {d['lang']}",
+         "gift": f"the present for {who}", "budget": f"the {d['cat']} budget", "planning": f"your plans for {d['day']}"}
+    return pick(rng, _RECALLS).format(x=x[theme]) if theme in x else ""
 
 
 # -- questions ---------------------------------------------------------------------
@@ -626,7 +970,7 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ctx: ``rel`` (the relative's relation word), ``cur`` (a value the question may name), ``date`` (as-of date text).
     """
     kind, attr = spec["kind"], spec.get("attr", "")
-    rel, cur, date, name = ctx.get("rel", ""), ctx.get("cur", ""), ctx.get("date", ""), ctx.get("name", "")
+    rel, cur, date = ctx.get("rel", ""), ctx.get("cur", ""), ctx.get("date", "")
     label = {"city": "living", "employer": "working", "occupation": "doing for a living"}.get(attr, attr)
     banks: dict[tuple[str, str], tuple[str, ...]] = {
         ("current", "city"): ("Which city am I living in these days?", "Where's home for me at the moment?",
@@ -728,3 +1072,34 @@ def forget_reply(rng: random.Random) -> str:
     """The assistant's answer to a forget request."""
     return pick(rng, ("Understood; I won't bring that up again.", "Of course. Consider it forgotten.",
                       "Done, I'll leave that out from now on."))
+
+
+def _first_words() -> frozenset[str]:
+    """The words a template of this module may start with, capitalised ("Can", "Side", "Think"): a sentence that
+    starts with one of them may be run into the one before in lower case; a name or a place may not."""
+    banks: list[Any] = [_FRAMES, _ASKS, _ASIDES, _CONTEXT, _FOLLOW_ON, _TEASERS, _OPENERS, _LEADS, _STEPS, _ANSWER_INTROS,
+                        _IFS, _ADVICE, _REACTIONS, _FOLLOW_UPS, _PROMPTS, _REVEALS, _RECALLS, _QUOTES, FORGET_PHRASES]
+    words = {"Can", "Could", "How", "Is", "What", "Help", "My", "Please", "Would", "Quiz", "Which", "The", "Here",
+             "Our", "A", "An", "It", "Maybe", "If", "Someday", "Everything", "Things", "Work", "Since", "Keep",
+             "Remember", "Nothing", "We", "Tell", "Try", "Budget", "Step", "Are", "Do", "Does", "Should", "Any",
+             "Working", "As", "Feeding", "Setting", "Some", "Someone", "Let", "This", "That", "There", "Next", "Last"}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, str):
+            first = x.split(" ", 1)[0].strip(",:;.!?\"'")
+            if first and first[0].isalpha() and first != "I" and not first.startswith("I'"):
+                words.add(first[0].upper() + first[1:])
+        elif isinstance(x, Mapping):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (tuple, list)):
+            for v in x:
+                walk(v)
+
+    walk(banks)
+    return frozenset(words)
+
+
+_COMMON_STARTS = _first_words()
+COMMON_STARTS = frozenset(w.lower() for w in _COMMON_STARTS)
+"""Lower-cased, the words a sentence of this module may start with other than names and places."""

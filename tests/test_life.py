@@ -248,3 +248,45 @@ def test_no_opener_marks_a_fact_bearing_turn(stream):
     assert len(frequent) >= 10
     # The issue's bound on a cue's precision; the openers that used to mark news ("By the way,") had 1.0.
     assert max(hit[g] / has[g] for g in frequent) <= 0.5, base
+
+
+def test_the_assistant_takes_part_in_the_dialogue(stream):
+    """News is announced in one turn and told in the next, the assistant reacts to it and asks back about an
+    earlier session's task; none of it asserts a value (the world check reads every turn's claims)."""
+    from memsim.scenarios import life_text as X
+
+    facts = stream.meta["claims"]
+    sessions = [e for e in stream.events if isinstance(e, Session)]
+    teasers = reactions = news = recalls = 0
+    for s in sessions:
+        turns = s.turns
+        for i in range(0, len(turns) - 2, 2):
+            user, reply, following = turns[i], turns[i + 1], turns[i + 2]
+            if any(t.lower() in user.text.lower() for t in X._TEASERS) and any(p in reply.text for p in X._PROMPTS):
+                teasers += 1
+                # The next user turn tells news: the user's, one of their people's, or someone else's.
+                assert any(c["aspect"] in ("began", "plan", "holds", "long") for c in facts[following.turn_id]), following.text
+        for user, reply in zip(turns[::2], turns[1::2]):
+            began = [c for c in facts[user.turn_id] if c["polarity"] == "asserts" and c["aspect"] == "began"]
+            if began:
+                news += 1
+                reactions += any(r.lower() in reply.text.lower() for rs in X._REACTIONS.values() for r in rs)
+        recalls += any(r.split("{x}")[0] and r.split("{x}")[0] in s.turns[1].text for r in X._RECALLS)
+    assert teasers >= 10
+    assert news and reactions / news >= 0.4
+    assert recalls >= 5
+
+
+def test_someone_elses_words_in_the_users_constructions_never_count_for_the_user(stream):
+    """A quote ("my friend keeps saying 'I live in Porto'") is logged as someone else's claim: never evidence."""
+    from memsim.scenarios.claims import fact_bearing
+
+    bearing = fact_bearing(stream.meta)
+    turns = {t.turn_id: t for t in _turns(stream)}
+    quotes = {tid for tid, items in stream.meta["claims"].items()
+              if '"' in turns[tid].text and any(c["polarity"] == "other" for c in items)}
+    assert len(quotes) >= 100
+    # The quoted words are the user's own constructions ("I ...", "my ..."), in the first person.
+    assert sum(bool(re.search(r'"(I|My|Our|We) ', turns[tid].text)) for tid in quotes) >= len(quotes) / 3
+    evidence = {tid for q in _questions(stream) for tid in q.evidence}
+    assert not (quotes - bearing) & evidence

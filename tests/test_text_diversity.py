@@ -104,6 +104,33 @@ def test_the_locomo_stream_is_varied_text(locomo_path: Path) -> None:
     assert "top-20 6-word openings  user" in text and "n/a (the stream does not say" in text
 
 
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_demo_world_meets_the_diversity_bounds(seed: int) -> None:
+    """Issue 35's bounds on the demo world: openings shared no more than real chat allows, sentences of their own,
+    and no phrase that marks the turns that bear a fact (at an opening or anywhere)."""
+    _, stream, _ = config_stream(CONFIG_DIR / "demo.toml", seed=seed)
+    d = text_diversity(stream)
+    assert d["prefix_share"]["user"]["share"] <= 0.05, d["prefix_share"]["user"]
+    assert d["prefix_share"]["assistant"]["share"] <= 0.05, d["prefix_share"]["assistant"]
+    assert d["skeleton_ratio"] >= 0.5
+    assert d["best_cue"]["fact_bearing_turns"] > 900 and d["best_cue"]["precision"] <= 0.5, d["best_cue"]
+    assert d["best_ngram_cue"]["precision"] <= 0.5, d["best_ngram_cue"]
+
+
+def test_the_best_ngram_cue_counts_phrases_anywhere_in_30_or_more_user_turns() -> None:
+    facts = [("user", f"Well, number {i}, I moved to town and the flat is small.") for i in range(30)]
+    chat = [("user", f"Well, number {i}, what is a good film for tonight?") for i in range(30)]
+    stream = _stream(facts + chat)
+    d = text_diversity(stream, fact_bearing={f"t{i}" for i in range(30)})
+    # "well" opens every turn (precision 0.5), but "moved to town" stands later in only the fact-bearing ones.
+    assert d["best_cue"]["precision"] == pytest.approx(0.5)
+    assert d["best_ngram_cue"]["precision"] == 1.0 and d["best_ngram_cue"]["turns"] == 30
+    assert d["best_ngram_cue"]["ngram"] in ("moved", "and", "flat", "i moved", "town", "small")
+    few = text_diversity(_stream(facts[:29] + chat), fact_bearing={f"t{i}" for i in range(29)})
+    assert few["best_ngram_cue"]["precision"] < 1.0  # phrases of 29 turns are not counted
+
+
 def _empty_profile() -> dict:
     spread = {"n": 0, "mean": None, "p10": None, "median": None, "p90": None}
     return {"users": 1, "sessions": 0, "turns": 0, "questions": 0, "scored_questions": 0, "deletions": 0,
