@@ -24,11 +24,12 @@ from typing import Any
 
 __all__ = ["ASPECTS", "POLARITIES", "Claim", "claim_from_json", "claims_of", "fact_bearing"]
 
-POLARITIES = ("asserts", "denies", "hypothetical", "other", "forgets")
+POLARITIES = ("asserts", "denies", "hypothetical", "other", "forgets", "mistaken")
 """``asserts``: the speaker states it as so; ``denies``: states it is not so; ``hypothetical``: a wish, plan
 that fell through or an if; ``other``: someone else's fact with a value of the same type (a colleague's move);
 ``forgets``: the user asks, in plain words, that what they said of ``attr`` be forgotten (``value`` empty,
-``said_as`` the words that name the topic)."""
+``said_as`` the words that name the topic); ``mistaken``: the assistant says it of the user or their people,
+wrongly (the user's next turn corrects it)."""
 
 ASPECTS = ("holds", "began", "long", "plan")
 """``holds``: the value holds on ``time`` (the day it was said); ``began``: the value began on ``time``

@@ -81,6 +81,9 @@ class LifeConfig(BaseModel):
     deletion_rate: Annotated[float, bounded(1_000)] = Field(0.15, ge=0, description="forget requests per user per month")
     forget_in_text_rate: Annotated[float, bounded(1_000)] = Field(
         0.1, ge=0, description="requests per user per month, in the user's own words, to forget a topic (no API deletion)")
+    correction_rate: float = Field(
+        0.05, ge=0, le=1, description="chance a session's first reply misremembers a fact the user told (city, employer, "
+        "a relative's name) and the user corrects it in the next turn")
     start: datetime = Field(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc), description="simulated time zero")
 
     @field_validator("event_rate")
@@ -338,6 +341,7 @@ class _Life:
         self.asks = random.Random(f"{self.ids.salt}:{self.user_id}:forget")
         n_asks = sum(self.asks.random() < cfg.forget_in_text_rate / 30.0 for _ in range(int(self.span)))
         self.ask_days = sorted(self.asks.uniform(0.0, self.span) for _ in range(n_asks))
+        self.fixes = random.Random(f"{self.ids.salt}:{self.user_id}:correct")  # the assistant's slips, likewise
         for day, hour in times:
             out.append(self._session(day, hour, introduced))
         out.extend(self._deletions())
@@ -393,6 +397,7 @@ class _Life:
         # A teaser in one turn ("guess what happened"), the news itself in the next: for the user's news and
         # someone else's alike.
         teased = {p for p in news if p > 0 and words.random() < _TEASER_SHARE}
+        fix = self._slip(day, when) if self.fixes.random() < cfg.correction_rate else None
         for p in range(n_pairs):
             telling = plan.get(p)
             for _ in range(12):  # redraw until the text is new: no turn text repeats
@@ -428,6 +433,8 @@ class _Life:
                 if p + 1 in teased:
                     text = f"{text} {X.teaser(words).capitalize()}."
                 text = self.voice.say(words, text, keep)
+                if fix is not None and p == 1:
+                    text = f"{fix['correction']} {text}"
                 if p == 0 and words.random() < 0.5:
                     text = X.greet(words, X.greeting(words, int(hour), self.greets), text)
                 react = X.reaction(words, topic) if p in news and words.random() < (0.3 if p in mirrors else 0.7) else ""
@@ -435,6 +442,8 @@ class _Life:
                 if not after and p == 0 and self.last_task is not None and words.random() < 0.3:
                     after = X.recall(words, *self.last_task)
                 reply, title = X.assistant_turn(words, theme, d, react, after)
+                if fix is not None and p == 0:
+                    reply = f"{reply} {fix['slip']}"
                 if text not in self.seen and reply not in self.seen:
                     break
             self.seen.update((text, reply))
@@ -446,6 +455,11 @@ class _Life:
             tid = add("user", text, claims)
             if p in quotes and self.echoes:
                 self.echoes.pop(0)
+            if fix is not None and p == 1:
+                claims[:0] = self._record(fix["telling"], tid, when, said_day, fix["right"], "")
+                claims.append(Claim(subject=fix["telling"]["subject"], attr=fix["attr"], value=fix["wrong"],
+                                    time=said_day.isoformat(), aspect="holds", polarity="denies",
+                                    said_as=fix["wrong"]).to_json())
             if telling is not None:
                 who = self.people.get(telling["subject"])
                 value = "" if who or telling["attr"] == "pets" or (telling["attr"] == "partner" and telling["value"] != "single") \
@@ -462,11 +476,45 @@ class _Life:
                 genre = d["genre"] if theme == "reading" else d["film_genre"]
                 self.claims[rid] = self._record({"subject": "assistant", "attr": attr, "value": title, "aspect": "holds",
                                                  "genre": genre}, rid, when, said_day, title, "")
+            if fix is not None and p == 0:
+                self.claims[rid].append(Claim(subject=fix["telling"]["subject"], attr=fix["attr"], value=fix["wrong"],
+                                              time=said_day.isoformat(), aspect="holds", polarity="mistaken",
+                                              said_as=fix["wrong"]).to_json())
         if self.ask_days and self.ask_days[0] <= day:
             self.ask_days.pop(0)
             self._forget_in_text(when, said_day, add)
         self.last_task = (theme, d)
         return Session(session_id=sid, user_id=self.user_id, time=when, turns=tuple(turns))
+
+    def _slip(self, day: int, when: datetime) -> dict[str, Any] | None:
+        """What the assistant may misremember at the start of a session, and the user's correction, or None.
+
+        Only a fact the user told and that still holds as told (their city or employer, a relative's name); the
+        wrong value is one the user never holds, or a name none of their people has, of the relation's gender.
+        """
+        iso, rng = when.isoformat(), self.fixes
+        options: list[dict[str, Any]] = []
+        for attr in ("city", "employer"):
+            said = W.told(self.index, "me", attr, iso)
+            right = self._state("me", attr, day)
+            if said and said[-1]["value"] == right and self.never.get(attr):
+                options.append({"attr": attr, "right": str(right), "wrong": X.pick(rng, self.never[attr]), "rel": "",
+                                "telling": {"subject": "me", "attr": attr, "value": right, "aspect": "holds"}})
+        names = {p["name"] for p in self.people.values()}
+        for pid, p in sorted(self.people.items()):
+            if p["relation"] in _RELATIVES[1:] and W.told(self.index, pid, "name", iso):
+                fits = [n for n in W.names_for(p["relation"]) if n not in names]
+                if fits:
+                    options.append({"attr": "name", "right": p["name"], "wrong": X.pick(rng, fits), "rel": p["relation"],
+                                    "telling": {"subject": pid, "attr": "name", "value": p["name"], "aspect": "holds"}})
+        if not options:
+            return None
+        fix = X.pick(rng, options)
+        fix["slip"] = X.slip(rng, fix["attr"], fix["wrong"], fix["rel"])
+        # In the user's voice, drawn from this generator too: the rest of the world is the same without it.
+        fix["correction"] = self.voice.say(rng, X.correction(rng, fix["attr"], fix["right"], fix["wrong"], fix["rel"]),
+                                           [fix["right"], fix["wrong"]])
+        return fix
 
     def _forget_in_text(self, when: datetime, said_day: date, add: Any) -> None:
         """A turn pair in which the user asks, in plain words, to forget a topic they told; its tellings go from then on."""
@@ -517,7 +565,7 @@ class _Life:
                 polarity="asserts", said_as=said_as if t is told else str(t["value"]),
                 when_as=when_as if t["aspect"] == "began" else "", relation=t.get("relation", ""),
                 genre=t.get("genre", "")).to_json())
-        self.facts[turn_id] = [said_as]
+        self.facts.setdefault(turn_id, []).append(said_as)
         return claims
 
     # -- deletions and questions -------------------------------------------------------

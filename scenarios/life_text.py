@@ -29,7 +29,7 @@ from memsim.scenarios import life_truth as W
 
 __all__ = [
     "THEMES", "DIET_ALIASES", "BOOKS", "FILMS", "GREETINGS", "BREAKUP_WORDS", "pick", "greeting", "when_phrase",
-    "fact_clause", "distractor", "mirror", "quote", "reaction", "teaser", "news_prompt", "reveal", "recall", "greetings_of", "greet", "session_details", "FORGET_PHRASES", "forget_request", "forget_reply", "user_turn", "assistant_turn", "question_text",
+    "fact_clause", "distractor", "mirror", "quote", "reaction", "teaser", "news_prompt", "reveal", "recall", "greetings_of", "greet", "slip", "correction", "session_details", "FORGET_PHRASES", "forget_request", "forget_reply", "user_turn", "assistant_turn", "question_text",
 ]
 
 GREETINGS = ("Hi!", "Hello again.", "Hey, quick one.", "Morning!", "Good afternoon.", "Evening.", "Hi there.", "Hey!",
@@ -701,7 +701,7 @@ def quote(rng: random.Random, never: Mapping[str, Sequence[str]], said: date, na
         if aspect == "began" else ""
     telling = {"attr": attr, "value": value, "aspect": aspect, "nights": _n(rng, 3, 12), "intro": attr == "name"}
     clause, said_as = fact_clause(rng, telling, who, when, attr != "trips")
-    words = clause.replace(". ", " - ")
+    words = clause.replace(". ", pick(rng, (" - ", ", and ", ", and also ", "; ", " and ", ", plus ")))
     text = pick(rng, _QUOTES).format(name=speaker, c=words[0].upper() + words[1:], someone=pick(rng, _SOMEONE),
                                      place=pick(rng, _PLACES))
     claim = {"subject": "someone", "attr": attr, "value": value, "polarity": "other", "aspect": aspect,
@@ -1068,6 +1068,46 @@ def forget_request(rng: random.Random, attr: str) -> tuple[str, str]:
     return text, phrase
 
 
+_SLIPS: Mapping[str, tuple[str, ...]] = {
+    # The assistant misremembering what the user told it: the wrong value in a passing remark.
+    "city": ("How is life in {wrong} treating you, by the way?", "I hope the weather in {wrong} is kinder today.",
+             "Is {wrong} still as busy as you said?"),
+    "employer": ("Is it still hectic at {wrong}?", "How are things at {wrong} these days?",
+                 "Hope {wrong} isn't working you too hard."),
+    "name": ("Say hi to {wrong} for me!", "How is your {rel} {wrong} doing?", "Maybe your {rel} {wrong} has ideas too."),
+}
+_CORRECTIONS: Mapping[str, tuple[str, ...]] = {
+    # The user setting it right, in plain words: the right value asserted, the wrong one denied.
+    "city": ("I live in {right}, not {wrong}", "it's {right} - I've never lived in {wrong}", "I'm in {right}, not {wrong}",
+             "{wrong}? Home is {right}", "{right}, remember? {wrong} was never home", "not {wrong}: {right} is where I live",
+             "I've never even been to {wrong} - I'm in {right}", "my flat's in {right}, not {wrong}"),
+    "employer": ("I work at {right}, not {wrong}", "{right} - I've never worked at {wrong}", "my job is at {right}, not {wrong}",
+                 "{wrong} isn't my employer, {right} is", "it's {right} I work for, not {wrong}",
+                 "I'm at {right}; {wrong} never hired me", "wrong company: {right}, not {wrong}"),
+    "name": ("my {rel} is {right}, not {wrong}", "it's {right} - my {rel} isn't {wrong}", "{wrong}? It's {right}",
+             "{right}, not {wrong}", "my {rel}'s name is {right}, not {wrong}",
+             "{wrong} is someone else; my {rel} is {right}", "I'm sure it's {right}, my {rel}, not {wrong}"),
+}
+_SETTING_RIGHT = ("Wait, ", "So, ", "Right, ", "Oh, and ", "Anyway, ", "", "", "Quick one: ",
+                  "By the way, ")
+_AFTERWARDS = ("", "", "", " Easy to mix up.", " Common mistake!", " All good.", " Anyway.", " You had me confused!")
+
+
+def slip(rng: random.Random, attr: str, wrong: str, rel: str = "") -> str:
+    """The assistant's remark with the wrong value of ``attr`` (``city``, ``employer`` or a person's ``name``)."""
+    return pick(rng, _SLIPS[attr]).format(wrong=wrong, rel=rel)
+
+
+def correction(rng: random.Random, attr: str, right: str, wrong: str, rel: str = "") -> str:
+    """The user's correction: ``right`` asserted, ``wrong`` denied."""
+    core = pick(rng, _CORRECTIONS[attr]).format(right=right, wrong=wrong, rel=rel)
+    lead = pick(rng, _SETTING_RIGHT)
+    if not lead:
+        core = core[0].upper() + core[1:]
+    end = "" if core[-1] in "?!" else "."
+    return f"{lead}{core}{end}{pick(rng, _AFTERWARDS)}"
+
+
 def forget_reply(rng: random.Random) -> str:
     """The assistant's answer to a forget request."""
     return pick(rng, ("Understood; I won't bring that up again.", "Of course. Consider it forgotten.",
@@ -1078,7 +1118,8 @@ def _first_words() -> frozenset[str]:
     """The words a template of this module may start with, capitalised ("Can", "Side", "Think"): a sentence that
     starts with one of them may be run into the one before in lower case; a name or a place may not."""
     banks: list[Any] = [_FRAMES, _ASKS, _ASIDES, _CONTEXT, _FOLLOW_ON, _TEASERS, _OPENERS, _LEADS, _STEPS, _ANSWER_INTROS,
-                        _IFS, _ADVICE, _REACTIONS, _FOLLOW_UPS, _PROMPTS, _REVEALS, _RECALLS, _QUOTES, FORGET_PHRASES]
+                        _IFS, _ADVICE, _REACTIONS, _FOLLOW_UPS, _PROMPTS, _REVEALS, _RECALLS, _QUOTES, FORGET_PHRASES,
+                        _CORRECTIONS]
     words = {"Can", "Could", "How", "Is", "What", "Help", "My", "Please", "Would", "Quiz", "Which", "The", "Here",
              "Our", "A", "An", "It", "Maybe", "If", "Someday", "Everything", "Things", "Work", "Since", "Keep",
              "Remember", "Nothing", "We", "Tell", "Try", "Budget", "Step", "Are", "Do", "Does", "Should", "Any",

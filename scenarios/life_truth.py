@@ -33,7 +33,7 @@ from memsim.sim.events import Deletion, Question, Session
 __all__ = [
     "CITIES", "SECTORS", "OCCUPATIONS", "NAMES", "DESTINATIONS", "ILLNESSES", "PURCHASES", "HABITS",
     "DIETS", "CUISINES", "MUSIC", "BOOK_GENRES", "PET_SPECIES", "PET_NAMES", "REPLACING", "ACCUMULATING",
-    "EVENT_RATES", "ABSTAIN", "UTC_OFFSETS", "FEMALE_NAMES", "MALE_NAMES", "NEUTRAL_NAMES", "Index", "sample_user",
+    "EVENT_RATES", "ABSTAIN", "UTC_OFFSETS", "FEMALE_NAMES", "MALE_NAMES", "NEUTRAL_NAMES", "names_for", "Index", "sample_user",
     "sample_events", "index_tellings", "told", "by_valid", "local_day", "meant", "derive", "check_world",
 ]
 
@@ -180,11 +180,15 @@ def _weighted(rng: np.random.Generator, options: Mapping[str, Sequence[float]] |
 
 
 def _name(rng: np.random.Generator, relation: str, taken: set[str]) -> str:
-    pool = (*NEUTRAL_NAMES, *(FEMALE_NAMES if relation in _FEMALE else MALE_NAMES if relation in _MALE else
-                              (*FEMALE_NAMES, *MALE_NAMES)))
-    name = _weighted(rng, pool, exclude=sorted(taken))
+    name = _weighted(rng, names_for(relation), exclude=sorted(taken))
     taken.add(name)
     return name
+
+
+def names_for(relation: str) -> tuple[str, ...]:
+    """The names a person of ``relation`` may have (a sister's are female or neutral)."""
+    return (*NEUTRAL_NAMES, *(FEMALE_NAMES if relation in _FEMALE else MALE_NAMES if relation in _MALE else
+                              (*FEMALE_NAMES, *MALE_NAMES)))
 
 
 def _person(rng: np.random.Generator, pid: str, relation: str, taken: set[str], *, city: str, age: int) -> dict[str, Any]:

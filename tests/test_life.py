@@ -290,3 +290,48 @@ def test_someone_elses_words_in_the_users_constructions_never_count_for_the_user
     assert sum(bool(re.search(r'"(I|My|Our|We) ', turns[tid].text)) for tid in quotes) >= len(quotes) / 3
     evidence = {tid for q in _questions(stream) for tid in q.evidence}
     assert not (quotes - bearing) & evidence
+
+
+def test_the_assistant_misremembers_and_the_user_corrects_it_in_plain_words(stream):
+    """A slip of the assistant's ("How is life in Porto?") is logged as ``mistaken``, never the user's fact; the
+    user's next turn asserts the right value and denies the wrong one, and later gold counts the correction."""
+    claims = stream.meta["claims"]
+    turns = {t.turn_id: t for t in _turns(stream)}
+    sessions = [e for e in stream.events if isinstance(e, Session)]
+    corrected = []
+    for s in sessions:
+        slips = [c for c in claims[s.turns[1].turn_id] if c["polarity"] == "mistaken"]
+        if not slips:
+            continue
+        slip = slips[0]
+        fix = claims[s.turns[2].turn_id]
+        right = [c for c in fix if c["polarity"] == "asserts" and c["subject"] == slip["subject"] and c["attr"] == slip["attr"]]
+        wrong = [c for c in fix if c["polarity"] == "denies" and c["value"] == slip["value"]]
+        assert right and wrong and right[0]["value"] != slip["value"], (s.turns[1].text, s.turns[2].text)
+        assert slip["value"] in turns[s.turns[1].turn_id].text and right[0]["value"] in turns[s.turns[2].turn_id].text
+        corrected.append(s.turns[2].turn_id)
+    assert len(corrected) >= 3
+    # A correction is a telling like any other: questions asked after it count it as evidence.
+    evidence = {tid for q in _questions(stream) for tid in q.evidence}
+    assert evidence & set(corrected)
+    assert check_world(stream) == []
+
+
+def test_no_corrections_leave_the_rest_of_the_world_as_it_was():
+    a, b = _stream(0, users=2), _stream(0, users=2, correction_rate=0.0)
+    assert not any(c["polarity"] == "mistaken" for items in b.meta["claims"].values() for c in items)
+    assert len(_questions(a)) == len(_questions(b))
+    slipped = {tid for tid, items in a.meta["claims"].items() for c in items if c["polarity"] == "mistaken"}
+    assert slipped
+    sessions_a = [e for e in a.events if isinstance(e, Session)]
+    sessions_b = [e for e in b.events if isinstance(e, Session)]
+    assert len(sessions_a) == len(sessions_b)
+    for sa, sb in zip(sessions_a, sessions_b):
+        fixed = sa.turns[1].turn_id in slipped
+        for i, (ta, tb) in enumerate(zip(sa.turns, sb.turns)):
+            if fixed and i == 1:
+                assert ta.text.startswith(tb.text)  # the slip is said after the reply
+            elif fixed and i == 2:
+                assert ta.text != tb.text  # the correction, in the user's voice, before what they had to say
+            else:
+                assert ta.text == tb.text
