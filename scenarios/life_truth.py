@@ -405,7 +405,7 @@ def by_valid(tellings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def _months_text(days: float) -> str:
     weeks = days / 7.0
     if weeks < 8:
-        return f"about {max(1, round(weeks))} weeks"
+        return "about 1 week" if round(weeks) <= 1 else f"about {round(weeks)} weeks"
     return f"about {round(days / 30.0)} months"
 
 

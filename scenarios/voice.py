@@ -39,11 +39,11 @@ FILLERS = (
 
 TAGS = (
     "lol", "haha", ":)", ":D", "🙂", "😅", "🙏", "👍", "thanks!", "cheers", "thx", "ty", "if that makes sense",
-    "no rush", "x", "😂", "🤞", "tbh", "I guess", "anyway", "ha", "thanks in advance", "much appreciated",
+    "no rush", "x", "😂", "🤞", "tbh", "anyway", "ha", "thanks in advance", "much appreciated",
     "if you can", "fingers crossed", "😊", "🙃", "✨", "hope that's clear", "ta", "many thanks", "phew", "oh well",
-    "I think", "right?", "or so", "you know", "help!", "please and thank you", "cheers in advance",
+    "right?", "you know", "help!", "please and thank you", "cheers in advance",
 )
-"""What a user may end a turn with."""
+"""What a user may end a turn with (never a hedge such as "I think": it would weaken what the turn asserts)."""
 
 SHORTHAND = (
     ("you", "u"), ("your", "ur"), ("please", "pls"), ("thanks", "thx"), ("though", "tho"), ("because", "cuz"),
@@ -66,8 +66,9 @@ _CONTRACT = (
 _EXPAND = tuple((short, full) for full, short in _CONTRACT
                 if short not in ("it's", "I'd", "that's", "there's", "what's", "I've"))
 
-_INTENSIFIERS = ("really", "actually", "just", "finally", "honestly", "literally", "basically", "kind of", "sort of",
-                 "totally", "pretty much", "definitely", "genuinely", "seriously")
+# Adverbs that stress, never hedge: "I sort of moved" would weaken what the turn asserts.
+_INTENSIFIERS = ("really", "actually", "just", "finally", "honestly", "literally", "totally", "definitely", "genuinely",
+                 "seriously")
 _INTENSIFIABLE = ("want", "need", "love", "hope", "think", "like", "tried", "started", "moved", "got", "bought",
                   "came", "had", "went", "keep", "wish", "feel", "know", "found", "made", "hate", "mean")
 
@@ -174,7 +175,7 @@ class Voice:
     def _contractions(self, rng: random.Random, s: str) -> str:
         for full, short in _CONTRACT:
             if full in s and rng.random() < self.contract:
-                s = re.sub(rf"\b{full}\b", short, s)
+                s = re.sub(rf"\b{full}\b(?= \w)", short, s)  # "here it is:" stays whole
         for short, full in _EXPAND:
             if short in s and rng.random() > self.contract:
                 s = re.sub(rf"\b{re.escape(short)}(?!\w)", full, s)

@@ -104,7 +104,7 @@ def _weeks_or_months(days: float) -> str:
     # The world's wording of an elapsed time: weeks up to eight, months of 30 days after.
     if days / 7.0 < 8:
         n = round(days / 7.0)
-        return f"about {n if n >= 1 else 1} weeks"
+        return "about 1 week" if n <= 1 else f"about {n} weeks"
     return f"about {round(days / 30.0)} months"
 
 
