@@ -1086,10 +1086,10 @@ _CORRECTIONS: Mapping[str, tuple[str, ...]] = {
                  "I'm at {right}; {wrong} never hired me", "wrong company: {right}, not {wrong}"),
     "name": ("my {rel} is {right}, not {wrong}", "it's {right} - my {rel} isn't {wrong}", "{wrong}? It's {right}",
              "{right}, not {wrong}", "my {rel}'s name is {right}, not {wrong}",
-             "{wrong} is someone else; my {rel} is {right}", "I'm sure it's {right}, my {rel}, not {wrong}"),
+             "{wrong} is someone else; my {rel} is {right}", "it's definitely {right}, my {rel}, not {wrong}"),
 }
-_SETTING_RIGHT = ("Wait, ", "So, ", "Right, ", "Oh, and ", "Anyway, ", "", "", "Quick one: ",
-                  "By the way, ")
+_SETTING_RIGHT = ("", "", "So, ", "Right, ", "Oh, and ", "Anyway, ", "Quick one: ", "By the way, ", "Side note: ")
+"""The openers every user turn may have (``_OPENERS``): none marks a correction."""
 _AFTERWARDS = ("", "", "", " Easy to mix up.", " Common mistake!", " All good.", " Anyway.", " You had me confused!")
 
 
