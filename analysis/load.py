@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from memsim.sim.core.errors import UserError, naming_file, short_value
+from memsim.sim.core.errors import SystemsFailed, UserError, naming_file, short_value
 from memsim.sim.load import percentiles
 from memsim.sim.spec import RunSpec, read_spec
 
@@ -155,7 +155,7 @@ def read_run(run_dir: str | Path, *, require: Collection[str] = ()) -> RunData:
     if spec.metric not in probes.columns or probes.height == 0:
         why = _failed_first(path, probes)
         if why is not None:
-            raise UserError(why)
+            raise SystemsFailed(why)
     if spec.metric not in probes.columns:
         scores = [c for c, t in probes.schema.items() if t.is_numeric() and ("@" in c or c.startswith("answer_"))]
         raise UserError(

@@ -177,7 +177,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if args.debug or message is None:
             raise
         print(f"memsim: error: {_one_line(str(message))}", file=sys.stderr)
-        return 2
+        return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         print("memsim: interrupted", file=sys.stderr)
         return 130

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-__all__ = ["UserError", "expected_failure", "naming_file", "short_value"]
+__all__ = ["UserError", "SystemsFailed", "expected_failure", "naming_file", "short_value"]
 
 
 class UserError(Exception):
@@ -18,6 +18,16 @@ class UserError(Exception):
     the valid choices. The command line prints it on one line (no traceback
     unless ``--debug``) and exits with code 2.
     """
+
+
+class SystemsFailed(UserError):
+    """Every system of a run failed before its first scored row: not bad input but an incomplete run.
+
+    Printed on one line like any ``UserError``, with exit code 1, as a run in which some system failed later:
+    the rows are committed and rerunning the same command resumes it.
+    """
+
+    exit_code = 1
 
 
 # Exceptions of optional libraries that only bad input (a damaged file, a wrong-shape reply) raises,
