@@ -761,12 +761,23 @@ def arm_headers(metric: str) -> list[str]:
             "DiD vs static control (pp) [95% CI]", "p"]
 
 
+def has_learners(table: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether any system of the table uses feedback (and so has contrasts against arms that ignore it)."""
+    return any(e.get("contrasts") for e in table.values())
+
+
+def learning_title(table: Mapping[str, Mapping[str, Any]]) -> str:
+    """"Learning through use" where a system learns from feedback; else "Change through use", named as not learning."""
+    return "Learning through use" if has_learners(table) else \
+        "Change through use (no system here learns from feedback: each half and the change, not learning)"
+
+
 def learning_header(table: Mapping[str, Mapping[str, Any]], metric: str) -> str:
     """The line above the learning tables: the metric and the unit of inference, with the reason for it."""
     e = next(iter(table.values()), {})
     unit = e.get("unit", "user")
     reason = e.get("unit_reason") or f"{e.get('users', 0)} users"
-    return f"Learning through use, {metric}; inference unit: {unit}s ({reason})"
+    return f"{learning_title(table).split(' (')[0]}, {metric}; inference unit: {unit}s ({reason})"
 
 
 def learning_notes(
@@ -783,15 +794,22 @@ def learning_notes(
     lines = [
         f"metric: {metric} (every halves figure above is {metric}); halves: each user's questions split at that "
         "user's median",
-        "learning from feedback = system - the best arm that ignores the content of feedback (twin: told nothing; "
-        "placebo: the system's own bits permuted within user and week, the same calls and dose; always False / "
-        "always True: the same calls, a constant bit), the arm chosen per half as the one with the highest "
-        f"{metric} there (named in the row): a system that noise harms cannot show learning unless it beats every "
-        "such arm. Choosing the highest by its point estimate makes the headline conservative (with arms that "
-        "differ by chance it leans below 0; its p and interval are those of the chosen pair)",
-        "system - placebo / - always False / - always True: against one arm; effect of feedback calls = placebo - "
-        "twin: what being told anything did; effect of use = system - twin: both together",
     ]
+    if has_learners(table):
+        lines += [
+            "learning from feedback = system - the best arm that ignores the content of feedback (twin: told nothing; "
+            "placebo: the system's own bits permuted within user and week, the same calls and dose; always False / "
+            "always True: the same calls, a constant bit), the arm chosen per half as the one with the highest "
+            f"{metric} there (named in the row): a system that noise harms cannot show learning unless it beats every "
+            "such arm. Choosing the highest by its point estimate makes the headline conservative (with arms that "
+            "differ by chance it leans below 0; its p and interval are those of the chosen pair)",
+            "system - placebo / - always False / - always True: against one arm; effect of feedback calls = placebo - "
+            "twin: what being told anything did; effect of use = system - twin: both together",
+        ]
+    else:
+        lines.append("no system in this run uses feedback, so none has arms that ignore it: the halves and the "
+                     "change between them (and against the control) say how each system fared through use, not "
+                     "what feedback taught it")
     users = any_entry.get("users", 0)
     unit_text = f"whole users ({users})" if unit == "user" else \
         f"whole question threads (a question and its re-asks), CONDITIONAL ON THESE {users} USERS"

@@ -41,6 +41,7 @@ from memsim.analysis.learning import (
     format_p,
     learning_header,
     learning_notes,
+    learning_title,
 )
 from memsim.analysis.load import RunData, label_arms, read_run
 from memsim.analysis.stats import (
@@ -757,12 +758,13 @@ def write_report(
     built = _build(run, window=window, window_days=window_days, fading=fading)
     title = f"memsim report: {run.path.name}"
     sections: list[tuple[str, str, list[tuple[str, Any]]]] = []
+    through = learning_title({s: run.entry(s) for s in run.systems}).split(" (")[0] if built.learning else ""
     if built.learning:
         lead: list[tuple[str, Any]] = []
         for heading, table in built.learning:
             lead += [("h3", heading), ("table", table)]
         lead += [("figure", f) for f in built.figures if f.section == "learning"]
-        sections.append(("learning", f"Learning through use: {run.metric}", lead))
+        sections.append(("learning", f"{through}: {run.metric}", lead))
     sections.append(("summary", "Overall", [("table", built.overview)]))
     answers = _answers_table(run)
     if answers is not None:
@@ -784,7 +786,7 @@ def write_report(
 
     md = [f"# {title}", "", _spec_summary(run), ""]
     for metric, table in built.learning:
-        md += [f"## Learning through use: {metric}", "", table.markdown(), ""]
+        md += [f"## {through}: {metric}", "", table.markdown(), ""]
     for f in built.figures:
         if f.svg is None:
             md += [f"_{f.caption}_", ""]

@@ -324,3 +324,18 @@ def test_balanced_halves_remove_a_shift_in_the_kind_mix() -> None:
     want = compare(kept, user_halves(late_only), metric="m", system="s", other="t", rng=np.random.default_rng(0),
                    n_boot=200, balance_kinds=True)
     assert got is not None and want is not None and (got.first, got.second) == (want.first, want.second)
+
+
+def test_a_run_without_learners_is_not_titled_learning() -> None:
+    """No system uses feedback: the tables say "Change through use" and drop the arms' legend (issue 39, item 8)."""
+    from memsim.analysis.learning import learning_header, learning_notes, learning_title
+
+    plain = {"naive": {"unit": "user", "users": 30, "unit_reason": "30 users"},
+             "mem0": {"unit": "user", "users": 30, "unit_reason": "30 users"}}
+    learner = {**plain, "control-learner": {**plain["naive"], "contrasts": {"learning_from_feedback": {}}}}
+    assert learning_title(learner) == "Learning through use"
+    assert learning_title(plain).startswith("Change through use (no system here learns from feedback")
+    assert learning_header(plain, "recall_all@10").startswith("Change through use, recall_all@10; inference unit: users")
+    notes = " ".join(learning_notes(plain, metric="recall_all@10", control="naive"))
+    assert "placebo" not in notes and "twin" not in notes and "not what feedback taught" in notes
+    assert "placebo" in " ".join(learning_notes(learner, metric="recall_all@10", control="naive"))

@@ -271,7 +271,9 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     # The arms table names the metric in its headers and carries stale>cur per half (moved with the contrasts layout).
     assert ("| system | recall_all@10 1st half % | recall_all@10 2nd half % | stale>cur 1st % | stale>cur 2nd % |" in md
             and "## Per question kind" in md and "## Worst questions" in md)
-    assert "## Learning through use: recall_all@10" in md and "## Learning through use: answer_f1" in md
+    # No system of this run uses feedback: the section says so instead of "Learning through use" (issue 39).
+    assert "## Change through use: recall_all@10" in md and "## Change through use: answer_f1" in md
+    assert "Learning through use" not in md
 
 
 def test_report_renders_the_learning_tables_of_metrics_json(tmp_path: Path) -> None:
@@ -282,7 +284,7 @@ def test_report_renders_the_learning_tables_of_metrics_json(tmp_path: Path) -> N
     tables = {METRIC: metrics["systems"], **metrics["answer_learning"]}
     assert set(tables) == {METRIC, "answer_f1"}
     for metric, table in tables.items():
-        block = md[md.index(f"## Learning through use: {metric}"):]
+        block = md[md.index(f"## Change through use: {metric}"):]
         block = block[:block.index("\n\n", block.index("| system"))]
         for system, e in table.items():
             if "gain_second" not in e:
@@ -465,7 +467,7 @@ def test_pipeline_writes_reports_of_both_run_kinds(tmp_path: Path) -> None:
     execute(spec, out_dir=out, resources=Resources(rng=np.random.default_rng(1), embedder_factory=lambda: HashEmbedder(64)),
             report=True)
     page = (out / "report.html").read_text()
-    assert "<section id='curves'>" in page and "Learning through use: recall_all@10" in page
+    assert "<section id='curves'>" in page and "Change through use: recall_all@10" in page
     metrics = json.loads((out / "metrics.json").read_text())
     head = metrics["systems"]["bm25"]["overall"]["scores"]["recall_all@10"]
     assert f"{100 * head['mean']:.1f} [{100 * head['lo']:.1f}, {100 * head['hi']:.1f}]" in page

@@ -283,7 +283,7 @@ def embedding_line(info: dict[str, Any]) -> str | None:
 
 def print_outcome(outcome: Any) -> None:
     """The learning table (longitudinal), per-system figures, failures and the run folder."""
-    from memsim.analysis.learning import format_learning
+    from memsim.analysis.learning import format_learning, learning_title
     from memsim.sim.core.table import console_width
 
     width = console_width()
@@ -300,7 +300,9 @@ def print_outcome(outcome: Any) -> None:
         say(line)
     print()
     if outcome.summary.learning is not None:
-        print(f"Learning through use (feedback channel: {m.get('feedback')}): {m['metric']}, %")
+        title = learning_title(outcome.summary.learning)
+        channel = f" (feedback channel: {m.get('feedback')})" if title.startswith("Learning") else ""
+        print(f"{title}{channel}: {m['metric']}, %")
         print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
                               missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
                               placebos=m.get("placebos") or {}, width=width))
