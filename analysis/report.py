@@ -452,7 +452,12 @@ def _kind_cell(table: Mapping[str, Any] | None, col: str) -> _Cell:
     mean = score.get("mean")
     if _missing(mean):
         excluded = table.get("excluded") or {}
-        return _Cell("excluded " + ", ".join(f"{r} {n}" for r, n in excluded.items()) if excluded else "—")
+        if not excluded:
+            return _Cell("—")
+        # Abstention and adversarial questions have no evidence: nothing for a retrieval metric to find.
+        said = ", ".join(f"{n} {r}" for r, n in excluded.items())
+        how = "an answer judge scores them" if col.startswith("answer_") else "no evidence to retrieve; a reader's answer scores them"
+        return _Cell(f"not scored: {said} ({how})")
     return _Cell(_ci(mean, score.get("lo"), score.get("hi")), float(mean))
 
 
