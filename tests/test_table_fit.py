@@ -160,3 +160,19 @@ def test_a_run_with_a_learner_prints_nothing_wider_than_the_terminal(
     # Only lines that name a path (the config, the run folder) may be longer: a path is not cut.
     wide = [line for line in out.split("\n") if len(line) > columns and str(tmp_path) not in line]
     assert not wide, wide
+
+
+@pytest.mark.slow
+def test_demo_quick_prints_nothing_wider_than_100_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Exactly what a newcomer runs first, ``memsim demo --quick``, in a 100-column terminal (issue 39, item 1)."""
+    from memsim.analysis.cli import main
+
+    monkeypatch.delenv(WIDE_ENV, raising=False)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["demo", "--quick", "--out", str(tmp_path / "run"), "--no-report", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Learning through use" in out and "control-learner~placebo" in out
+    wide = [line for line in out.split("\n") if len(line) > 100 and str(tmp_path) not in line
+            and "scenarios/configs" not in line]
+    assert not wide, wide

@@ -122,7 +122,7 @@ def demo_main(args: argparse.Namespace) -> int:
 
     if not args.system:
         for name in sorted(set(DEMO_ASK_FIRST) & set(memory_names(standalone_only=True))):
-            print(f"demo: {name} is installed but left out: {DEMO_ASK_FIRST[name]}")
+            _say(f"demo: {name} is installed but left out: {DEMO_ASK_FIRST[name]}")
         from memsim.memory.registry import missing_extra
 
         absent: dict[str, list[str]] = {}
@@ -173,7 +173,7 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     workers = args.workers or config.run.workers or default_worker_count()
     scheduler = parse_scheduler(args.scheduler or config.run.scheduler)
     print(f"memsim run: scenario {spec.scenario.name} ({config_path}), seed {spec.seed}, k {spec.k}")
-    print(f"systems: {', '.join(s.display for s in spec.systems)}")
+    _say(f"systems: {', '.join(s.display for s in spec.systems)}")
     from memsim.sim.recorder import RunFolderRefused
 
     try:
@@ -189,6 +189,14 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
         raise
     print_outcome(outcome)
     return exit_code(outcome, out)
+
+
+def _say(line: str) -> None:
+    """Print ``line`` folded to the terminal's width (whole, into a pipe or a file)."""
+    from memsim.sim.core.table import console_width
+
+    width = console_width()
+    print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)) if width else line)
 
 
 MAX_ANSWER_ERROR_SHARE = 0.05
@@ -290,9 +298,7 @@ def print_outcome(outcome: Any) -> None:
     m = outcome.summary.metrics
     timings = outcome.summary.timings
     totals = m.get("totals") or {}
-    def say(line: str) -> None:
-        print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ")) if width else line)
-
+    say = _say
     if totals:
         say("totals: " + ", ".join(f"{k} {v}" for k, v in totals.items()) + f", span_days {m.get('span_days')}")
     line = embedding_line(outcome.result.info)
