@@ -228,6 +228,10 @@ def _overview_table(run: RunData) -> _Table:
     headers += ["retrieve median (ms)", "retrieve p95 (ms)", "final items", "final storage (MiB)"]
     if any_llm:
         headers += ["system LLM calls", "system LLM tokens"]
+    # A world whose users ask in their own words to forget a topic: how often its turns still surface.
+    in_words = {s: run.entry(s).get("forgotten_in_words") for s in order}
+    if any(in_words.values()):
+        headers += ["forgotten in words, still retrieved (%)"]
     rows = []
     for system in order:
         entry = run.entry(system)
@@ -245,6 +249,9 @@ def _overview_table(run: RunData) -> _Table:
         cells += [_num(entry.get("final_items"), 0), "—" if final_bytes is None else _num(final_bytes / 2**20, 2)]
         if any_llm:
             cells += [_num(v, 0) for v in llm[system]]
+        if any(in_words.values()):
+            f = in_words[system]
+            cells += ["—" if not f else f"{_num(100 * f['share'], 1)} ({f['retrieving']}/{f['questions']})"]
         rows.append(tuple(cells))
     episodes = max((run.entry(s).get("overall", {}).get("episodes", 0) for s in run.systems), default=0)
     unit = "users" if run.longitudinal else "episodes"
@@ -254,6 +261,10 @@ def _overview_table(run: RunData) -> _Table:
         "scored: questions not excluded",
         "latencies are wall-clock (perf.json)",
     ]
+    if any(in_words.values()):
+        notes.append("forgotten in words, still retrieved: of the questions asked after the user asked in their own "
+                     "words to forget a topic (no API deletion), the share whose top k still held a turn that told "
+                     "it (by provenance)")
     excluded = {s: run.entry(s).get("overall", {}).get("excluded") for s in run.systems}
     for system, reasons in excluded.items():
         if reasons:

@@ -66,6 +66,18 @@ class Summary:
     """``perf.json``: wall-clock figures."""
 
 
+def _forgotten_in_words(rows: pl.DataFrame) -> dict[str, Any] | None:
+    """Questions asked after the user asked in their own words to forget a topic, and how many still retrieved
+    a turn that told it (``forgotten_leaks``: by provenance, in the top k the system returned); None where no
+    question came after such a request (or the run predates the columns)."""
+    if "forgotten_turns" not in rows.columns:
+        return None
+    after = rows.filter(pl.col("forgotten_turns").fill_null(0) > 0)
+    if not after.height:
+        return None
+    kept = int((after["forgotten_leaks"].fill_null(0) > 0).sum())
+    return {"questions": after.height, "retrieving": kept, "share": kept / after.height}
+
 def score_columns(spec: RunSpec, probes: pl.DataFrame) -> list[str]:
     """Numeric score columns of a run: its scorers' columns, then its answer judges'."""
     cols: list[str] = []
@@ -431,6 +443,7 @@ def summarise(
             stale_above_current=overall["scores"].get("stale_above_current", {}).get("mean"),
             isolation_failures=int(rows["isolation_failures"].sum()),
             deleted_leaks=int(rows["deleted_leaks"].sum()),
+            forgotten_in_words=_forgotten_in_words(rows),
             **_storage(spec, timeline, info, name),
         )
         for col in cols:

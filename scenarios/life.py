@@ -650,6 +650,15 @@ class _Life:
                 out["abstain"].append(({"kind": "abstain", "attr": "relative", "rel": rel}, {"rel": rel}))
         return {k: v for k, v in out.items() if v}
 
+    def _extra(self, gold: dict[str, Any], when: str) -> dict[str, Any]:
+        """A question's ``extra``: its support groups and, once the user has asked in words to forget a topic,
+        the turns that told it (``forgotten``: what the run counts in ``forgotten_leaks``; never shown to systems)."""
+        extra: dict[str, Any] = {"support": tuple(tuple(g) for g in gold["support"])}
+        forgotten = sorted({t for d in self.truth["deletions"] if d.get("in_text") and d["time"] < when for t in d["turns"]})
+        if forgotten:
+            extra["forgotten"] = tuple(forgotten)
+        return extra
+
     def _questions(self) -> list[Question]:
         cfg, rng = self.cfg, self.rng
         first = cfg.questions_from * self.span
@@ -684,6 +693,6 @@ class _Life:
                 text=X.question_text(self.words, spec, ctx), gold=gold["gold"], kind=spec["kind"],
                 evidence=tuple(gold["evidence"]), superseded=tuple(gold["superseded"]), topic=topic,
                 excluded="abstention" if spec["kind"] == "abstain" else None,
-                extra={"support": tuple(tuple(g) for g in gold["support"])},
+                extra=self._extra(gold, when),
             ))
         return out

@@ -658,6 +658,9 @@ class Harness:
         copies = self._deleted_text.get((label, q.user_id))
         # A leak by provenance, or by text whatever the provenance says (a copy that lost its source).
         leaks = sum(1 for m in got if deleted.intersection(m.source_turn_ids) or (copies and copies.holds(m.text)))
+        # Turns the user asked in their own words to forget (the world's record; nothing was deleted through the API).
+        forgotten = frozenset(q.extra.get("forgotten", ()))
+        kept = sum(1 for m in got if forgotten.intersection(m.source_turn_ids)) if forgotten else 0
         row: dict[str, Any] = {
             "system": label,
             "episode": self.episode_of.get(q.user_id, q.user_id),
@@ -684,6 +687,8 @@ class Harness:
             "retrieved_text": [m.text for m in got],
             "isolation_failures": isolation,
             "deleted_leaks": leaks,
+            "forgotten_turns": len(forgotten),
+            "forgotten_leaks": kept,
             "error": None,
         }
         for scorer in self.scorers:

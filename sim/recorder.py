@@ -92,6 +92,8 @@ PROBE_SCHEMA: dict[str, Any] = {
     "retrieved_text": pl.List(pl.Utf8),
     "isolation_failures": pl.Int64,
     "deleted_leaks": pl.Int64,
+    "forgotten_turns": pl.Int64,
+    "forgotten_leaks": pl.Int64,
     "error": pl.Utf8,
     "told": pl.Boolean,
     "restated": pl.List(pl.Utf8),

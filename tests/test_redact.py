@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pytest
 
 from memsim.memory.base import Turn
 from memsim.memory.embed import HashEmbedder

@@ -4,7 +4,6 @@ retrieval, per-role retrieval for LongMemEval answers, and LongMemEval's officia
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 

@@ -213,7 +213,51 @@ def test_forget_requests_in_plain_words_are_claims_that_gold_follows() -> None:
                 assert not set(q.evidence + q.superseded) & before
                 later += q.kind == "abstain" and s.meta["questions"][q.question_id]["attr"] == c["attr"]
     assert later > 0  # the forgotten topic is asked about, and its gold is an abstention
+    # Every later question of the user names the forgotten turns (what the run counts as still retrieved),
+    # and no question names a turn before the user asked to forget it.
+    asked = {}
+    for turn, c in asks:
+        asked.setdefault(turn.user_id, []).append(turn.created_at)
+    for q in _questions(s):
+        named = set(q.extra.get("forgotten", ()))
+        for turn, c in asks:
+            before = {tid for tid, cs in told.items() if turns[tid].user_id == turn.user_id
+                      and turns[tid].created_at < turn.created_at
+                      and any(x["attr"] == c["attr"] and x["subject"] == "me" and x["polarity"] == "asserts" for x in cs)}
+            if q.user_id == turn.user_id and q.time > turn.created_at:
+                assert before <= named
+        assert all(turns[t].user_id == q.user_id for t in named)
+        assert not named or min(asked.get(q.user_id, [q.time])) < q.time
     # Without the requests in the log, the checker reads the forgotten facts as still told, and disagrees.
     dropped = {tid: [c for c in cs if c["polarity"] != "forgets"] for tid, cs in s.meta["claims"].items()}
     broken = dataclasses.replace(s, meta={**s.meta, "claims": dropped})
     assert sum(check_claims(broken).disagreements.values()) > 0
+
+
+def test_turns_forgotten_in_words_are_counted_when_still_retrieved(tmp_path) -> None:
+    """A run counts, per question, the retrieved memories of turns the user asked in words to forget
+    (``forgotten_leaks``), and the summary gives the share of later questions that still retrieved one."""
+    import json
+
+    import polars as pl
+
+    from memsim.analysis.pipeline import execute, make_spec
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.registry import SystemSpec
+
+    spec = make_spec("longitudinal", "life", {"users": 4, "months": 3.0, "forget_in_text_rate": 3.0},
+                     (SystemSpec("naive"),), seed=2, n_boot=100)
+    execute(spec, out_dir=tmp_path / "run", embedder_factory=lambda: HashEmbedder(32))
+    rows = pl.read_parquet(tmp_path / "run" / "probes.parquet")
+    world = {q.question_id: q for q in _questions(build_scenario("life", {"users": 4, "months": 3.0, "forget_in_text_rate": 3.0})
+                                                  .generate(streams(2)["scenario"]))}
+    after = 0
+    for row in rows.iter_rows(named=True):
+        forgotten = set(world[row["question_id"]].extra.get("forgotten", ()))
+        assert row["forgotten_turns"] == len(forgotten)
+        assert row["forgotten_leaks"] == sum(1 for src in row["retrieved_sources"] if forgotten & set(src))
+        after += bool(forgotten)
+    kept = rows.filter(pl.col("forgotten_leaks") > 0).height
+    assert after > 0 and kept > 0  # naive honours no request made in words: what it was told still surfaces
+    figure = json.loads((tmp_path / "run" / "metrics.json").read_text())["systems"]["naive"]["forgotten_in_words"]
+    assert figure == {"questions": after, "retrieving": kept, "share": kept / after}

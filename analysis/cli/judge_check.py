@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from memsim.analysis.cli.options import input_path, int_in, nonempty_path

@@ -322,9 +322,11 @@ def print_outcome(outcome: Any) -> None:
     if systems:
         print()
         rows, notes = [], []
+        # Requests in the user's own words to forget a topic: only a world that makes them has the column.
+        in_words = any(s.get("forgotten_in_words") for s in systems.values())
         for name, s in systems.items():
             if s.get("failed"):
-                rows.append([name, "FAILED", None, None, None, None, None])
+                rows.append([name, "FAILED", None, None, None, None, None] + [None] * in_words)
                 notes.append(f"{name} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
                 continue
             stale = s.get("stale_above_current")
@@ -332,6 +334,9 @@ def print_outcome(outcome: Any) -> None:
             rows.append([name, "—" if stale is None else f"{100 * stale:.1f}", s.get("final_items") or 0,
                          f"{(s.get('final_bytes') or 0) / 1e6:.2f}", f"{lat.get('p50') or 0:.2f}",
                          f"{lat.get('p95') or 0:.2f}", (s.get("deleted_leaks") or 0) + (s.get("forget_probe_leaks") or 0)])
+            if in_words:
+                f = s.get("forgotten_in_words")
+                rows[-1].append("—" if not f else f"{100 * f['share']:.1f}")
             answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
             if answers:
                 notes.append(f"answers of {name}: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
@@ -339,10 +344,15 @@ def print_outcome(outcome: Any) -> None:
         # width it wraps inside its own cell.
         from memsim.sim.core.table import console_width, fit_table
 
-        print(fit_table(["system", "stale>cur %", "items", "MB", "ret p50 ms", "ret p95 ms", "leaks"], rows,
-                        compact=range(7), wrap=(0,), width=console_width(), what="systems"))
+        head = ["system", "stale>cur %", "items", "MB", "ret p50 ms", "ret p95 ms", "leaks"] + ["forgot %"] * in_words
+        print(fit_table(head, rows, compact=range(len(head)), wrap=(0,), width=console_width(), what="systems"))
+        if in_words:
+            f = next(s["forgotten_in_words"] for s in systems.values() if s.get("forgotten_in_words"))
+            notes.insert(0, f"forgot %: of the {f['questions']} questions asked after a user asked in their own words "
+                            "to forget a topic (nothing deleted through the API), the share whose top k still held "
+                            "a turn that told it; leaks: retrieved memories of turns deleted through the API")
         for note in notes:
-            print(note)
+            say(note)
     if outcome.result.info.get("llm"):
         from memsim.sim.answer.setup import format_cost
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from memsim.analysis.cli.options import add_cache_dir_argument, nonempty_path
 

@@ -24,7 +24,6 @@ from memsim.sim.answer.cache import CachedLLM
 from memsim.sim.answer.dryrun import DryRunFinished
 from memsim.sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, Judge, judge_verdict, make_judge
 from memsim.sim.answer.llm import (
-    LLM_KINDS,
     OPENAI_URL,
     LLMClient,
     LLMUnavailableError,
@@ -36,7 +35,7 @@ from memsim.sim.answer.llm import (
 from memsim.sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
 from memsim.sim.answer.options import DEFAULT_LOCAL_CONTEXT, AnswerOptions
 from memsim.sim.answer.official import OfficialPrompts, load_official_prompts, load_prompt_file
-from memsim.sim.answer.readers import READER_VARIANTS, Reader
+from memsim.sim.answer.readers import Reader
 from memsim.sim.core.errors import UserError
 
 if TYPE_CHECKING:
