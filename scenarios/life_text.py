@@ -52,12 +52,18 @@ def greeting(rng: random.Random, hour: int, own: Sequence[str] = ()) -> str:
     return pick(rng, (*(own or ("Hi!", "Hello again.", "Hey, quick one.", "Hi there.")), *timed))
 
 
+def _low(first: str, *, bare: bool = False) -> str:
+    """A turn's first word as it reads after an opener: lower case where it is a common sentence start (a name
+    keeps its capital); ``bare``: the word is matched as it stands, trailing comma or colon included."""
+    return first.lower() if (first if bare else first.rstrip(",:")) in _COMMON_STARTS else first
+
+
 def greet(rng: random.Random, hello: str, text: str) -> str:
     """``text`` opened with the greeting ``hello``, as a sentence of its own or run into the first one ("Hi, can you...")."""
     if rng.random() < 0.5 or "," in hello:
         return f"{hello} {text}"
     first, _, rest = text.partition(" ")
-    low = first.lower() if first.rstrip(",:") in _COMMON_STARTS else first
+    low = _low(first)
     return f"{hello.rstrip('.!')}{pick(rng, (', ', ' - ', '! '))}{low if not hello.endswith('!') else first} {rest}".rstrip()
 
 
@@ -322,7 +328,7 @@ def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
     text = intro.format(s=text, S=text[0].upper() + text[1:], ing=_gerund(steps[0]) + text[len(steps[0]):])
     if rng.random() < 0.55:
         first, _, rest = text.partition(" ")
-        text = f"{pick(rng, _TOPICS[theme]).format(**fields)}, {first.lower() if first.rstrip(',:') in _COMMON_STARTS else first} {rest}"
+        text = f"{pick(rng, _TOPICS[theme]).format(**fields)}, {_low(first)} {rest}"
     return text + pick(rng, _WHY) + "."
 
 
@@ -776,7 +782,7 @@ def _join(parts: Sequence[str], rng: random.Random | None = None, run_on: float 
             p = p.strip()
             if out and rng is not None and out[-1].endswith(".") and p[-1] not in "?!" and rng.random() < run_on:
                 first, _, rest = p.partition(" ")
-                low = first.lower() if first in _COMMON_STARTS else first
+                low = _low(first, bare=True)
                 out[-1] = out[-1][:-1] + pick(rng, _COORDINATORS) + low + (" " + rest if rest else "") + "."
                 continue
             out.append(p[0].upper() + p[1:] + ("" if p[-1] in ".?!" else "."))
@@ -818,7 +824,7 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
     if opener:
         first, _, rest = parts[0].partition(" ")
         # "So, can you..." but "So, I moved...", "So, Ana moved...": only a common opening word is lower-cased.
-        parts[0] = opener + (first.lower() if first in _COMMON_STARTS else first) + (" " + rest if rest else "")
+        parts[0] = opener + _low(first, bare=True) + (" " + rest if rest else "")
     return _join(parts, rng, 0.3)
 
 
@@ -854,7 +860,7 @@ def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], react: 
     lead = "" if react else pick(rng, _LEADS)
     if lead and rng.random() < 0.7:
         first, _, rest = body.partition(" ")
-        body = f"{lead.rstrip('. !')}{pick(rng, (', ', ' - ', ': '))}{first.lower() if first.rstrip(',:') in _COMMON_STARTS else first} {rest}"
+        body = f"{lead.rstrip('. !')}{pick(rng, (', ', ' - ', ': '))}{_low(first)} {rest}"
         lead = ""
     return " ".join(x for x in (react, lead + body, after) if x).strip(), title
 
@@ -946,7 +952,7 @@ def reveal(rng: random.Random, text: str) -> str:
             text = text[0].upper() + text[1:]
             break
     first, _, rest = text.partition(" ")
-    return pick(rng, _REVEALS) + (first.lower() if first in _COMMON_STARTS else first) + (" " + rest if rest else "")
+    return pick(rng, _REVEALS) + _low(first, bare=True) + (" " + rest if rest else "")
 
 
 def recall(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
