@@ -177,6 +177,7 @@ class _Life:
         self.greets = X.greetings_of(self.words)
         self.echoes: list[tuple[str, str, str, str]] = []  # shapes of tellings a quote has yet to echo (life_text.quote)
         self.last_task: tuple[str, dict[str, Any]] | None = None  # the previous session's theme and details
+        self.titles: dict[str, str] = {}  # book or film -> the genre it was recommended for (it keeps it)
         sampled = W.sample_user(rng)
         start_people = copy.deepcopy(sampled["people"])
         life_events = W.sample_events(rng, sampled, span_days, cfg.event_rate)
@@ -427,7 +428,7 @@ class _Life:
                 distract = X.distractor(words, self.never) if words.random() < cfg.distractor_rate else None
                 if distract is not None:
                     keep.append(distract[1]["said_as"])
-                text = X.user_turn(words, theme, d, clause, distract[0] if distract else None)
+                text, asked = X.user_turn(words, theme, d, clause, distract[0] if distract else None)
                 if p in teased:
                     text = X.reveal(words, text)
                 if p + 1 in teased:
@@ -441,7 +442,7 @@ class _Life:
                 after = X.news_prompt(words) if p + 1 in teased else ""
                 if not after and p == 0 and self.last_task is not None and words.random() < 0.3:
                     after = X.recall(words, *self.last_task)
-                reply, title = X.assistant_turn(words, theme, d, react, after)
+                reply, title = X.assistant_turn(words, theme, d, react, after, asked, self.titles)
                 if fix is not None and p == 0:
                     reply = f"{reply} {fix['slip']}"
                 if text not in self.seen and reply not in self.seen:
@@ -474,6 +475,7 @@ class _Life:
             if title is not None:
                 attr = "book" if theme == "reading" else "film"
                 genre = d["genre"] if theme == "reading" else d["film_genre"]
+                self.titles[title] = genre
                 self.claims[rid] = self._record({"subject": "assistant", "attr": attr, "value": title, "aspect": "holds",
                                                  "genre": genre}, rid, when, said_day, title, "")
             if fix is not None and p == 0:
@@ -527,7 +529,7 @@ class _Life:
             theme = X.pick(self.asks, [t for t in X.THEMES if t not in ("reading", "film")])
             d = X.session_details(self.asks, ())
             text, phrase = X.forget_request(self.asks, attr)
-            text = self.voice.say(self.asks, f"{text} {X.user_turn(self.asks, theme, d, None, None)}", [phrase])
+            text = self.voice.say(self.asks, f"{text} {X.user_turn(self.asks, theme, d, None, None)[0]}", [phrase])
             reply = f"{X.forget_reply(self.asks)} {X.assistant_turn(self.asks, theme, d)[0]}"
             if text not in self.seen and reply not in self.seen:
                 break

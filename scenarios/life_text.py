@@ -216,7 +216,7 @@ _ASKS: Mapping[str, tuple[str, ...]] = {
     "language": ("teach me {n} {lang} phrases for a restaurant", "quiz me on {lang} numbers",
                  "translate 'see you on {day}' into {lang}", "correct my {lang} greeting"),
     "reading": ("recommend {genre}", "suggest a book, ideally {genre}", "find me {genre} for the evenings"),
-    "film": ("suggest a film for {day} night, {film_genre} if possible", "pick a movie for {n} of us",
+    "film": ("suggest a film for {day} night, {film_genre} if possible", "pick a movie for {n} of us, {film_genre} ideally",
              "recommend {film_genre} for tonight"),
     "planning": ("plan my {day} around {n} errands and a {mins}-minute walk", "make a packing list for {nights} nights",
                  "order {n} tasks due by {day}", "draw up a rough timetable for {day}"),
@@ -340,12 +340,12 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
     "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
     "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
     "budget": ("the {money} is all I've saved so far", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
-    "training": ("I have {mins} minutes on {day}", "I train {times} times a week", "I rest {rest} seconds between sets"),
+    "training": ("I have {mins} minutes on {day}", "the plan says {times} sessions a week", "I rest {rest} seconds between sets"),
     "gift": ("the party is on {day}", "I can spend {small}", "{who} already has {gift2}"),
     "repair": ("it's been like that for {times} weeks", "I have {mins} minutes before guests arrive on {day}",
                "I own a {tool} and not much else"),
-    "language": ("I practise {mins} minutes a day", "my course starts in {times} weeks", "I know about {words} words so far"),
-    "reading": ("I read about {mins} minutes before bed", "I get through {times} books a month",
+    "language": ("I can spare {mins} minutes at lunch", "my course starts in {times} weeks", "I know about {words} words so far"),
+    "reading": ("it's for a rainy {day}", "{who} lent me their last pick",
                 "my last read took {nights} nights"),
     "film": ("our film night starts around {mins} past eight", "{n} people will be watching",
              "it's for {day} night"),
@@ -378,10 +378,10 @@ _ASIDES = (
     "nothing fancy, please", "it's the one thing I keep forgetting", "I've been meaning to ask you",
     "right now I'm a bit stuck", "I want to brush up my basics", "now is a good time for it",
     "that's part of my problem", "it's harder than I thought", "I had it all planned out", "it took longer than I hoped",
-    "it's part of my plan for {day}", "nothing is planned for {day} yet", "we eat late most days",
+    "it's part of my plan for {day}", "nothing is planned for {day} yet", "we're eating late tonight",
     "I eat at my desk too often", "more or less, anyway", "I'm off to the shops later", "I'll add more detail if needed",
     "back to the point", "whatever we eat has to be quick", "I came across this idea yesterday",
-    "I walk to work most days, so mornings are short", "I was going to ask you last week", "I was hoping for something quick",
+    "mornings are short this week", "I was going to ask you last week", "I was hoping for something quick",
     "the weather has been grim all week", "it needs to be quick", "it's for someone who hates fuss", "I keep craving sweet things",
     "my favourite mug broke this morning", "the whole week got away from me", "my neighbour says hi, by the way",
     "the parcel finally arrived", "I still haven't started", "the flat is a mess this week", "I've had this problem for years",
@@ -394,6 +394,13 @@ _ASIDES = (
     "it's raining and the bus is late again", "I tried once and the result was a disaster", "my laptop is slow and the wifi worse",
 )
 
+
+_FOLLOW_NEWS: Mapping[str, tuple[str, ...]] = {
+    # Follow-ons that tell of a change: said only after dated news of it, never as small talk.
+    "city": ("the neighbourhood is quieter than I expected", "the rent is higher but the flat gets more light",
+             "I still get lost walking home", "the commute is shorter from here", "I'm still learning which bus goes where"),
+    "employer": ("the work is more interesting than at my last place", "I'm still learning everyone's names"),
+}
 
 _SMALL_TALK = ("city", "employer", "occupation", "diet", "cuisine", "music", "person")
 """Topics of a follow-on sentence that is true of every user at any time, so it is also said as small talk."""
@@ -454,11 +461,11 @@ def _a(noun: str) -> str:
 
 _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
     # A second sentence on the same topic, without the value, said only while the value still holds.
-    "city": ("the neighbourhood is quieter than I expected", "the rent is higher but the flat gets more light",
-             "I still get lost walking home", "the commute is shorter from here", "there's a market on our street on Saturdays",
-             "the city feels different in winter", "I'm still learning which bus goes where"),
+    "city": ("the trams are packed every morning", "the parks are lovely in spring", "the summers are long and hot",
+             "there's a market on our street on Saturdays", "the city feels different in winter",
+             "the old town is full of tourists"),
     "employer": ("my team there is small but friendly", "the office is a twenty-minute cycle away",
-                 "the work is more interesting than at my last place", "there's a big deadline at work on Friday",
+                 "there's a big deadline at work on Friday", "the meetings there never end on time",
                  "my manager there is very hands-off", "the company canteen is surprisingly good"),
     "occupation": ("the job has its stressful weeks", "I spend half my day in meetings", "the work suits me",
                    "my job keeps me on my feet"),
@@ -466,7 +473,7 @@ _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
     "diet": ("so most recipes need a swap or two", "eating out is easier than it sounds", "I read food labels a lot"),
     "cuisine": ("we go at least once a month", "the spicier the better", "I've even tried cooking it at home",
                 "it's my comfort food"),
-    "music": ("it helps me concentrate", "I've been making playlists for the car", "the neighbours must know every track"),
+    "music": ("it helps me concentrate", "I've been making playlists for long walks", "the neighbours must know every track"),
     "pets": ("feeding time is chaos", "the vet says all is well", "it sleeps most of the day"),
     "habits": ("it's the best part of my week", "I keep it up even when I'm tired", "my progress is slow but steady"),
     "trip_plans": ("I still need to sort out travel insurance", "the packing list is already a page long",
@@ -506,7 +513,8 @@ def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str
     clause, said_as = _clause(rng, telling, who, when)
     topic = "person" if who is not None else telling["attr"]
     if still and rng.random() < 0.7:
-        return f"{clause}. {pick(rng, _FOLLOW_ON[topic])}", said_as
+        news = _FOLLOW_NEWS.get(topic, ()) if telling["aspect"] == "began" and who is None else ()
+        return f"{clause}. {pick(rng, _FOLLOW_ON[topic] + news)}", said_as
     return clause, said_as
 
 
@@ -598,9 +606,10 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
         if aspect == "began":
             return pick(rng, (f"I took up {v} {when}", f"I started {v} {when} and I'm hooked",
                               f"my new thing since {when} is {v}" if not when.startswith("on ") else
-                              f"I signed up for {v} {when}")), v
-        return pick(rng, (f"I've been doing {v} for years", f"{v} has been part of my routine for ages",
-                          f"I've kept up my {v} for years now")), v
+                              f"I got into {v} {when}")), v
+        # Values are nouns ("yoga") and gerunds ("learning Spanish"): every construction takes both.
+        return pick(rng, (f"{v} has been a fixture of my week for years", f"{v} has been part of my routine for ages",
+                          f"I've kept {v} up for years now")), v
     if attr == "trip_plans":
         return pick(rng, (f"{we} have a trip to {v} planned soon", f"{we} booked flights to {v} for the coming weeks",
                           f"if the weather holds, {v} in a few weeks will be amazing",
@@ -803,12 +812,14 @@ def _opener(rng: random.Random) -> str:
 
 
 def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | None, distract: str | None,
-              task_share: float = 0.35) -> str:
-    """One user turn: the task request or news (with the task, a share ``task_share`` of the time), maybe a distractor.
+              task_share: float = 0.35) -> tuple[str, bool]:
+    """One user turn: the task request or news (with the task, a share ``task_share`` of the time), maybe a distractor;
+    and whether it makes the request (only then does the assistant answer it, with a title for books and films).
 
     ``fact`` is the news the turn is about: one of the user's facts, or someone else's written the same way
     (``mirror``), so that a turn built around news is no sign that the news is the user's.
     """
+    asked = True
     if fact is None:
         parts = [_request(rng, theme, d), _context(rng, theme, d)]
         if rng.random() < 0.4:
@@ -816,7 +827,8 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
     else:
         # A turn with news is mostly about the news; now and then it also carries the task.
         parts = [fact]
-        if rng.random() < task_share:
+        asked = rng.random() < task_share
+        if asked:
             parts.insert(rng.randrange(2), _request(rng, theme, d))
     if distract is not None:
         parts.insert(rng.randrange(len(parts) + 1), distract)
@@ -825,11 +837,11 @@ def user_turn(rng: random.Random, theme: str, d: Mapping[str, Any], fact: str | 
         first, _, rest = parts[0].partition(" ")
         # "So, can you..." but "So, I moved...", "So, Ana moved...": only a common opening word is lower-cased.
         parts[0] = opener + _low(first, bare=True) + (" " + rest if rest else "")
-    return _join(parts, rng, 0.3)
+    return _join(parts, rng, 0.3), asked
 
 
 def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], react: str = "",
-                   after: str = "") -> tuple[str, str | None]:
+                   after: str = "", asked: bool = True, titles: Mapping[str, str] | None = None) -> tuple[str, str | None]:
     """One assistant turn, and the title it recommends (reading and film themes) or None.
 
     Args:
@@ -838,17 +850,26 @@ def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], react: 
         d: the session's details (``session_details``).
         react: what the assistant says first, in response to the user's news (``reaction``), or "".
         after: what it says last (a question back, ``news_prompt``, or a look back at an earlier session, ``recall``).
+        asked: whether the user's turn made the request; a book or film is recommended only then.
+        titles: title -> genre of what was recommended to this user so far: a title keeps the genre it was first
+            recommended for (the caller records the title returned once the turn is kept).
     """
     title = None
-    if theme == "reading":
-        title, author = pick(rng, BOOKS)
+    genre = d["genre"] if theme == "reading" else d.get("film_genre", "")
+    titles = titles or {}
+    pool = [t for t in (BOOKS if theme == "reading" else FILMS if theme == "film" else ())
+            if titles.get(t[0] if theme == "reading" else t, genre) == genre]
+    if theme in ("reading", "film") and (not asked or not pool):
+        body = pick(rng, _NO_TITLE)
+    elif theme == "reading":
+        title, author = pick(rng, pool)
         body = pick(rng, (f"I recommend {title} by {author}: it is {d['genre']} with short chapters, good for evenings.",
                           f"I'd suggest {title} ({author}); readers who want {d['genre']} tend to love it.",
-                          f"{title} by {author} fits: {d['genre']}, about {d['words']} pages, and it ends well.",
+                          f"{title} by {author} fits: {d['genre']}, and it ends well.",
                           f"Try {title}, by {author}. If you want {d['genre']}, it is hard to beat.",
                           f"For {d['genre']}, my pick is {title} by {author}."))
     elif theme == "film":
-        title = pick(rng, FILMS)
+        title = pick(rng, pool)
         body = pick(rng, (f"I'd recommend the film {title}; it is {d['film_genre']} and runs under two hours.",
                           f"{title} would suit {d['n']} of you: {d['film_genre']}, and nobody needs to have seen a prequel.",
                           f"How about {title}? It's {d['film_genre']}, and it holds up on a small screen.",
@@ -864,6 +885,12 @@ def assistant_turn(rng: random.Random, theme: str, d: Mapping[str, Any], react: 
         lead = ""
     return " ".join(x for x in (react, lead + body, after) if x).strip(), title
 
+
+_NO_TITLE = ("Whenever you want a pick, tell me what mood you're in.", "Happy to suggest something once you're settled.",
+             "Say the word when you want a recommendation.", "There's no rush; we can pick something another day.",
+             "Happy to line up a few options later.", "We can look for something together later on.",
+             "Just ask when you're ready for a suggestion.", "I can suggest a few when you have a moment.")
+"""What the assistant says in a reading or film session to a turn that asks for nothing: no title."""
 
 _LEADS = ("", "", "", "", "", "", "Good question. ", "Sure. ", "Happy to help. ", "Of course. ", "Right. ", "Okay! ", "Gladly. ",
           "Let me think. ", "Absolutely. ", "Fair question. ", "No problem. ", "Sure thing. ", "Here's a thought. ",
@@ -995,7 +1022,7 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("since", "city"): (f"How long have I been in {cur}?", f"How long ago did I relocate to {cur}?"),
         ("since", "employer"): (f"How long ago did I start at {cur}?", f"How long have I been working for {cur}?"),
         ("since", "trips"): (f"How long ago was my {cur} holiday?", f"How long is it since I came back from {cur}?"),
-        ("since", "illnesses"): (f"How long ago was I laid up with {cur}?", f"When roughly was I ill with {cur}?"),
+        ("since", "illnesses"): (f"How long ago was I laid up with {cur}?", f"How long is it since I had {cur}?"),
         ("since", "purchases"): (f"How long have I had {cur}?",),
         ("count", "trips"): ("How many trips have I told you about?", "How many holidays have I had so far?",
                              "How many places have I travelled to since we started talking?"),
@@ -1123,7 +1150,7 @@ def forget_reply(rng: random.Random) -> str:
 def _first_words() -> frozenset[str]:
     """The words a template of this module may start with, capitalised ("Can", "Side", "Think"): a sentence that
     starts with one of them may be run into the one before in lower case; a name or a place may not."""
-    banks: list[Any] = [_FRAMES, _ASKS, _ASIDES, _CONTEXT, _FOLLOW_ON, _TEASERS, _OPENERS, _LEADS, _STEPS, _ANSWER_INTROS,
+    banks: list[Any] = [_FRAMES, _ASKS, _ASIDES, _CONTEXT, _FOLLOW_ON, _FOLLOW_NEWS, _TEASERS, _OPENERS, _LEADS, _STEPS, _ANSWER_INTROS,
                         _IFS, _ADVICE, _REACTIONS, _FOLLOW_UPS, _PROMPTS, _REVEALS, _RECALLS, _QUOTES, FORGET_PHRASES,
                         _CORRECTIONS]
     words = {"Can", "Could", "How", "Is", "What", "Help", "My", "Please", "Would", "Quiz", "Which", "The", "Here",

@@ -22,7 +22,7 @@ answers are derived from the tellings (``derive``), never from the text, and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -402,11 +402,17 @@ def by_valid(tellings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted(tellings, key=lambda t: (t["valid"], t["said"], t["seq"]))
 
 
-def _months_text(days: float) -> str:
-    weeks = days / 7.0
-    if weeks < 8:
-        return "about 1 week" if round(weeks) <= 1 else f"about {round(weeks)} weeks"
-    return f"about {round(days / 30.0)} months"
+def _months_text(days: int) -> str:
+    """Whole days from the date of the news to the day asked, as a reader of the two dates would say them:
+    days up to ten, then weeks up to eight, then months of 30 days to the nearest half."""
+    if days <= 0:
+        return "today"
+    if days <= 10:
+        return "1 day" if days == 1 else f"{days} days"
+    if days < 56:
+        return f"about {round(days / 7.0)} weeks"
+    halves = round(days / 15.0)
+    return f"about {halves // 2} months" if halves % 2 == 0 else f"about {halves // 2} and a half months"
 
 
 def _dedup(xs: Sequence[str]) -> list[str]:
@@ -503,8 +509,9 @@ def derive(index: Index, spec: Mapping[str, Any], when: str, offset: float = 0.0
             dated = [t for t in said if t["value"] == spec.get("value") and t["aspect"] == "began"]
         if len({t["valid"] for t in dated}) != 1:
             return None
-        start = datetime.fromisoformat(dated[0]["valid"]).replace(tzinfo=timezone.utc) - timedelta(hours=offset)
-        days = (datetime.fromisoformat(when) - start).total_seconds() / 86400.0
+        # Calendar days in the user's time zone: "today" on the 16th, asked on the 18th, is 2 days.
+        asked = (datetime.fromisoformat(when) + timedelta(hours=offset)).date()
+        days = (asked - date.fromisoformat(dated[0]["valid"][:10])).days
         return {"gold": _months_text(days), "evidence": [dated[-1]["turn"]], "support": [_dedup([t["turn"] for t in dated])],
                 "superseded": stale}
     if kind == "latest":

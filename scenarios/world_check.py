@@ -23,8 +23,9 @@ Rules, for the asking user at the question's time:
 - ``as_of``: the last claim dated on or before the date asked; the next
   change after it must be dated news (``began``), or the change could have
   happened on either side of the date.
-- ``since``: dated news (``began``) of the value, turned into "about N
-  weeks/months" from the date of the news to the question.
+- ``since``: dated news (``began``) of the value; the calendar days from
+  its date to the question's local day, said as days (up to ten), "about N
+  weeks" (below eight) or "about N (and a half) months".
 - ``latest``: the value whose claim refers to the latest date, unique, and
   dated news (a pet had "for years" is nobody's newest).
 - ``count``: distinct values; one evidence turn per value.
@@ -100,12 +101,16 @@ def _local_day(t: datetime, offset_hours: float) -> date:
     return (t.astimezone(timezone.utc) + timedelta(hours=offset_hours)).date()
 
 
-def _weeks_or_months(days: float) -> str:
-    # The world's wording of an elapsed time: weeks up to eight, months of 30 days after.
-    if days / 7.0 < 8:
-        n = round(days / 7.0)
-        return "about 1 week" if n <= 1 else f"about {n} weeks"
-    return f"about {round(days / 30.0)} months"
+def _elapsed(days: int) -> str:
+    # The world's wording of whole calendar days: days up to ten, weeks below eight, then half months of 30 days.
+    if days < 1:
+        return "today"
+    if days < 11:
+        return f"{days} day" + ("s" if days > 1 else "")
+    if days < 56:
+        return f"about {round(days / 7.0)} weeks"
+    months, half = divmod(round(days / 15.0), 2)
+    return f"about {months}" + (" and a half" if half else "") + " months"
 
 
 def _order(items: Sequence[_Said]) -> list[_Said]:
@@ -219,8 +224,8 @@ def _derive(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, A
         days = {s.claim.time for s in dated}
         if len(days) != 1:
             return f"{len(days)} dates are given for {value!r}"
-        start = datetime.fromisoformat(next(iter(days))).replace(tzinfo=timezone.utc) - timedelta(hours=user.offset)
-        return {"gold": _weeks_or_months((when - start).total_seconds() / 86400.0), "evidence": [dated[-1].turn],
+        start = date.fromisoformat(next(iter(days))[:10])
+        return {"gold": _elapsed((_local_day(when, user.offset) - start).days), "evidence": [dated[-1].turn],
                 "support": [_unique([s.turn for s in dated])], "superseded": stale}
     if kind == "latest":
         if seq[-1].claim.aspect != "began":

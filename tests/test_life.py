@@ -336,3 +336,39 @@ def test_no_corrections_leave_the_rest_of_the_world_as_it_was():
                 assert ta.text != tb.text  # the correction, in the user's voice, before what they had to say
             else:
                 assert ta.text == tb.text
+
+
+def test_books_and_films_are_recommended_only_when_asked_and_keep_their_genre(stream) -> None:
+    """A title is recommended in reply to a turn that asked for its genre, and is never recommended to the same
+    user for another genre, so "Which film did you recommend when I asked for X?" rests on what was said."""
+    claims = stream.meta["claims"]
+    genres: dict[tuple[str, str], set[str]] = {}
+    recs = verbatim = 0
+    for e in stream.events:
+        if not isinstance(e, Session):
+            continue
+        before = None
+        for t in e.turns:
+            if t.speaker == "user":
+                before = t
+            for c in claims.get(t.turn_id, []):
+                if c["subject"] == "assistant" and c["attr"] in ("book", "film"):
+                    assert before is not None
+                    recs += 1
+                    verbatim += c["genre"].lower() in before.text.lower()
+                    genres.setdefault((t.user_id, c["value"]), set()).add(c["genre"])
+    assert recs > 50
+    assert all(len(g) == 1 for g in genres.values())
+    # The user's voice may misspell the genre it asks for ("a twissty thriller"); nothing else keeps it out.
+    assert verbatim / recs > 0.9
+
+
+def test_elapsed_time_is_said_in_calendar_days_then_weeks_then_half_months() -> None:
+    """The world and its checker say an elapsed time alike, and as a reader of the two dates would."""
+    from memsim.scenarios.life_truth import _months_text
+    from memsim.scenarios.world_check import _elapsed
+
+    assert [_elapsed(d) for d in (0, 1, 2, 10, 11, 55, 56, 106, 120)] == [
+        "today", "1 day", "2 days", "10 days", "about 2 weeks", "about 8 weeks", "about 2 months",
+        "about 3 and a half months", "about 4 months"]
+    assert all(_months_text(d) == _elapsed(d) for d in range(0, 400))
