@@ -261,3 +261,6 @@ def test_turns_forgotten_in_words_are_counted_when_still_retrieved(tmp_path) -> 
     assert after > 0 and kept > 0  # naive honours no request made in words: what it was told still surfaces
     figure = json.loads((tmp_path / "run" / "metrics.json").read_text())["systems"]["naive"]["forgotten_in_words"]
     assert figure == {"questions": after, "retrieving": kept, "share": kept / after}
+    assert main(["report", str(tmp_path / "run")]) == 0
+    report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    assert "forgotten in words, still retrieved" in report and f"({kept}/{after})" in report
