@@ -165,9 +165,9 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
         "budget": (f"I've put {d['money']} aside over the years; how should I split it between {d['cat']} and a rainy-day fund?",
                    f"I overspent on {d['cat']} by {d['small']} this month; how do I claw it back?",
                    f"Is {d['small']} a week reasonable for {d['cat']}, roughly?"),
-        "training": (f"Can you put together a {d['mins']}-minute session with {d['ex']}?",
-                     f"How many sets of {d['ex']} should I do if I train {d['times']} times a week?",
-                     f"My knees complain after {d['ex']}; what should I swap in for a {d['mins']}-minute workout?"),
+        "training": (f"Can you put together a {d['mins']}-minute session with {d['ex']} for {who}?",
+                     f"How many sets of {d['ex']} suit a beginner at {d['times']} sessions a week? It's for {who}.",
+                     f"What could replace {d['ex']} in a {d['mins']}-minute workout for {who}? Their knees complain."),
         "gift": (f"Is {d['gift']} a good present for {who}? Budget is around {d['small']}.",
                  f"I need a gift idea for {who} by {d['day']}, ideally under {d['small']}.",
                  f"Would {who} prefer {d['gift']} or something handmade, do you think?"),
@@ -185,7 +185,7 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
                  f"We want a film for {d['day']} night, ideally {d['film_genre']}; any ideas?",
                  f"Can you suggest a movie for {d['n']} of us, something like {d['film_genre']}?"),
         "planning": (f"Help me plan {d['day']}: errands, a {d['mins']}-minute walk and dinner for {d['n']}.",
-                     f"Can you make me a packing list for {d['nights']} nights away?",
+                     f"Can you make me a to-do list for the next {d['nights']} days?",
                      f"I have {d['n']} things due by {d['day']}; how should I order them?",
                      f"We have {d['n']} errands and a {d['mins']}-minute gap on {d['day']}; what goes first?"),
     }[theme]
@@ -207,8 +207,9 @@ _ASKS: Mapping[str, tuple[str, ...]] = {
              "help me debug {error} in a {lang} script"),
     "budget": ("split {money} between {cat} and savings", "set a weekly limit for {cat}",
                "tell me if {small} a week on {cat} is too much", "sketch a savings plan with {money} to start"),
-    "training": ("put together a {mins}-minute workout with {ex}", "tell me how many sets of {ex} make sense",
-                 "suggest a swap for {ex}, my knees hate it", "plan {times} short sessions a week around {ex}"),
+    "training": ("put together a {mins}-minute workout with {ex} for {who}", "tell me how many sets of {ex} suit {who}",
+                 "suggest a swap for {ex} for {who}, whose knees hate it",
+                 "plan {times} short sessions a week around {ex} for {who}"),
     "gift": ("think of a present for {who} under {small}", "tell me if {gift} is a good gift for {who}",
              "come up with a gift for {who} by {day}", "compare {gift} and {gift2} as presents"),
     "repair": ("explain how to fix {repair}", "list the tools I'd need for {repair}",
@@ -218,7 +219,7 @@ _ASKS: Mapping[str, tuple[str, ...]] = {
     "reading": ("recommend {genre}", "suggest a book, ideally {genre}", "find me {genre} for the evenings"),
     "film": ("suggest a film for {day} night, {film_genre} if possible", "pick a movie for {n} of us, {film_genre} ideally",
              "recommend {film_genre} for tonight"),
-    "planning": ("plan my {day} around {n} errands and a {mins}-minute walk", "make a packing list for {nights} nights",
+    "planning": ("plan my {day} around {n} errands and a {mins}-minute walk", "make a to-do list for the next {nights} days",
                  "order {n} tasks due by {day}", "draw up a rough timetable for {day}"),
 }
 _FRAMES = (
@@ -292,11 +293,11 @@ _TOPICS: Mapping[str, tuple[str, ...]] = {
     "writing": ("For a {doc}", "For {who}", "At {words} words", "For the {doc}", "If {who} reads it first"),
     "code": ("In {lang}", "With {rows} rows", "For {error}", "If it breaks at row {row}", "For a {lang} script"),
     "budget": ("With {money}", "For {cat}", "At {small} a week", "If {cat} is the leak"),
-    "training": ("For {ex}", "In {mins} minutes", "Training {times} times a week", "With {ex} in the mix"),
+    "training": ("For {ex}", "In {mins} minutes", "At {times} sessions a week", "With {ex} in the mix"),
     "gift": ("For {who}", "Under {small}", "By {day}", "If {who} likes practical things"),
     "repair": ("For {repair}", "With a {tool}", "In {mins} minutes", "If it's {repair}"),
     "language": ("In {lang}", "For {lang} beginners", "With {mins} minutes a day"),
-    "planning": ("For {day}", "For {nights} nights", "With {n} errands", "If {day} is packed"),
+    "planning": ("For {day}", "Over {nights} days", "With {n} errands", "If {day} is packed"),
 }
 _WHY = ("", "", "", " so it doesn't go wrong halfway", " so you're not rushing at the end", ", which saves time later",
         " - that's where most people slip", ", and you're done", " to keep it simple")
@@ -340,7 +341,7 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
     "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
     "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
     "budget": ("the {money} is all I've saved so far", "I'd like to save {pct}% a month", "I've got {times} bills due on {day}"),
-    "training": ("I have {mins} minutes on {day}", "the plan says {times} sessions a week", "I rest {rest} seconds between sets"),
+    "training": ("{who} has {mins} minutes on {day}", "{who} is just starting out", "{who} wants {rest} seconds of rest between sets"),
     "gift": ("the party is on {day}", "I can spend {small}", "{who} already has {gift2}"),
     "repair": ("it's been like that for {times} weeks", "I have {mins} minutes before guests arrive on {day}",
                "I own a {tool} and not much else"),
@@ -349,7 +350,7 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
                 "my last read took {nights} nights"),
     "film": ("our film night starts around {mins} past eight", "{n} people will be watching",
              "it's for {day} night"),
-    "planning": ("I start at {times} in the morning", "I have {n} errands on {day}", "I'm away for {nights} nights"),
+    "planning": ("my first call is at {times} o'clock", "I have {n} errands on {day}", "the next {nights} days are busy"),
 }
 _IFS = ("", "", "If that takes longer than {mins2} minutes,", "If it goes wrong,", "If you're short on time,",
         "Once it's done,", "If you get stuck,", "Before {day},", "If {who} asks,", "Either way,", "Next time,")
@@ -388,9 +389,9 @@ _ASIDES = (
     "I can't keep it up for long", "we're meeting friends for lunch", "I'm learning as I go", "I told a friend I'd sort it",
     "it's my comfort project", "the trip to the shops can wait", "anything quick would do", "I'll be home soon",
     "my job is quiet this week", "work has been hectic", "the office is freezing", "I got home early for once",
-    "now I have a free evening", "I came back from the gym starving", "I've got a new routine for mornings",
+    "now I have a free evening", "I came home starving", "mornings have been slow lately",
     "things at home are calm", "I'm at home all day", "our team at work is tiny", "I'm easing into the week",
-    "it's late and the shops are shut", "the kids are home and the house is chaos", "I've got time today and the energy",
+    "it's late and the shops are shut", "the house is chaos today", "I've got time today and the energy",
     "it's raining and the bus is late again", "I tried once and the result was a disaster", "my laptop is slow and the wifi worse",
 )
 
@@ -400,7 +401,12 @@ _FOLLOW_NEWS: Mapping[str, tuple[str, ...]] = {
     "city": ("the neighbourhood is quieter than I expected", "the rent is higher but the flat gets more light",
              "I still get lost walking home", "the commute is shorter from here", "I'm still learning which bus goes where"),
     "employer": ("the work is more interesting than at my last place", "I'm still learning everyone's names"),
+    "partner": ("it's early days, but it feels right", "we met through friends", "I haven't stopped smiling"),
 }
+_NEWS_ONLY = frozenset({"partner"})
+_FAMILY = frozenset({"sister", "brother", "mother", "father"})
+_FAMILY_ONLY = frozenset({"we were close growing up", "they're the organised one in the family"})
+"""Topics whose every-day follow-ons tell of a settled state ("we argue about the thermostat"): after news, only news."""
 
 _SMALL_TALK = ("city", "employer", "occupation", "diet", "cuisine", "music", "person")
 """Topics of a follow-on sentence that is true of every user at any time, so it is also said as small talk."""
@@ -511,10 +517,16 @@ def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str
             is added only then).
     """
     clause, said_as = _clause(rng, telling, who, when)
-    topic = "person" if who is not None else telling["attr"]
+    # A partner's own facts take the partner's follow-ons ("they plan far better than I do"), not a relative's.
+    topic = ("partner" if who.get("relation") == "partner" else "person") if who is not None else telling["attr"]
+    if telling["attr"] == "partner" and telling["value"] == "single":
+        return clause, said_as  # a breakup: nothing said of the couple fits after it
     if still and rng.random() < 0.7:
         news = _FOLLOW_NEWS.get(topic, ()) if telling["aspect"] == "began" and who is None else ()
-        return f"{clause}. {pick(rng, _FOLLOW_ON[topic] + news)}", said_as
+        bank = news if topic in _NEWS_ONLY and news else _FOLLOW_ON[topic] + news
+        if topic == "person" and who is not None and who.get("relation") not in _FAMILY:
+            bank = tuple(x for x in bank if x not in _FAMILY_ONLY)  # a colleague was not "close growing up"
+        return f"{clause}. {pick(rng, bank)}", said_as
     return clause, said_as
 
 
@@ -1086,7 +1098,7 @@ def vocabulary() -> dict[str, list[str]]:
 FORGET_PHRASES: Mapping[str, tuple[str, ...]] = {
     # What a user calls a topic when they ask for it to be forgotten.
     "city": ("where I live", "my address and where I live", "which city I'm in"),
-    "employer": ("where I work", "my job and my employer"),
+    "employer": ("where I work", "my workplace", "the company I work for"),
     "partner": ("my relationship", "who I'm seeing"),
     "illnesses": ("my health", "when I was ill"),
 }
