@@ -822,9 +822,11 @@ def learning_notes(
         lines.append("kind mix (questions, 1st/2nd half): " + ", ".join(f"{k} {mix1.get(k, 0)}/{mix2.get(k, 0)}" for k in kinds)
                      + ("; halves balanced by kind (each question weighted by its kind's share)" if balance_kinds
                         else "; not balanced (--balance-kinds weights both halves to the same mix)"))
+    learners = has_learners(table)
     lines.append("stale>cur: share of changed-fact questions where a superseded value outranks the current one "
-                 "(lower is better); its contrast is the same difference in stale>cur")
-    lines.append(MDE_METHOD + "; the MDE column signs it: +: a gain, -: a loss")
+                 "(lower is better)" + ("; its contrast is the same difference in stale>cur" if learners else ""))
+    if learners:  # a run without learners has no contrast, so no MDE of one
+        lines.append(MDE_METHOD + "; the MDE column signs it: +: a gain, -: a loss")
     lines.append(
         f"DiD vs static control: (2nd - 1st) minus that of {control}, which also moves with storage policy"
         if control else

@@ -39,6 +39,7 @@ from memsim.analysis.learning import (
     format_diff,
     format_learning,
     format_p,
+    has_learners,
     learning_header,
     learning_notes,
     learning_title,
@@ -774,14 +775,19 @@ def write_report(
     built = _build(run, window=window, window_days=window_days, fading=fading)
     title = f"memsim report: {run.path.name}"
     sections: list[tuple[str, str, list[tuple[str, Any]]]] = []
-    through = learning_title({s: run.entry(s) for s in run.systems}).split(" (")[0] if built.learning else ""
+    entries = {s: run.entry(s) for s in run.systems}
+    through = learning_title(entries).split(" (")[0] if built.learning else ""
+    summary = ("summary", "Overall", [("table", built.overview)])
+    if not has_learners(entries):
+        sections.append(summary)  # nothing learns: the overall figures lead, the change through use follows
     if built.learning:
         lead: list[tuple[str, Any]] = []
         for heading, table in built.learning:
             lead += [("h3", heading), ("table", table)]
         lead += [("figure", f) for f in built.figures if f.section == "learning"]
         sections.append(("learning", f"{through}: {run.metric}", lead))
-    sections.append(("summary", "Overall", [("table", built.overview)]))
+    if has_learners(entries):
+        sections.append(summary)
     answers = _answers_table(run)
     if answers is not None:
         sections.append(("answers", "Answers and judges", [("table", answers)]))
@@ -801,12 +807,16 @@ def write_report(
     out.write_text(_page(title, _spec_summary(run), sections), encoding="utf-8")
 
     md = [f"# {title}", "", _spec_summary(run), ""]
+    overall = ["## Overall", "", built.overview.markdown(), ""]
+    if not has_learners(entries):
+        md += overall
     for metric, table in built.learning:
         md += [f"## {through}: {metric}", "", table.markdown(), ""]
     for f in built.figures:
         if f.svg is None:
             md += [f"_{f.caption}_", ""]
-    md += ["## Overall", "", built.overview.markdown(), ""]
+    if has_learners(entries):
+        md += overall
     if answers is not None:
         md += ["## Answers and judges", "", answers.markdown(), ""]
     if built.categories is not None:

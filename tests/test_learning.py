@@ -339,3 +339,32 @@ def test_a_run_without_learners_is_not_titled_learning() -> None:
     notes = " ".join(learning_notes(plain, metric="recall_all@10", control="naive"))
     assert "placebo" not in notes and "twin" not in notes and "not what feedback taught" in notes
     assert "placebo" in " ".join(learning_notes(learner, metric="recall_all@10", control="naive"))
+    # Without a contrast there is no MDE of one, and no contrast in stale>cur either.
+    assert "MDE" not in notes and "its contrast" not in notes
+    assert "MDE" in " ".join(learning_notes(learner, metric="recall_all@10", control="naive"))
+
+
+def test_a_run_without_learners_leads_with_its_overall_figures(tmp_path, capsys) -> None:
+    """Nothing learns: the CLI's systems table (with the headline and its interval) and the report's Overall
+    section come before the change through use."""
+    import json
+
+    from memsim.analysis.cli import main
+    from memsim.analysis.cli.run import print_outcome
+    from memsim.analysis.pipeline import execute, make_spec
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.registry import SystemSpec
+
+    spec = make_spec("longitudinal", "life", {"users": 3, "months": 2.0}, (SystemSpec("naive"), SystemSpec("bm25")),
+                     seed=1, n_boot=100)
+    out = tmp_path / "run"
+    outcome = execute(spec, out_dir=out, embedder_factory=lambda: HashEmbedder(32))
+    capsys.readouterr()
+    print_outcome(outcome)
+    text = capsys.readouterr().out
+    assert text.index("recall_all@10 % [95% CI]") < text.index("Change through use")
+    score = json.loads((out / "metrics.json").read_text())["systems"]["naive"]["overall"]["scores"]["recall_all@10"]
+    assert f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]" in text
+    assert main(["report", str(out)]) == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert md.index("## Overall") < md.index("## Change through use")

@@ -291,7 +291,7 @@ def embedding_line(info: dict[str, Any]) -> str | None:
 
 def print_outcome(outcome: Any) -> None:
     """The learning table (longitudinal), per-system figures, failures and the run folder."""
-    from memsim.analysis.learning import format_learning, learning_title
+    from memsim.analysis.learning import has_learners
     from memsim.sim.core.table import console_width
 
     width = console_width()
@@ -304,55 +304,12 @@ def print_outcome(outcome: Any) -> None:
     line = embedding_line(outcome.result.info)
     if line:
         say(line)
-    print()
-    if outcome.summary.learning is not None:
-        title = learning_title(outcome.summary.learning)
-        channel = f" (feedback channel: {m.get('feedback')})" if title.startswith("Learning") else ""
-        print(f"{title}{channel}: {m['metric']}, %")
-        print(format_learning(outcome.summary.learning, metric=m["metric"], control=m.get("control"),
-                              missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
-                              placebos=m.get("placebos") or {}, width=width))
-        for col, table in (m.get("answer_learning") or {}).items():
-            # A reader ran and its answers were judged: answer accuracy gets halves and contrasts of its own.
-            print()
-            print(f"Answer accuracy through use, judge {col.removeprefix('answer_')} ({col}), %")
-            print(format_learning(table, metric=col, control=m.get("control"), placebos=m.get("placebos") or {},
-                                  width=width))
-    systems = m.get("systems", {})
-    if systems:
-        print()
-        rows, notes = [], []
-        # Requests in the user's own words to forget a topic: only a world that makes them has the column.
-        in_words = any(s.get("forgotten_in_words") for s in systems.values())
-        for name, s in systems.items():
-            if s.get("failed"):
-                rows.append([name, "FAILED", None, None, None, None, None] + [None] * in_words)
-                notes.append(f"{name} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
-                continue
-            stale = s.get("stale_above_current")
-            lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
-            rows.append([name, "—" if stale is None else f"{100 * stale:.1f}", s.get("final_items") or 0,
-                         f"{(s.get('final_bytes') or 0) / 1e6:.2f}", f"{lat.get('p50') or 0:.2f}",
-                         f"{lat.get('p95') or 0:.2f}", (s.get("deleted_leaks") or 0) + (s.get("forget_probe_leaks") or 0)])
-            if in_words:
-                f = s.get("forgotten_in_words")
-                rows[-1].append("—" if not f else f"{100 * f['share']:.1f}")
-            answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
-            if answers:
-                notes.append(f"answers of {name}: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
-        # A long label (http[url=...]) widens its column, never shifts the others; past the terminal's
-        # width it wraps inside its own cell.
-        from memsim.sim.core.table import console_width, fit_table
-
-        head = ["system", "stale>cur %", "items", "MB", "ret p50 ms", "ret p95 ms", "leaks"] + ["forgot %"] * in_words
-        print(fit_table(head, rows, compact=range(len(head)), wrap=(0,), width=console_width(), what="systems"))
-        if in_words:
-            f = next(s["forgotten_in_words"] for s in systems.values() if s.get("forgotten_in_words"))
-            notes.insert(0, f"forgot %: of the {f['questions']} questions asked after a user asked in their own words "
-                            "to forget a topic (nothing deleted through the API), the share whose top k still held "
-                            "a turn that told it; leaks: retrieved memories of turns deleted through the API")
-        for note in notes:
-            say(note)
+    learners = outcome.summary.learning is not None and has_learners(outcome.summary.learning)
+    if learners:
+        _print_learning(m, outcome.summary.learning, width)
+    _print_systems(m, timings, headline=not learners)
+    if outcome.summary.learning is not None and not learners:
+        _print_learning(m, outcome.summary.learning, width)  # nothing learns: the change through use comes second
     if outcome.result.info.get("llm"):
         from memsim.sim.answer.setup import format_cost
 
@@ -365,6 +322,7 @@ def print_outcome(outcome: Any) -> None:
         print("Latency under load (simulated time)")
         print(format_load(load, where="metrics.json" if m.get("load") else "perf.json"))
     worst = []
+    systems = m.get("systems", {})
     for name, s in systems.items():
         users = {u: v for u, v in (s.get("per_user") or {}).items() if v.get("diff") is not None}
         if len(users) > 1:
@@ -387,6 +345,80 @@ def print_outcome(outcome: Any) -> None:
             print(f"report: {report}")
         print(f"run folder: {outcome.out_dir}")
 
+
+
+def _print_learning(m: dict[str, Any], learning: Any, width: int | None) -> None:
+    """The learning (or change) through use tables, and the answer accuracy tables where a reader ran."""
+    from memsim.analysis.learning import format_learning, learning_title
+
+    print()
+    title = learning_title(learning)
+    channel = f" (feedback channel: {m.get('feedback')})" if title.startswith("Learning") else ""
+    print(f"{title}{channel}: {m['metric']}, %")
+    print(format_learning(learning, metric=m["metric"], control=m.get("control"),
+                          missing_control=m.get("control_missing"), balance_kinds=bool(m.get("balance_kinds")),
+                          placebos=m.get("placebos") or {}, width=width))
+    for col, table in (m.get("answer_learning") or {}).items():
+        # A reader ran and its answers were judged: answer accuracy gets halves and contrasts of its own.
+        print()
+        print(f"Answer accuracy through use, judge {col.removeprefix('answer_')} ({col}), %")
+        print(format_learning(table, metric=col, control=m.get("control"), placebos=m.get("placebos") or {},
+                              width=width))
+
+
+def _print_systems(m: dict[str, Any], timings: dict[str, Any], *, headline: bool) -> None:
+    """Per system: (``headline``: the metric over all questions, with its interval,) stale>cur, storage, latency,
+    leaks, and what a forget request in words left retrievable."""
+    from memsim.sim.core.table import console_width, fit_table
+
+    systems = m.get("systems", {})
+    if not systems:
+        return
+    print()
+    rows, notes = [], []
+    # Requests in the user's own words to forget a topic: only a world that makes them has the column.
+    in_words = any(s.get("forgotten_in_words") for s in systems.values())
+    for name, s in systems.items():
+        if s.get("failed"):
+            rows.append([name] + [None] * headline + ["FAILED", None, None, None, None, None] + [None] * in_words)
+            notes.append(f"{name} FAILED ({s['questions']} question rows kept, no figures): {s['failed']}")
+            continue
+        stale = s.get("stale_above_current")
+        lat = timings.get("systems", {}).get(name, {}).get("retrieve_ms", {})
+        score = ((s.get("overall") or {}).get("scores") or {}).get(m["metric"]) or {}
+        rows.append([name] + ([_pct_ci(score)] if headline else []) + [
+            "—" if stale is None else f"{100 * stale:.1f}", s.get("final_items") or 0,
+            f"{(s.get('final_bytes') or 0) / 1e6:.2f}", f"{lat.get('p50') or 0:.2f}",
+            f"{lat.get('p95') or 0:.2f}", (s.get("deleted_leaks") or 0) + (s.get("forget_probe_leaks") or 0)])
+        if in_words:
+            f = s.get("forgotten_in_words")
+            rows[-1].append("—" if not f else f"{100 * f['share']:.1f}")
+        answers = {k: v for k, v in s.items() if k.startswith("answer_") and v is not None}
+        if answers:
+            notes.append(f"answers of {name}: " + ", ".join(f"{k[7:]} {100 * v:.1f}%" for k, v in answers.items()))
+    # A long label (http[url=...]) widens its column, never shifts the others; past the terminal's
+    # width it wraps inside its own cell.
+    head = (["system"] + [f"{m['metric']} % [95% CI]"] * headline
+            + ["stale>cur %", "items", "MB", "ret p50 ms", "ret p95 ms", "leaks"] + ["forgot %"] * in_words)
+    print(fit_table(head, rows, compact=range(len(head)), wrap=(0,), width=console_width(), what="systems"))
+    if headline:
+        notes.insert(0, f"{m['metric']}: over every scored question of the run; [lo, hi]: 95% bootstrap interval, "
+                        "whole users resampled (metrics.json)")
+    if in_words:
+        f = next(s["forgotten_in_words"] for s in systems.values() if s.get("forgotten_in_words"))
+        notes.insert(0, f"forgot %: of the {f['questions']} questions asked after a user asked in their own words "
+                        "to forget a topic (nothing deleted through the API), the share whose top k still held "
+                        "a turn that told it; leaks: retrieved memories of turns deleted through the API")
+    for note in notes:
+        _say(note)
+
+
+def _pct_ci(score: dict[str, Any]) -> str:
+    if score.get("mean") is None:
+        return "—"
+    if score.get("lo") is None or score.get("hi") is None:
+        return f"{100 * score['mean']:.1f}"
+    return f"{100 * score['mean']:.1f} [{100 * score['lo']:.1f}, {100 * score['hi']:.1f}]"
 
 def rerun_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``memsim rerun``."""
