@@ -872,8 +872,10 @@ def format_learning(
         lines += textwrap.wrap("Arms, contrasts, intervals and MDE: docs/concepts/contrasts.md; every column and "
                                "footnote: memsim --wide, or report.md.", width)
     else:
-        lines += learning_notes(table, metric=metric, control=control, missing_control=missing_control,
-                                balance_kinds=balance_kinds)
+        notes = learning_notes(table, metric=metric, control=control, missing_control=missing_control,
+                               balance_kinds=balance_kinds)
+        # Wide enough for the tables: each footnote still folds to the terminal (whole into a pipe or a file).
+        lines += [w for n in notes for w in (textwrap.wrap(n, width, subsequent_indent="  ") if width else [n])]
     return "\n".join(lines)
 
 

@@ -142,7 +142,7 @@ def test_the_run_summary_systems_table_fits_100_columns(tmp_path: Path, monkeypa
     assert lines[end] == "(systems: wrapped to fit 100 columns; memsim --wide prints one line per row)"
 
 
-@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize("columns", [80, 100, 300])
 def test_a_run_with_a_learner_prints_nothing_wider_than_the_terminal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], columns: int) -> None:
     """The learning tables (five arms), the systems table and the per-user line all fit the terminal."""
@@ -160,6 +160,11 @@ def test_a_run_with_a_learner_prints_nothing_wider_than_the_terminal(
     # Only lines that name a path (the config, the run folder) may be longer: a path is not cut.
     wide = [line for line in out.split("\n") if len(line) > columns and str(tmp_path) not in line]
     assert not wide, wide
+    # Folded, the footnotes give way to a pointer; wide enough for the tables, they are printed, each folded.
+    if columns < 200:
+        assert "docs/concepts/contrasts.md" in out and "MDE: design-based" not in out
+    else:
+        assert "MDE: design-based" in out and "docs/concepts/contrasts.md" not in out
 
 
 @pytest.mark.slow
@@ -176,3 +181,24 @@ def test_demo_quick_prints_nothing_wider_than_100_columns(tmp_path: Path, monkey
     wide = [line for line in out.split("\n") if len(line) > 100 and str(tmp_path) not in line
             and "scenarios/configs" not in line]
     assert not wide, wide
+
+
+def test_a_markdown_page_fits_the_terminal_keeping_its_leading_columns() -> None:
+    """``memsim compare`` and ``memsim board`` print their Markdown through ``fit_markdown``: each table keeps
+    the leading columns that fit and names the file with every column; long prose folds."""
+    from memsim.sim.core.table import fit_markdown
+
+    head = "| system | overall (%) | 1st half (%) | 2nd half (%) | gain over twin, 2nd half (pp) | DiD vs static control (pp) |"
+    rows = ["| naive | 62.9 [60.1, 65.3] | 61.0 | 64.0 | — | — |",
+            "| http[url=a\\|b] | 55.0 [52.0, 58.0] | 54.0 | 56.0 | +1.2 [-0.3, +2.8] | -0.4 [-1.9, +1.1] |"]
+    page = "\n".join(["# memsim comparison", "", head, "|---|---|---|---|---|---|", *rows, "",
+                      "- every figure comes from the run's metrics.json " * 4])
+    assert fit_markdown(page, None, where="compare.md") == page
+    text = fit_markdown(page, 60, where="runs/compare/compare.md")
+    lines = text.split("\n")
+    assert all(len(line) <= 60 for line in lines), [len(line) for line in lines]
+    table = [line for line in lines if line.startswith(("system", "naive", "http"))]
+    assert table[0].split() == ["system", "overall", "(%)", "1st", "half", "(%)"]
+    assert "62.9 [60.1, 65.3]" in table[1] and table[2].startswith("http[url=a|b]")
+    assert "(table: 3 of 6 columns; all with memsim --wide, and in runs/compare/compare.md)" in " ".join(lines)
+    assert sum(line.startswith("- every figure") for line in lines) == 1 and len(lines) > 12

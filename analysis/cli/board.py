@@ -19,8 +19,10 @@ def board_arguments(parser: argparse.ArgumentParser) -> None:
 def board_main(args: argparse.Namespace) -> int:
     """Write board.html, board.md and board.json; print the Markdown and the page's path."""
     from memsim.analysis.board import write_board
+    from memsim.sim.core.table import console_width, fit_markdown
 
     page = write_board(args.dirs, args.out)
-    print((page.parent / "board.md").read_text(encoding="utf-8"))
+    md = page.parent / "board.md"
+    print(fit_markdown(md.read_text(encoding="utf-8"), console_width(), where=str(md)))
     print(f"board: {page}")
     return 0

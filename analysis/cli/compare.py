@@ -44,12 +44,13 @@ def compare_main(args: argparse.Namespace) -> int:
     """Write compare.html and compare.md, print the Markdown summary and the page's path."""
     from memsim.analysis.sweep import is_sweep_dir
     from memsim.sim.core.errors import UserError
+    from memsim.sim.core.table import console_width, fit_markdown
 
     if len(args.run_dirs) == 1 and is_sweep_dir(args.run_dirs[0]):
         from memsim.analysis.sweep_compare import compare_sweep
 
         md = compare_sweep(args.run_dirs[0], args.out)
-        print(md.read_text(encoding="utf-8"))
+        print(fit_markdown(md.read_text(encoding="utf-8"), console_width(), where=str(md)))
         print(f"comparison: {md.parent / 'compare.html'}")
         return 0
     if any(is_sweep_dir(d) for d in args.run_dirs):
@@ -68,6 +69,7 @@ def compare_main(args: argparse.Namespace) -> int:
         print(f"compare: {note}")
     path = compare_runs(list(distinct.kept), args.out or default_compare_dir(distinct.kept), window=args.window,
                         fading=args.fading)
-    print((path.parent / "compare.md").read_text(encoding="utf-8"))
+    md = path.parent / "compare.md"
+    print(fit_markdown(md.read_text(encoding="utf-8"), console_width(), where=str(md)))
     print(f"comparison: {path}")
     return 0

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Collection, Sequence
 from typing import Any, TextIO
 
-__all__ = ["text_table", "table_width", "console_width", "fit_table", "WIDE_ENV"]
+__all__ = ["text_table", "table_width", "console_width", "fit_table", "fit_markdown", "WIDE_ENV"]
 
 WIDE_ENV = "MEMSIM_WIDE"
 """Set (``memsim --wide``) to print every table whole, whatever the terminal's width."""
@@ -82,6 +83,7 @@ def fit_table(
     align: str | None = None,
     wrap: Sequence[int] = (0,),
     what: str = "table",
+    where: str = "report.md",
 ) -> str:
     """``text_table``, or its compact view when the whole table is wider than ``width``.
 
@@ -101,6 +103,7 @@ def fit_table(
         align: one letter per column of ``head`` (``l`` or ``r``), as for ``text_table``.
         wrap: the columns (indexes into ``head``) whose text may wrap in the compact view.
         what: the table's name in the note (``"contrasts"``).
+        where: the file that holds the whole table, named in the note.
 
     Raises:
         ValueError: a row or ``align`` does not match the header, or a ``compact`` index is out of range.
@@ -117,13 +120,41 @@ def fit_table(
     cells = _cells(sub_head, [[row[i] for i in compact] for row in rows])
     sub_align = "".join(full_align[i] for i in compact)
     # The note is wrapped too: on a narrow terminal it must not be the one line that wraps.
-    said = (f"({what}: {len(compact)} of {n} columns; all with memsim --wide, and in report.md)" if len(compact) < n
+    said = (f"({what}: {len(compact)} of {n} columns; all with memsim --wide, and in {where})" if len(compact) < n
             else f"({what}: wrapped to fit {width} columns; memsim --wide prints one line per row)")
     note = "\n".join(textwrap.wrap(said, width=max(width, 20)))
     if table_width(sub_head, cells) <= width:
         return _render(sub_head, cells, sub_align) + "\n" + note
     wrapping = {j for j, i in enumerate(compact) if i in set(wrap)}
     return _render(sub_head, cells, sub_align, width=width, wrap=wrapping) + "\n" + note
+
+
+def fit_markdown(text: str, width: int | None, *, where: str) -> str:
+    """A Markdown page (``compare.md``, ``board.md``) for a terminal of ``width`` columns.
+
+    Each table keeps as many of its leading columns as fit (``fit_table``, the note naming ``where``, the file
+    with every column); other lines longer than ``width`` fold at spaces. ``width`` None returns ``text`` as is.
+    """
+    if width is None:
+        return text
+    out: list[str] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("|"):
+            out += textwrap.wrap(lines[i], width, subsequent_indent="  ", break_on_hyphens=False) or [""]
+            i += 1
+            continue
+        block = []
+        while i < len(lines) and lines[i].startswith("|"):
+            block.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", lines[i].strip())[1:-1]])
+            i += 1
+        head, rows = block[0], [r for r in block[1:] if not all(set(c) <= set("-: ") for c in r)]
+        rows = [r + [""] * (len(head) - len(r)) if len(r) < len(head) else r[:len(head)] for r in rows]
+        keep = next((k for k in range(len(head), 0, -1) if table_width(head[:k], [r[:k] for r in rows]) <= width), 1)
+        out += fit_table(head, rows, compact=range(max(keep, 1)), width=width, align="l" * len(head),
+                         wrap=(0,), what="table", where=where).split("\n")
+    return "\n".join(out)
 
 
 def text_table(head: Sequence[str], rows: Sequence[Sequence[Any]], *, align: str | None = None) -> str:
