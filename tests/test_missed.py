@@ -60,6 +60,10 @@ def test_the_report_drills_into_the_most_missed_questions(tmp_path: Path) -> Non
     counts = [int(n) for _, n, _ in drills]
     assert counts == sorted(counts, reverse=True) and all(int(of) == 3 for _, _, of in drills)
     assert "<table class='attempts'>" in page and "gold evidence:" in page
+    assert "<th>answer</th>" in page  # a reader ran: its answers are shown
+    # Without a reader, neither table has an (empty) answer column.
+    bare = write_report(make_run(tmp_path / "bare", reader=False)).read_text(encoding="utf-8")
+    assert "<table class='attempts'>" in bare and "<table class='worst'>" in bare and "<th>answer</th>" not in bare
     # Every table of the page scrolls sideways instead of being cut.
     assert page.count("<table") == page.count("<div class='scroll'><table")
     assert "## Questions most systems miss" in (run / "report.md").read_text(encoding="utf-8")

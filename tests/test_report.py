@@ -218,6 +218,7 @@ def test_report_has_every_section_and_figure(tmp_path: Path) -> None:
     # (a run with a learner leads with learning: test_real_run_report_leads_with_the_gain_over_twin...).
     assert page.index("<section id='summary'>") < page.index("<section id='learning'>")
     assert "Change through use" in page
+    assert "<th>answer</th>" in page  # a reader answered: the worst questions show its answers
     alts = re.findall(r"<img class='plot' alt='([^']+)'", page)
     assert alts == [
         "recall_all@10 over question index",  # a retrieval curve is named by its metric, never accuracy
