@@ -82,6 +82,15 @@ def _turn_texts(rows: pl.DataFrame, wanted: set[str]) -> dict[str, str]:
     return found
 
 
+def _evidence(row: dict[str, Any], found: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The row's evidence turns with their text: as the run recorded it (``evidence_text``, redacted where the turn
+    was deleted), else a memory made from that turn alone (runs before the column), else ``NOT_IN_FOLDER``."""
+    ids = list(row.get("evidence_ids") or ())
+    said = list(row.get("evidence_text") or ())
+    return tuple((e, said[i] if i < len(said) and said[i] is not None else found.get(e, NOT_IN_FOLDER))
+                 for i, e in enumerate(ids))
+
+
 def missed_questions(
     probes: pl.DataFrame, *, metric: str, systems: Sequence[str], limit: int = MISSED_SHOWN
 ) -> list[MissedQuestion]:
@@ -132,7 +141,7 @@ def missed_questions(
         out.append(MissedQuestion(
             question_id=str(qid), kind=str(first.get("kind") or ""), user_id=str(first.get("user_id") or ""),
             question=str(first.get("question") or ""), gold=str(first.get("gold") or ""),
-            evidence=tuple((e, texts.get(e, NOT_IN_FOLDER)) for e in (first.get("evidence_ids") or ())),
+            evidence=_evidence(first, texts),
             missed_by=int(missed_by), systems=int(n), attempts=attempts,
         ))
     return out

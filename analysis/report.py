@@ -569,6 +569,7 @@ def _worst(run: RunData) -> dict[str, list[dict[str, Any]]]:
                 "score": r.get(run.metric),
                 "question": r.get("question") or "",
                 "gold": r.get("gold") or "",
+                "evidence": [t for t in _as_list(r.get("evidence_text")) if t],
                 "answer": r.get(answer_col) if answer_col else None,
                 "judges": {j: r.get(j) for j in judges},
                 "first_rank": r.get("first_rank"),

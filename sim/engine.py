@@ -676,6 +676,8 @@ class Harness:
             "question": q.text,
             "gold": q.gold,
             "evidence_ids": list(q.evidence),
+            # The gold evidence as said, for error analysis (redacted with the rest if its turn is deleted later).
+            "evidence_text": [self.turn_text.get(t) for t in q.evidence],
             "superseded_ids": list(q.superseded),
             "excluded": q.excluded,
             "retrieve_ms": ms,

@@ -90,6 +90,7 @@ PROBE_SCHEMA: dict[str, Any] = {
     "retrieved_sources": pl.List(pl.List(pl.Utf8)),
     "retrieved_scores": pl.List(pl.Float64),
     "retrieved_text": pl.List(pl.Utf8),
+    "evidence_text": pl.List(pl.Utf8),
     "isolation_failures": pl.Int64,
     "deleted_leaks": pl.Int64,
     "forgotten_turns": pl.Int64,
@@ -536,6 +537,15 @@ def _redact_row(row: dict[str, Any], gone: set[str] | frozenset[str], copies: Co
             if cleaned != list(texts):
                 row["retrieved_text"] = cleaned
                 changed = True
+    said = row.get("evidence_text")
+    if said is not None:
+        ids = list(row.get("evidence_ids") or ())
+        cleaned = [REDACTED if i < len(ids) and ids[i] in gone else
+                   REDACTED_COPY if copies and isinstance(t, str) and t not in _MARKS and copies.holds(t) else t
+                   for i, t in enumerate(said)]
+        if cleaned != list(said):
+            row["evidence_text"] = cleaned
+            changed = True
     for column in _TEXT_COLUMNS:
         value = row.get(column)
         if value is None or value in _MARKS:
@@ -572,8 +582,9 @@ def _frame_ids(frame: pl.DataFrame) -> frozenset[str]:
 def _frame_texts(frame: pl.DataFrame) -> frozenset[str]:
     """Every distinct text a frame's rows carry that may hold a deleted turn's text (memories, gold, answers)."""
     texts: set[str] = set()
-    if "retrieved_text" in frame.columns:
-        texts.update(frame["retrieved_text"].explode().drop_nulls().unique().to_list())
+    for column in ("retrieved_text", "evidence_text"):
+        if column in frame.columns:
+            texts.update(frame[column].explode().drop_nulls().unique().to_list())
     for column in _TEXT_COLUMNS:
         if column in frame.columns and frame[column].dtype == pl.Utf8:
             texts.update(frame[column].drop_nulls().unique().to_list())
@@ -595,8 +606,9 @@ def _redact_frame(
     if copies:
         found = [t for t in _frame_texts(frame) if copies.holds(t)]
         if found:
-            if "retrieved_text" in frame.columns:
-                hit = hit | pl.col("retrieved_text").list.eval(pl.element().is_in(found)).list.any().fill_null(False)
+            for column in ("retrieved_text", "evidence_text"):
+                if column in frame.columns:
+                    hit = hit | pl.col(column).list.eval(pl.element().is_in(found)).list.any().fill_null(False)
             for column in _TEXT_COLUMNS:
                 if column in frame.columns and frame[column].dtype == pl.Utf8:
                     hit = hit | pl.col(column).is_in(found).fill_null(False)

@@ -46,6 +46,15 @@ def test_questions_are_ranked_by_how_many_systems_miss_them() -> None:
     assert "q2** (single, missed by 3 of 3)" in missed_markdown(items, "recall_all@10")
 
 
+def test_the_evidence_text_the_run_recorded_is_shown_even_where_nothing_retrieved_it() -> None:
+    """Rows with ``evidence_text`` (every run now) show the gold evidence as said, missed by every system or not;
+    a redacted text stays redacted."""
+    rows = _rows().with_columns(pl.col("question_id").map_elements(lambda q: [f"said in {q}"] if q != "q1" else ["[redacted]"],
+                                                                   return_dtype=pl.List(pl.Utf8)).alias("evidence_text"))
+    q2, q1 = missed_questions(rows, metric="recall_all@10", systems=["a", "b", "c"])
+    assert q2.evidence == (("t-q2", "said in q2"),) and q1.evidence == (("t-q1", "[redacted]"),)
+
+
 def test_the_report_drills_into_the_most_missed_questions(tmp_path: Path) -> None:
     from test_report import make_run
 

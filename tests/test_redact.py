@@ -76,6 +76,7 @@ def test_a_deleted_sentence_leaves_the_run_folder(tmp_path: Path) -> None:
     # q1 was answered before the deletion (its part was on disk) and retrieved the secret then.
     assert REDACTED in rows["retrieved_text"][0].to_list() and rows["gold"][0] == REDACTED
     assert rows["gold"][1] == REDACTED  # asked after: its gold came from the deleted turn too
+    assert rows["evidence_text"].to_list() == [[REDACTED], [REDACTED]]  # the evidence as said goes with its turn
     assert rows["recall_all@2"][0] == 1.0  # scores stay: only text is redacted
     assert result.info["deleted_text"] == "redacted" and result.info["redacted_rows"] == 2
     assert main(["report", str(out)]) == 0
@@ -92,6 +93,7 @@ def test_keep_deleted_text_keeps_it_and_says_so(tmp_path: Path) -> None:
     assert result.probes.sort("question_id")[numbers].equals(redacted.probes.sort("question_id")[numbers])
     assert result.info["deleted_text"] == "kept (keep_deleted_text)" and result.info["redacted_rows"] == 0
     assert any(SECRET in t for t in result.probes.sort("question_id")["retrieved_text"][0].to_list())
+    assert result.probes.sort("question_id")["evidence_text"][0].to_list() == [SECRET]
     assert json.loads((tmp_path / "kept" / "spec.json").read_text())["keep_deleted_text"] is True
 
 

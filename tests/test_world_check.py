@@ -264,3 +264,10 @@ def test_turns_forgotten_in_words_are_counted_when_still_retrieved(tmp_path) -> 
     assert main(["report", str(tmp_path / "run")]) == 0
     report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     assert "forgotten in words, still retrieved" in report and f"({kept}/{after})" in report
+    # Each row carries its gold evidence as said, and the worst questions show it.
+    turns = _turns(build_scenario("life", {"users": 4, "months": 3.0, "forget_in_text_rate": 3.0}).generate(streams(2)["scenario"]))
+    from memsim.sim.recorder import REDACTED
+
+    for ids, said in rows.select("evidence_ids", "evidence_text").iter_rows():
+        assert [s if s == REDACTED else turns[t].text for t, s in zip(ids, said)] == said and len(said) == len(ids)
+    assert "<small>evidence: " in (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
