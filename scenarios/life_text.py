@@ -103,7 +103,7 @@ _INGREDIENTS = (
 _DOCS = (
     "cover letter", "wedding toast", "newsletter intro", "complaint email to my landlord", "birthday card",
     "grant proposal summary", "LinkedIn post", "resignation letter", "thank-you note", "team update",
-    "conference abstract", "eulogy", "product description", "apology email", "short story opening",
+    "conference abstract", "retirement speech", "product description", "apology email", "short story opening",
 )
 _CODE = (
     ("Python", "parse a CSV with messy dates"), ("SQL", "find duplicate customer rows"), ("JavaScript", "debounce a search box"),
@@ -296,7 +296,7 @@ _TOPICS: Mapping[str, tuple[str, ...]] = {
     "training": ("For {ex}", "In {mins} minutes", "At {times} sessions a week", "With {ex} in the mix"),
     "gift": ("For {who}", "Under {small}", "By {day}", "If {who} likes practical things"),
     "repair": ("For {repair}", "With a {tool}", "In {mins} minutes", "If it's {repair}"),
-    "language": ("In {lang}", "For {lang} beginners", "With {mins} minutes a day"),
+    "language": ("In {lang}", "For {lang} beginners", "With {mins} minutes to spare"),
     "planning": ("For {day}", "Over {nights} days", "With {n} errands", "If {day} is packed"),
 }
 _WHY = ("", "", "", " so it doesn't go wrong halfway", " so you're not rushing at the end", ", which saves time later",
@@ -398,8 +398,8 @@ _ASIDES = (
 
 _FOLLOW_NEWS: Mapping[str, tuple[str, ...]] = {
     # Follow-ons that tell of a change: said only after dated news of it, never as small talk.
-    "city": ("the neighbourhood is quieter than I expected", "the rent is higher but the flat gets more light",
-             "I still get lost walking home", "the commute is shorter from here", "I'm still learning which bus goes where"),
+    "city": ("our neighbourhood is quieter than I expected", "rent is higher, but the flat gets more light",
+             "I still get lost walking home", "my commute is shorter from here", "I'm still learning which bus goes where"),
     "employer": ("the work is more interesting than at my last place", "I'm still learning everyone's names"),
     "partner": ("it's early days, but it feels right", "we met through friends", "I haven't stopped smiling"),
 }
@@ -467,11 +467,11 @@ def _a(noun: str) -> str:
 
 _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
     # A second sentence on the same topic, without the value, said only while the value still holds.
-    "city": ("the trams are packed every morning", "the parks are lovely in spring", "the summers are long and hot",
+    "city": ("every morning the trams are packed", "in spring the parks are lovely", "summers here are long and hot",
              "there's a market on our street on Saturdays", "the city feels different in winter",
-             "the old town is full of tourists"),
+             "tourists fill the old town all year"),
     "employer": ("my team there is small but friendly", "the office is a twenty-minute cycle away",
-                 "there's a big deadline at work on Friday", "the meetings there never end on time",
+                 "there's a big deadline at work on Friday", "meetings there never end on time",
                  "my manager there is very hands-off", "the company canteen is surprisingly good"),
     "occupation": ("the job has its stressful weeks", "I spend half my day in meetings", "the work suits me",
                    "my job keeps me on my feet"),
@@ -598,7 +598,7 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
                           f"I'm {alias}, so adjust anything that clashes", f"it needs to work for someone who is {alias}")), alias
     if attr == "cuisine":
         if aspect == "began":
-            return pick(rng, (f"I discovered {v} food {when} and now I crave it", f"{v} cooking became my favourite {when}")), v
+            return pick(rng, (f"I discovered {v} food {when}, and it's my new favourite", f"{v} cooking became my favourite {when}")), v
         return pick(rng, (f"I could eat {v} food every week", f"our favourite place is {_a(v)} restaurant",
                           f"nothing beats {v} cooking for me", f"I keep craving {v} dishes")), v
     if attr == "music":
@@ -928,10 +928,11 @@ _REACTIONS: Mapping[str, tuple[str, ...]] = {
     "illnesses": ("I'm sorry you were ill; I hope you're fully better.", "Oh no, I hope you've recovered.",
                   "That sounds rough. Feeling better now?"),
     "purchases": ("Nice purchase!", "Enjoy it!", "Sounds like a treat."),
-    "person": ("Good for them!", "That's big news for them.", "Sounds like a lot of change for them.",
-               "Pass on my congratulations.", "I hope it works out for them.", "Big changes on their side, then.",
-               "Fingers crossed it goes well for them.", "That must be exciting for them.", "What a year they're having.",
-               "Quite the news.", "They've been busy!", "Lucky them."),
+    # Said after a person's news or state alike ("Tomas loves life in Hamburg"): nothing here assumes a change.
+    "person": ("Good for them!", "Sounds like they're doing well.", "Nice to hear how they're getting on.",
+               "Glad to hear it.", "I hope it keeps going well for them.", "Good to hear they're well.",
+               "Fingers crossed for them.", "That sounds nice for them.", "Lucky them.", "They sound busy!",
+               "Nice that you keep up with them.", "Sounds like things suit them."),
 }
 _TEASERS = (
     # Said before news, the user's or someone else's; the news itself comes in the next turn.
@@ -950,14 +951,14 @@ _RECALLS = ("How did {x} turn out, by the way?", "Did {x} work out in the end?",
 
 _FOLLOW_UPS: Mapping[str, tuple[str, ...]] = {
     "city": ("How's the commute?", "Found a favourite café yet?", "Is the flat all unpacked?", "Do you know the neighbours yet?"),
-    "employer": ("How's the team?", "What's the first project?", "How was the first week?", "Is the commute any better?"),
+    "employer": ("How's the team?", "What's the first project?", "How's it going so far?", "Is the commute any better?"),
     "occupation": ("What's the hardest part so far?", "Is it what you expected?", "How are you finding it?"),
     "partner": ("How did you meet?", "Have your friends met them yet?"),
     "trips": ("What was the highlight?", "Did the weather hold?", "Would you go back?", "How was the food?"),
     "trip_plans": ("Have you booked somewhere to stay?", "What are you most looking forward to?"),
     "pets": ("How are they settling in?", "Have they chewed anything yet?"),
     "illnesses": ("Are you back to normal?", "Did the doctor say how long it lasts?"),
-    "person": ("How do they feel about it?", "Did they see it coming?", "Are they happy about it?"),
+    "person": ("Do you see them often?", "How are they otherwise?", "Are you in touch a lot?"),
 }
 _OH = ("", "", "", "Oh, ", "Oh wow, ", "Ah, ", "Well, ", "Wow. ", "Oh! ", "Ooh, ")
 
