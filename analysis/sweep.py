@@ -105,6 +105,10 @@ _PACKAGES = ("memsim", "numpy", "scipy", "polars", "simpy", "pydantic", "faiss-c
 # --------------------------------------------------------------------------- the spec
 
 
+MAX_SEEDS = 1_000
+"""Seeds a sweep may run (as ``--seeds`` on the command line): each is a whole run per cell."""
+
+
 class SweepSettings(BaseModel):
     """The ``[sweep]`` table: seeds, embedder, how grids combine and how systems are grouped into cells."""
 
@@ -125,11 +129,13 @@ class SweepSettings(BaseModel):
     @classmethod
     def _seeds(cls, v: int | tuple[int, ...]) -> int | tuple[int, ...]:
         if isinstance(v, int):
-            if v < 1:
-                raise ValueError(f"needs at least 1 seed, got {v}")
+            if not 1 <= v <= MAX_SEEDS:
+                raise ValueError(f"needs 1 to {MAX_SEEDS:,} seeds, got {v:,}")
         else:
             if not v or any(s < 0 for s in v) or len(set(v)) != len(v):
-                raise ValueError(f"a list of distinct non-negative seeds, got {list(v)}")
+                raise ValueError(f"a list of distinct non-negative seeds, got {list(v)[:10]}")
+            if len(v) > MAX_SEEDS:
+                raise ValueError(f"at most {MAX_SEEDS:,} seeds, got {len(v):,}")
         return v
 
 

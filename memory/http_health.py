@@ -49,11 +49,14 @@ def check_answering(url: str, *, timeout: float = HEALTH_TIMEOUT) -> None:
     """
     import httpx
 
-    from memsim.memory.http import PROTOCOL
+    from memsim.memory.http import PROTOCOL, _checked_url
 
+    url = _checked_url(url)  # a malformed URL (a port that is no number) is one line, not a traceback
     where = f"http:url={url}"
     try:
-        resp = httpx.get(f"{url.rstrip('/')}/v1/health", timeout=timeout, trust_env=False)
+        resp = httpx.get(f"{url}/v1/health", timeout=timeout, trust_env=False)
+    except httpx.InvalidURL as exc:
+        raise UserError(f"{where}: not a valid URL ({exc})") from None
     except httpx.TimeoutException:
         raise UserError(f"{where} is not answering: no answer within {timeout:g} s") from None
     except httpx.TransportError as exc:

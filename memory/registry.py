@@ -216,6 +216,9 @@ def _entry(name: str) -> _Entry:
             f"(or package.module:Class, or an entry point in group {ENTRY_POINT_GROUP!r})"
         )
     factory = _load(target, name)
+    if not callable(factory):
+        raise UnknownSystemError(f"memory system {name!r}: {target} is not a class or a function that makes a "
+                                 f"system (it is of type {type(factory).__name__})")
     # A plugin says whether it learns: ``learns_from_args(args)`` or a ``learns`` attribute; by default it
     # is taken to learn, so that the run plays its twin and placebo rather than assume a zero gain.
     learns = None if callable(getattr(factory, "learns_from_args", None)) else bool(getattr(factory, "learns", True))

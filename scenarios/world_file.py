@@ -408,9 +408,12 @@ def _check_stream(p: Path, header: Mapping[str, Any], events: Sequence[Event]) -
     last: Event | None = None
 
     def unique(kind: str, key: str, line: int, field: str) -> None:
-        first = seen_ids[kind].setdefault(key, line)
-        if first != line:
-            problems.add(line, f"{field} {_short(key)} repeats the {kind} id of line {first}")
+        if key in seen_ids[kind]:
+            first = seen_ids[kind][key]
+            where = "earlier on this line" if first == line else f"of line {first}"
+            problems.add(line, f"{field} {_short(key)} repeats the {kind} id {where}")
+        else:
+            seen_ids[kind][key] = line
 
     def said(ids: Sequence[str], user: str, when: datetime, line: int, field: str) -> None:
         for tid in ids:

@@ -89,7 +89,7 @@ class RunSettings(BaseModel):
     feedback_from: str = Field("evidence", description="feedback channel: evidence, answer, noisy:P, none, "
                                "correction, implicit, implicit:P (memsim.sim.implicit)")
     maintenance_every_hours: Annotated[float, bounded(24 * 365 * 10, least=0.1)] = Field(24.0, ge=0, description="hours between maintenance ticks (0 = none)")
-    n_boot: int = Field(2000, ge=100, description="bootstrap resamples per interval")
+    n_boot: Annotated[int, bounded(100_000)] = Field(2000, ge=100, description="bootstrap resamples per interval")
     twins: bool = Field(True, description="also play each learning system's twin (same system, feedback withheld)")
     placebo: bool = Field(True, description="also play each learning system's placebo (its system's told bits, "
                                             "permuted within user and week: the same calls and the same number of "

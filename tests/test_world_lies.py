@@ -96,6 +96,11 @@ def _duplicate_turn_id(_h: dict[str, Any], rows: Rows) -> None:
     rows[j]["turns"][0]["turn_id"] = rows[i]["turns"][0]["turn_id"]
 
 
+def _duplicate_turn_id_in_one_session(_h: dict[str, Any], rows: Rows) -> None:
+    i = _first(rows, "session", lambda r: len(r["turns"]) > 1)
+    rows[i]["turns"][1]["turn_id"] = rows[i]["turns"][0]["turn_id"]
+
+
 def _unsorted(_h: dict[str, Any], rows: Rows) -> None:
     # Two sessions one after the other, of different users at different times: swapped, only their order is wrong.
     i = next(i for i in range(len(rows) - 1) if rows[i]["type"] == rows[i + 1]["type"] == "session"
@@ -145,6 +150,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any], Rows], None], str]] = [
     ("evidence-later", _question_field("evidence", _later_turn), r"field 'evidence' names turn .*(said after|no earlier)"),
     ("unknown-kind", _unknown_kind, r"unknown event type 'meeting'"),
     ("duplicate-turn", _duplicate_turn_id, r"turn 0 turn_id .* repeats the turn id of line"),
+    ("duplicate-turn-in-session", _duplicate_turn_id_in_one_session, r"turn 1 turn_id .* repeats the turn id earlier on this line"),
     ("unsorted", _unsorted, r"events must be in time order"),
     ("delete-unknown", _deletion(lambda _d, _r: ["no-such-turn"]), r"field 'turn_ids' names turn 'no-such-turn'"),
     ("delete-other-user", _deletion(_other_users_turn), r"field 'turn_ids' names turn .* of user"),

@@ -1,0 +1,53 @@
+"""One line, exit 2, for the hostile inputs found on the third pass: a plugin attribute that is no class, an
+HTTP URL that is no URL, and counts in a config or a sweep spec past their bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsim.analysis.cli import main
+
+TINY = '[scenario]\nname = "persona"\nusers = 2\nmonths = 1\n\n[run]\nseed = 0\nk = 5\nn_boot = {n_boot}\n'
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.strip().split("\n") if line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_plugin_attribute_that_is_not_a_class_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "odd_plugins.py").write_text("NUMBER = 42\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY.format(n_boot=100), encoding="utf-8")
+    assert main(["run", str(config), "--system", "odd_plugins:NUMBER", "--out", str(tmp_path / "run")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "odd_plugins:NUMBER is not a class or a function that makes a system (it is of type int)" in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:abc", "http://[::1"])
+def test_an_http_url_that_is_no_url_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str) -> None:
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY.format(n_boot=100), encoding="utf-8")
+    assert main(["run", str(config), "--system", f"http:url={url}", "--out", str(tmp_path / "run")]) == 2
+    assert f"url {url!r} is not a valid URL" in _one_line(capsys.readouterr().err)
+    assert main(["check", f"http:url={url}"]) == 2
+    assert "is not a valid URL" in _one_line(capsys.readouterr().err)
+
+
+def test_counts_past_their_bounds_in_files_are_refused_before_any_work(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "boot.toml"
+    config.write_text(TINY.format(n_boot=10**12), encoding="utf-8")
+    assert main(["run", str(config), "--system", "bm25", "--out", str(tmp_path / "run")]) == 2
+    assert "run.n_boot: 1000000000000 is past the sane upper bound 100000" in _one_line(capsys.readouterr().err)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('[sweep]\nseeds = 1000000000\n\n[scenario]\nname = "persona"\nusers = 2\nmonths = 1\n\n'
+                     '[[systems]]\nname = "bm25"\n', encoding="utf-8")
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--dry-run"]) == 2
+    assert "sweep.seeds: needs 1 to 1,000 seeds, got 1,000,000,000" in _one_line(capsys.readouterr().err)
