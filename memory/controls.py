@@ -27,7 +27,7 @@ Registered under the ``control-`` prefix, which ``memsim demo`` leaves out.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
