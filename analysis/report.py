@@ -683,8 +683,12 @@ def _gain_figure(run: RunData, styles: Mapping[str, Mapping[str, Any]]) -> _Figu
 def _timeline_figures(run: RunData, df: pl.DataFrame, styles: Mapping[str, Mapping[str, Any]], window: int) -> list[_Figure]:
     """Storage, latency and cost figures, each without panels that have no data, and sentences for those."""
     out: list[_Figure] = []
-    if run.timeline.height:
-        storage = cv.storage_timeline(run.timeline)
+    # A system that failed before its first row has no style (it is in no table): its timeline rows stay out.
+    drawn = list(styles)
+    timeline = run.timeline.filter(pl.col("system").is_in(drawn)) if run.timeline.height else run.timeline
+    df = df.filter(pl.col("system").is_in(drawn)) if df.height else df
+    if timeline.height:
+        storage = cv.storage_timeline(timeline)
         shown = plots.panels_with_data(storage, [p[0] for p in plots.STORAGE_PANELS])
         svg = plots.storage_figure(storage, styles=styles)
         titles = {"items": "memories stored", "bytes": "storage size", "tokens": "the system's own LLM tokens",

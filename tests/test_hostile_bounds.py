@@ -51,3 +51,35 @@ def test_counts_past_their_bounds_in_files_are_refused_before_any_work(tmp_path:
                      '[[systems]]\nname = "bm25"\n', encoding="utf-8")
     assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--dry-run"]) == 2
     assert "sweep.seeds: needs 1 to 1,000 seeds, got 1,000,000,000" in _one_line(capsys.readouterr().err)
+
+
+EXITER = '''
+import sys
+
+from memsim.memory.naive import NaiveMemory
+
+
+class ExitsOnRetrieve(NaiveMemory):
+    """Ends its process from inside retrieve, before any row is written."""
+
+    learns = False
+
+    def retrieve(self, *args, **kwargs):
+        sys.exit(0)
+'''
+
+
+def test_a_system_that_fails_before_its_first_row_leaves_the_others_figures_and_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Marked FAILED in the systems table, bm25's figures and the report made, exit 1, no traceback."""
+    (tmp_path / "exiting_plugins.py").write_text(EXITER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY.format(n_boot=100), encoding="utf-8")
+    out = tmp_path / "run"
+    code = main(["run", str(config), "--system", "exiting_plugins:ExitsOnRetrieve", "--system", "bm25",
+                 "--out", str(out), "--workers", "1", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 1 and "Traceback" not in captured.out + captured.err
+    assert "exiting_plugins:ExitsOnRetrieve FAILED (0 question rows kept" in captured.out
+    assert (out / "report.html").exists() and "bm25" in (out / "report.md").read_text(encoding="utf-8")
