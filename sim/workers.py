@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from memsim.sim.core.errors import UserError
+from memsim.sim.core.errors import UserError, WorkerDied
 from memsim.sim.runner import Clock, Unit, UnitContext, UnitOutcome, play_serial, unit_steps
 
 __all__ = ["Workers", "WorkerRecipe", "default_worker_count", "parse_scheduler", "recipe_token"]
@@ -361,7 +361,7 @@ def _failure(errors: Sequence[tuple[Unit, BaseException]], waiting: Sequence[Uni
         else:
             out = UserError(f"unit {_describe([unit])} failed in a worker: {type(exc).__name__}: {exc}; {tail}")
     else:
-        out = UserError(f"a worker process died (killed, out of memory, or a system ended it) while playing unit "
+        out = WorkerDied(f"a worker process died (killed, out of memory, or a system ended it) while playing unit "
                         f"{_describe(died)}; {tail}")
     # The rows each failed unit played before its error (``unit_steps``), kept as parts cut short.
     out.partials = [e.partial for _, e in errors if getattr(e, "partial", None) is not None]  # type: ignore[attr-defined]

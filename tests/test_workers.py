@@ -96,6 +96,7 @@ def test_a_killed_worker_fails_the_run_naming_its_unit_and_the_rerun_resumes_to_
     message = str(caught.value)
     assert "worker process died" in message and "DiesOnce" in message and "a0-0001" in message
     assert "rerun the same command to resume" in message
+    assert caught.value.exit_code == 1  # an incomplete run, like a failed system: not bad input (exit 2)
     assert not marker.exists() and not (out / "metrics.json").exists()
     resumed = execute(spec, out_dir=out, embedder_factory=factory, workers=2)
     assert resumed.result.info["units"]["played"] >= 1

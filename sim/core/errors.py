@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-__all__ = ["UserError", "SystemsFailed", "expected_failure", "naming_file", "short_value"]
+__all__ = ["UserError", "SystemsFailed", "WorkerDied", "expected_failure", "naming_file", "short_value"]
 
 
 class UserError(Exception):
@@ -18,6 +18,14 @@ class UserError(Exception):
     the valid choices. The command line prints it on one line (no traceback
     unless ``--debug``) and exits with code 2.
     """
+
+
+class WorkerDied(UserError):
+    """A worker process ended while it played a unit (a system that ended it, a crash in native code, the
+    out-of-memory killer): an incomplete run, not bad input. One line, exit code 1; the units that ended are
+    committed and rerunning the same command resumes."""
+
+    exit_code = 1
 
 
 class SystemsFailed(UserError):
