@@ -83,3 +83,30 @@ def test_a_system_that_fails_before_its_first_row_leaves_the_others_figures_and_
     assert code == 1 and "Traceback" not in captured.out + captured.err
     assert "exiting_plugins:ExitsOnRetrieve FAILED (0 question rows kept" in captured.out
     assert (out / "report.html").exists() and "bm25" in (out / "report.md").read_text(encoding="utf-8")
+
+
+SLEEPER = '''
+import time
+
+from memsim.memory.naive import NaiveMemory
+
+
+class SleepsOnRetrieve(NaiveMemory):
+    """Never answers a retrieve."""
+
+    learns = False
+
+    def retrieve(self, *args, **kwargs):
+        while True:
+            time.sleep(1)
+'''
+
+
+def test_memsim_check_fails_a_check_that_overruns_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "sleeping_plugins.py").write_text(SLEEPER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["check", "sleeping_plugins:SleepsOnRetrieve", "--deadline", "0.5", "--only", "returns_well_formed"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAIL  returns_well_formed: took longer than 0.5 s (--deadline)" in out and "0 passed, 1 failed" in out

@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 
-from memsim.analysis.cli.options import int_in
+from memsim.analysis.cli.options import float_in, int_in
 
 __all__ = ["check_arguments", "check_main"]
 
@@ -28,6 +28,38 @@ def check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", action="append", default=[], metavar="CHECK",
                    help="run only this check (repeatable); ids as printed")
     p.add_argument("--seed", type=int_in("seed"), default=7, help="seed of the resources every built system gets")
+    p.add_argument("--deadline", type=float_in("seconds"), default=CHECK_DEADLINE_S, metavar="SECONDS",
+                   help=f"longest a check may take before it fails (default {CHECK_DEADLINE_S:g} s): a system that "
+                   "hangs fails that check instead of holding the command")
+
+
+CHECK_DEADLINE_S = 120.0
+"""Seconds a conformance check may take (``--deadline``): every check plays a handful of turns."""
+
+
+class _Overran(BaseException):
+    """Raised into a check by the interval timer (a ``BaseException``: a system's ``except Exception`` keeps it)."""
+
+
+def _overran(signum: int, frame: object) -> None:
+    raise _Overran()
+
+
+def _timed(fn: object, subject: object, seconds: float) -> None:
+    """``fn(subject)``, interrupted past ``seconds`` where this thread can keep a timer (the main thread)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        fn(subject)  # type: ignore[operator]
+        return
+    previous = signal.signal(signal.SIGALRM, _overran)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        fn(subject)  # type: ignore[operator]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def check_main(args: argparse.Namespace) -> int:
@@ -63,7 +95,11 @@ def check_main(args: argparse.Namespace) -> int:
     for cid, fn in chosen:
         started = time.perf_counter()
         try:
-            fn(subject)
+            _timed(fn, subject, args.deadline)
+        except _Overran:
+            failed += 1
+            print(f"  FAIL  {cid}: took longer than {args.deadline:g} s (--deadline): the system hangs or is too slow")
+            continue
         except CheckSkipped as exc:
             skipped += 1
             print(f"  SKIP  {cid}: {exc}")
