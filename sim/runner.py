@@ -767,7 +767,9 @@ def _static(
             harness.episode_of = {getattr(e, "user_id"): ep.episode_id for e in ep.events}
             start_processes(harness.env, harness, [_maintained_after_ingest(ep)])
             harness.env.run()
-            final = {s.label: {"items": s.system.stats().items, "bytes": s.system.stats().bytes} for s in suts}
+            # A failed system is asked nothing more (its last call may never have returned).
+            final = {s.label: {"items": st.items, "bytes": st.bytes}
+                     for s in suts if s.failed is None for st in (s.system.stats(),)}
             p.recorder.commit(
                 part, {"episode": ep.episode_id, "totals": totals, "stats": final, "reports": _reports(suts)},
                 missing=_failed(suts),

@@ -110,3 +110,17 @@ def test_memsim_check_fails_a_check_that_overruns_its_deadline(tmp_path: Path, m
     out = capsys.readouterr().out
     assert code == 1
     assert "FAIL  returns_well_formed: took longer than 0.5 s (--deadline)" in out and "0 passed, 1 failed" in out
+
+
+def test_static_holds_an_in_process_system_to_its_call_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``memsim static --call-deadline``: a retrieve that never returns fails its system, one line, exit 1."""
+    (tmp_path / "sleeping_plugins.py").write_text(SLEEPER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = Path(__file__).parent / "fixtures" / "locomo_quirks.json"
+    code = main(["static", "locomo", "--data", str(data), "--system", "sleeping_plugins:SleepsOnRetrieve",
+                 "--call-deadline", "0.5", "--out", str(tmp_path / "run"), "--no-progress", "--no-report"])
+    captured = capsys.readouterr()
+    said = captured.out + captured.err
+    assert code == 1 and "Traceback" not in said
+    assert "retrieve took longer than its 0.5 s deadline" in said and "SleepsOnRetrieve failed" in said

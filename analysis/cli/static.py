@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from memsim.analysis.cli.options import input_path, int_in, run_folder
+from memsim.analysis.cli.options import float_in, input_path, int_in, run_folder
 
 __all__ = ["static_arguments", "static_main", "static_spec"]
 
@@ -26,6 +26,9 @@ def _common(p: argparse.ArgumentParser, protocol: Any) -> None:
     p.add_argument("-k", type=int_in("k"), default=protocol.k, help=f"headline cut-off (default {protocol.k})")
     p.add_argument("--seed", type=int_in("seed"), default=0, help="seed (sampling, bootstrap; default 0)")
     p.add_argument("--n-boot", type=int_in("n_boot"), default=2000, help="bootstrap resamples per interval (default 2000)")
+    p.add_argument("--call-deadline", type=float_in("seconds"), default=None, metavar="SECONDS",
+                   help="longest one call of an in-process system may take before the system is failed "
+                   "(default 600 s, as a run's call_deadline_s)")
     p.add_argument("--out", type=run_folder, default=None,
                    help=f"run folder (default runs/static-{protocol.name}-<time>); an unfinished run there is resumed")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
@@ -104,8 +107,9 @@ def static_spec(args: argparse.Namespace) -> tuple[Any, Any]:
     systems, answer = _systems(args), answer_options(args)
     run = protocol.plan({f: getattr(args, f) for f in protocol.options_model().model_fields}, systems=systems,
                         data=args.data, k=args.k, seed=args.seed, answer=answer)
+    deadline = {} if args.call_deadline is None else {"call_deadline_s": args.call_deadline}
     spec = make_spec("static", protocol.name, run.scenario_args, run.systems, **run.settings(),
-                     n_boot=args.n_boot, control=None, answer=answer)
+                     n_boot=args.n_boot, control=None, answer=answer, **deadline)
     return spec, run
 
 
