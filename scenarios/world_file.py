@@ -443,6 +443,9 @@ def _check_stream(p: Path, header: Mapping[str, Any], events: Sequence[Event]) -
                     problems.add(n, f"turn {i} field 'session_id' {_short(t.session_id)} is not the session's {_short(e.session_id)}")
                 if t.created_at > e.time:
                     problems.add(n, f"turn {i} field 'created_at' {t.created_at.isoformat()} is after the session's time")
+                elif t.created_at < start:
+                    problems.add(n, f"turn {i} field 'created_at' {t.created_at.isoformat()} is before the header's "
+                                    f"start {header['start']}")
                 turns.setdefault(t.turn_id, (e.user_id, t.created_at))
         elif isinstance(e, Question):
             unique("question", e.question_id, n, "question_id")

@@ -101,6 +101,11 @@ def _duplicate_turn_id_in_one_session(_h: dict[str, Any], rows: Rows) -> None:
     rows[i]["turns"][1]["turn_id"] = rows[i]["turns"][0]["turn_id"]
 
 
+def _turn_before_start(header: dict[str, Any], rows: Rows) -> None:
+    i = _first(rows, "session")
+    rows[i]["turns"][0]["created_at"] = "2000-01-01T00:00:00+00:00"
+
+
 def _unsorted(_h: dict[str, Any], rows: Rows) -> None:
     # Two sessions one after the other, of different users at different times: swapped, only their order is wrong.
     i = next(i for i in range(len(rows) - 1) if rows[i]["type"] == rows[i + 1]["type"] == "session"
@@ -151,6 +156,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any], Rows], None], str]] = [
     ("unknown-kind", _unknown_kind, r"unknown event type 'meeting'"),
     ("duplicate-turn", _duplicate_turn_id, r"turn 0 turn_id .* repeats the turn id of line"),
     ("duplicate-turn-in-session", _duplicate_turn_id_in_one_session, r"turn 1 turn_id .* repeats the turn id earlier on this line"),
+    ("turn-before-start", _turn_before_start, r"turn 0 field 'created_at' 2000-01-01T00:00:00\+00:00 is before the header's start"),
     ("unsorted", _unsorted, r"events must be in time order"),
     ("delete-unknown", _deletion(lambda _d, _r: ["no-such-turn"]), r"field 'turn_ids' names turn 'no-such-turn'"),
     ("delete-other-user", _deletion(_other_users_turn), r"field 'turn_ids' names turn .* of user"),
