@@ -443,9 +443,11 @@ def summarise(
             stale_above_current=overall["scores"].get("stale_above_current", {}).get("mean"),
             isolation_failures=int(rows["isolation_failures"].sum()),
             deleted_leaks=int(rows["deleted_leaks"].sum()),
-            forgotten_in_words=_forgotten_in_words(rows),
             **_storage(spec, timeline, info, name),
         )
+        in_words = _forgotten_in_words(rows)
+        if in_words:  # only a world with forget requests in the user's words has the figure
+            entry["forgotten_in_words"] = in_words
         for col in cols:
             if col.startswith("answer_"):
                 entry[col] = overall["scores"][col]["mean"]

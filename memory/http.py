@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROTOCOL",
+    "checked_url",
     "TurnIn",
     "IngestRequest",
     "QueryRequest",
@@ -252,7 +253,7 @@ class HttpMemory:
     ) -> None:
         import httpx
 
-        self.url = _checked_url(url)
+        self.url = checked_url(url)
         if not (0 < float(timeout) <= 3600 and 0 <= int(retries) <= 20):
             raise UserError(f"http system {self.url}: need 0 < timeout <= 3600 and 0 <= retries <= 20, "
                             f"got timeout={timeout}, retries={retries}")
@@ -292,7 +293,7 @@ class HttpMemory:
             return bool(args["learns"])
         import httpx
 
-        url = _checked_url(args.get("url", ""))
+        url = checked_url(args.get("url", ""))
         try:
             resp = httpx.get(f"{url}/v1/describe", timeout=float(args.get("timeout", 30.0)))
             resp.raise_for_status()
@@ -454,7 +455,7 @@ class HttpMemory:
         return MemoryStats(**got.model_dump())
 
 
-def _checked_url(url: Any) -> str:
+def checked_url(url: Any) -> str:
     """``url`` without its trailing slash, if it is an http(s) URL with a host and a valid port; else a ``UserError``."""
     from urllib.parse import urlsplit
 

@@ -49,9 +49,9 @@ def check_answering(url: str, *, timeout: float = HEALTH_TIMEOUT) -> None:
     """
     import httpx
 
-    from memsim.memory.http import PROTOCOL, _checked_url
+    from memsim.memory.http import PROTOCOL, checked_url
 
-    url = _checked_url(url)  # a malformed URL (a port that is no number) is one line, not a traceback
+    url = checked_url(url)  # a malformed URL (a port that is no number) is one line, not a traceback
     where = f"http:url={url}"
     try:
         resp = httpx.get(f"{url}/v1/health", timeout=timeout, trust_env=False)

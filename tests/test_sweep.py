@@ -261,8 +261,10 @@ def test_compare_sweep_aggregates_over_seeds_ranks_and_plots_each_knob(tmp_path:
 
 
 @pytest.mark.slow
-def test_minilm_workers_share_the_embedding_cache(tmp_path: Path) -> None:
+def test_minilm_workers_share_the_embedding_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the real model, a text embedded by one cell is read from the shared cache by the others."""
+    # A cache of its own: another test of this process may have embedded the same world's texts already.
+    monkeypatch.setenv("MEMSIM_CACHE_DIR", str(tmp_path / "cache"))
     text = (TINY.replace('"neuroplastic", "control-learner"', '"control-learner"').replace("seeds = 5", "seeds = 1")
             .replace('embedder = "hash"', 'embedder = "minilm"'))
     spec = load_sweep(_write(tmp_path, text))
