@@ -78,6 +78,7 @@ def _forgotten_in_words(rows: pl.DataFrame) -> dict[str, Any] | None:
     kept = int((after["forgotten_leaks"].fill_null(0) > 0).sum())
     return {"questions": after.height, "retrieving": kept, "share": kept / after.height}
 
+
 def score_columns(spec: RunSpec, probes: pl.DataFrame) -> list[str]:
     """Numeric score columns of a run: its scorers' columns, then its answer judges'."""
     cols: list[str] = []
