@@ -377,8 +377,12 @@ class _Life:
         chosen = self._pick_tellings(day, n_pairs, introduced)
         slots = set(int(i) for i in rng.choice(n_pairs, size=len(chosen), replace=False))
         theme = X.pick(words, X.THEMES)
-        relations = sorted({p["relation"] for p in self.people.values() if p["name"] and p["id"] in introduced})
-        names = sorted(p["name"] for p in self.people.values() if p["id"] in introduced)
+        # A past partner is nobody's "my partner" (nor a name task chat drops): only the one the user is with now.
+        now = self._state("me", "partner", day)
+        known = [p for p in self.people.values() if p["id"] in introduced
+                 and (p["relation"] != "partner" or p["name"] == now)]
+        relations = sorted({p["relation"] for p in known if p["name"]})
+        names = sorted(p["name"] for p in known)
         turns: list[Turn] = []
 
         def add(speaker: str, text: str, claims: list[dict[str, str]]) -> str:

@@ -392,7 +392,9 @@ _ASIDES = (
     "now I have a free evening", "I came home starving", "mornings have been slow lately",
     "things at home are calm", "I'm at home all day", "our team at work is tiny", "I'm easing into the week",
     "it's late and the shops are shut", "the house is chaos today", "I've got time today and the energy",
-    "it's raining and the bus is late again", "I tried once and the result was a disaster", "my laptop is slow and the wifi worse",
+    "it's raining and the bus is late again",
+    "my neighbour's cat is on the wall again, it sleeps there all afternoon", "I'm still catching up after the weekend",
+    "I'm still half asleep, sorry", "I tried once and the result was a disaster", "my laptop is slow and the wifi worse",
 )
 
 
@@ -1037,7 +1039,7 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("since", "trips"): (f"How long ago was my {cur} holiday?", f"How long is it since I came back from {cur}?"),
         ("since", "illnesses"): (f"How long ago was I laid up with {cur}?", f"How long is it since I had {cur}?"),
         ("since", "purchases"): (f"How long have I had {cur}?",),
-        ("count", "trips"): ("How many trips have I told you about?", "How many holidays have I had so far?",
+        ("count", "trips"): ("How many trips have I taken, that you know of?", "How many holidays have I had so far?",
                              "How many places have I travelled to since we started talking?"),
         ("count", "pets"): ("How many pets live with me?", "How many pets have I got?"),
         ("count", "purchases"): ("How many big things have I bought?", "How many purchases have I told you about?"),

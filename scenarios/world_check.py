@@ -42,7 +42,8 @@ alias, ``meta["vocabulary"]``) is in its turn, each dated claim's date
 phrase is in its turn and gives the claim's date, no form of any value in
 the vocabulary appears in a turn without a claim of that turn covering it,
 and no two values of an attribute that replaces its value are asserted for
-the same day.
+the same day, and no user turn speaks of "my partner" on a day the text has
+the user single.
 """
 
 from __future__ import annotations
@@ -366,6 +367,9 @@ def check_claims(stream: Any) -> WorldCheck:
     adding = set(meta.get("accumulating", ()))
     for uid, user in users.items():
         report.problems.extend(_contradictions(uid, user, adding))
+        bad = _partner_presupposed(user, [t for t in turns.values() if t.user_id == uid], log, offset=user.offset)
+        report.text_problems += len(bad)
+        report.problems.extend(bad)
     for q in (e for e in stream.events if isinstance(e, Question)):
         report.questions[q.kind] += 1
         spec = specs.get(q.question_id)
@@ -393,6 +397,32 @@ def _forgotten(items: list[_Said]) -> list[_Said]:
         if gone and (s.deleted is None or min(gone) < s.deleted):
             s = _Said(s.pos, s.turn, s.said, s.day, s.claim, min(gone))
         out.append(s)
+    return out
+
+
+_MY_PARTNER = re.compile(r"\bmy partner\b", re.IGNORECASE)
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
+
+
+def _partner_presupposed(user: _User, turns: Sequence[Any], log: Mapping[str, Sequence[Claim]], *,
+                         offset: float) -> list[str]:
+    """User turns that speak of "my partner" on a day the text says the user has none.
+
+    Whatever the text says of the user's partner for a date on or before the turn's day counts, told before
+    the turn or after it (a breakup told later "on 3 March" makes an earlier "my partner" of 5 March a lie).
+    """
+    said = user.by_slot.get(("me", "partner"), [])
+    out = []
+    for t in turns:
+        if t.speaker != "user" or not _MY_PARTNER.search(_QUOTED.sub("", t.text)):  # a quote is someone else's
+            continue
+        if any(c.subject == "me" and c.attr == "partner" for c in log.get(t.turn_id, ())):
+            continue
+        day = _local_day(t.created_at, offset).isoformat()
+        then = _order([s for s in said if s.claim.time <= day])
+        if then and then[-1].claim.value == "single":
+            out.append(f"turn {t.turn_id}: says 'my partner' on {day}, but the text has the user single since "
+                       f"{then[-1].claim.time} ({then[-1].turn})")
     return out
 
 

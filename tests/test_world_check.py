@@ -137,6 +137,27 @@ def test_two_values_for_one_day_are_a_contradiction(world) -> None:
     assert any("for the same day" in p and "Atlantis" in p for p in report.problems)
 
 
+def test_my_partner_on_a_day_the_text_has_the_user_single_is_caught(world) -> None:
+    turns = sorted(_turns(world).values(), key=lambda t: t.created_at)
+    uid = turns[0].user_id
+    mine = [t for t in turns if t.user_id == uid and t.speaker == "user" and "partner" not in t.text.lower()]
+    early, late = mine[len(mine) // 2], mine[-1]
+    day = (early.created_at + timedelta(hours=world.meta["utc_offsets"].get(uid, 0.0))).date().isoformat()
+    split = _with_claims(_replace_turn(world, early.turn_id, f"{early.text} My partner and I broke up today."),
+                         early.turn_id, [*world.meta["claims"][early.turn_id], {
+                             "subject": "me", "attr": "partner", "value": "single", "time": day, "aspect": "began",
+                             "polarity": "asserts", "said_as": "broke up", "when_as": "today"}])
+
+    def said(stream) -> list[str]:
+        return [p for p in check_claims(stream).problems if f"turn {late.turn_id}: says 'my partner'" in p]
+
+    assert not said(split)
+    lie = said(_replace_turn(split, late.turn_id, f"{late.text} My partner says hello."))
+    assert len(lie) == 1 and early.turn_id in lie[0]
+    quoted = _replace_turn(split, late.turn_id, f'{late.text} A friend wrote: "My partner says hello."')
+    assert not said(quoted)  # someone else's partner, in their words
+
+
 def test_malformed_claims_are_one_line_errors_naming_turn_and_field() -> None:
     good = {"subject": "me", "attr": "city", "value": "Oslo", "time": "2026-01-05", "aspect": "holds",
             "polarity": "asserts", "said_as": "Oslo"}
