@@ -31,15 +31,17 @@ README's table of differences).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import hashlib
 import importlib
+import itertools
 import json
 import math
 import re
 import threading
 from collections import Counter, deque
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -306,24 +308,38 @@ class EntityRecognizer:
         """The cache key of ``text`` under this recogniser's model."""
         return hashlib.sha256(f"{self.model_id}\x1f{text}".encode()).digest()
 
+    def _memo(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        return _MEMO.setdefault(self.model_id, {})
+
     def entities(self, texts: Sequence[str]) -> list[tuple[tuple[str, str], ...]]:
         """``(text, label)`` of every entity spaCy finds, per text, in order.
 
-        spaCy is loaded only when some text is not in the cache.
+        This process's copy first (every gated arm a worker plays asks for the same texts), then the
+        cache; spaCy is loaded only when some text is in neither.
         """
         if not texts:
             return []
+        memo = self._memo() if self.cache_dir is not None else {}
         found: dict[str, tuple[tuple[str, str], ...]] = {}
-        todo = list(dict.fromkeys(texts))
-        cache = self._store()
+        todo = []
+        for t in dict.fromkeys(texts):
+            got = memo.get(t)
+            if got is None:
+                todo.append(t)
+            else:
+                found[t] = got
+        self.cached += len(found)
+        cache = self._store() if todo else None
         if cache is not None:
             keys = {t: self.key(t) for t in todo}
             hits, _ = cache.get_many(list(keys.values()))
+            fetched = 0
             for t in todo:
                 raw = hits.get(keys[t])
                 if raw is not None:
                     found[t] = tuple((str(a), str(b)) for a, b in json.loads(raw))
-            self.cached += len(found)
+                    fetched += 1
+            self.cached += fetched
             todo = [t for t in todo if t not in found]
         if todo:
             docs = self._load().pipe(todo)
@@ -332,12 +348,79 @@ class EntityRecognizer:
             found.update(fresh)
             if cache is not None:
                 cache.put_many((self.key(t), json.dumps(v).encode()) for t, v in fresh.items())
+        if self.cache_dir is not None:
+            _remember(memo, found)
         return [found[t] for t in texts]
 
-    def purge(self, texts: Collection[str]) -> int:
-        """Drop the cached entities of ``texts``; how many entries were dropped."""
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The distinct ``texts`` that neither this process's copy nor the cache holds (all of them without a cache)."""
+        memo = self._memo() if self.cache_dir is not None else {}
+        todo = [t for t in dict.fromkeys(texts) if t not in memo]
+        cache = self._store() if todo else None
+        if cache is None:
+            return todo
+        keys = [self.key(t) for t in todo]
+        hits, _ = cache.get_many(keys)
+        return [t for t, k in zip(todo, keys, strict=True) if k not in hits]
+
+    def purge(self, texts: Collection[str], *, now: bool = False) -> int:
+        """Drop the entities of ``texts`` from this process's copy and the cache; how many cache entries were dropped.
+
+        While a run plays its arms (``deferred_purges``), a gate's purge waits for the run: other arms, at
+        their own pace, still need those texts, and the run purges every deleted turn once all have
+        played. ``now`` purges anyway (the run's own purge).
+        """
+        if _DEFERRED and not now:
+            return 0
+        memo = _MEMO.get(self.model_id, {}) if texts and self.cache_dir is not None else {}
+        for t in texts:
+            memo.pop(t, None)
         cache = self._store() if texts else None
         return cache.purge([self.key(t) for t in texts]) if cache is not None else 0
+
+
+_DEFERRED: list[bool] = []
+"""Non-empty while ``deferred_purges`` is active in this process."""
+
+
+@contextlib.contextmanager
+def deferred_purges() -> Iterator[None]:
+    """Gates' entity purges wait (for a runner that purges every deleted turn's entities after the play)."""
+    _DEFERRED.append(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.pop()
+
+
+_MEMO: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {}
+"""This process's entities by model and text, shared by every recogniser with a cache (a worker plays many
+gated arms over the same texts): a dict lookup instead of a SQLite query per session."""
+
+_MEMO_SIZE = 1 << 17
+"""Texts kept per model; the oldest are dropped beyond it."""
+
+
+def _remember(memo: dict[str, tuple[tuple[str, str], ...]], found: dict[str, tuple[tuple[str, str], ...]]) -> None:
+    memo.update(found)
+    over = len(memo) - _MEMO_SIZE
+    if over > 0:
+        for t in list(itertools.islice(memo, over)):
+            del memo[t]
+
+
+def recognise_into_cache(cache_dir: str, texts: Sequence[str]) -> dict[str, float]:
+    """Recognise ``texts`` into the entity cache under ``cache_dir`` (run in a process of its own, up front).
+
+    Returns:
+        ``texts`` (how many were recognised) and ``seconds``.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    rec = EntityRecognizer(cache_dir)
+    rec.entities(list(texts))
+    return {"texts": rec.computed, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,6 +625,11 @@ class SurpriseMemory(FixedMemory):
             held[t.speaker] = n + 1 if warm else n
             out.append(warm)
         return out
+
+    @property
+    def entity_recognizer(self) -> EntityRecognizer | None:
+        """The recogniser whose cache this gate reads, when it recognises entities (a run fills it up front)."""
+        return None
 
     def _prepare(self, turns: Sequence[Turn], user_id: str, warm: Sequence[bool]) -> None:
         """Batch work before the gate loop (none here)."""
@@ -803,6 +891,11 @@ class MultiSignalMemory(SurpriseMemory):
         self._known: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
         self._marks: dict[str, dict[str, tuple[str, frozenset[tuple[str, str]], str]]] = {}
         self._pending: dict[int, frozenset[tuple[str, str]]] = {}
+
+    @property
+    def entity_recognizer(self) -> EntityRecognizer | None:
+        """The recogniser whose cache this gate reads, when it recognises entities (a run fills it up front)."""
+        return self.recognizer if self.entities else None
 
     def _prepare(self, turns: Sequence[Turn], user_id: str, warm: Sequence[bool]) -> None:
         if not self.entities:

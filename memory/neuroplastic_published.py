@@ -568,6 +568,11 @@ class PublishedNeuroplasticMemory:
         if gone and user_id in self._users:
             self._users[user_id].drop(gone)
 
+    @property
+    def entity_recognizer(self) -> Any:
+        """Its gate's entity recogniser, if the gate recognises entities (a run fills its cache up front)."""
+        return getattr(self._gate, "entity_recognizer", None)
+
     def stats(self) -> MemoryStats:
         """Memories held; weights, inhibition, sessions and co-retrieval counts as metadata."""
         return self._index.stats().with_metadata(self._meta.total(self._users, _state_bytes))

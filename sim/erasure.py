@@ -253,23 +253,31 @@ def cache_texts(turns: Iterable[Turn]) -> list[str]:
     return list(out)
 
 
-def audit_caches(texts: Sequence[str], *, embedding_cache: Any = None, llm_caches: Sequence[Any] = ()) -> dict[str, int]:
-    """Entries of memsim's caches that still hold ``texts``: ``embedding_cache`` (exact text keys), ``llm_cache``."""
+def audit_caches(texts: Sequence[str], *, embedding_cache: Any = None, llm_caches: Sequence[Any] = (),
+                 entity_caches: Sequence[Any] = ()) -> dict[str, int]:
+    """Entries of memsim's caches that still hold ``texts``: ``embedding_cache`` (exact text keys), ``llm_cache``,
+    ``entity_cache`` (the gates' recognisers: distinct texts whose entities are held)."""
     out: dict[str, int] = {}
     if embedding_cache is not None:
         found, _ = embedding_cache.get_many([embedding_cache.key(t) for t in texts])
         out["embedding_cache"] = len(found)
+    if entity_caches:
+        distinct = list(dict.fromkeys(texts))
+        out["entity_cache"] = sum(len(distinct) - len(rec.missing(distinct)) for rec in entity_caches)
     if llm_caches:
         needles = [t for t in texts if len(t.strip()) >= MIN_TEXT]
         out["llm_cache"] = sum(len(c.store.find_containing(needles)) for c in llm_caches)
     return out
 
 
-def purge_caches(texts: Sequence[str], *, embedding_cache: Any = None, llm_caches: Sequence[Any] = ()) -> dict[str, int]:
+def purge_caches(texts: Sequence[str], *, embedding_cache: Any = None, llm_caches: Sequence[Any] = (),
+                 entity_caches: Sequence[Any] = ()) -> dict[str, int]:
     """Delete memsim's cached copies of ``texts``; entries removed per cache."""
     out: dict[str, int] = {}
     if embedding_cache is not None:
         out["embedding_cache"] = embedding_cache.store.purge([embedding_cache.key(t) for t in texts])
+    if entity_caches:
+        out["entity_cache"] = sum(rec.purge(list(dict.fromkeys(texts)), now=True) for rec in entity_caches)
     if llm_caches:
         needles = [t for t in texts if len(t.strip()) >= MIN_TEXT]
         out["llm_cache"] = sum(c.store.purge_containing(needles) for c in llm_caches)

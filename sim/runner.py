@@ -39,6 +39,7 @@ import polars as pl
 import simpy
 
 from memsim.memory.base import render_turn
+from memsim.memory.gated import deferred_purges
 from memsim.memory.guard import GuardedSystem, SystemCallFailed
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.erasure import audit_caches, cache_texts, purge_caches
@@ -326,7 +327,8 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dic
     # computed in batches of their own, so that they come out the same on a first run and on a rerun.
     doomed = set(doomed_texts(episodes))
     if doomed and harness.caches is not None:
-        purge_caches(sorted(doomed), **harness.caches)
+        # Entities do not depend on their batch, and the recogniser may be filling its cache now.
+        purge_caches(sorted(doomed), **{k: v for k, v in harness.caches.items() if k != "entity_caches"})
     before = embedder.stats
     t0 = time.perf_counter()
     embedder.encode([t for t in texts if t not in doomed])
@@ -338,6 +340,59 @@ def _embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dic
     tally["cached"] += after.hits - before.hits
     tally["repaired"] = tally.get("repaired", 0) + after.repaired - before.repaired
     tally["seconds"] = round(tally["seconds"] + time.perf_counter() - t0, 3)
+
+
+def entity_recognisers(suts: Sequence[SystemUnderTest]) -> list[Any]:
+    """One entity recogniser per entity cache the arms' gates read (``entity_recognizer``), in arm order."""
+    out: dict[str, Any] = {}
+    for s in suts:
+        rec = getattr(s.system, "entity_recognizer", None)
+        if rec is not None and rec.cache_dir is not None:
+            out.setdefault(str(rec.cache_dir), rec)
+    return list(out.values())
+
+
+def _recognise_up_front(suts: Sequence[SystemUnderTest], episodes: Sequence[Episode]) -> Callable[[], dict[str, Any]] | None:
+    """Start recognising the entities of every turn the gated arms will see into their entity cache, or None.
+
+    Arms whose gates recognise entities (``entity_recognizer``) otherwise each look up, and on a cold
+    cache each compute, the entities of every session as it comes: twice at once for two gated arms on
+    two workers. Here they are computed once, in large batches, in a process of its own while the run's
+    process embeds, and every worker finds them cached. Returns the function that waits for it and says
+    what was done (``run.json``'s ``entities``); a failure there is recorded and the arms compute what
+    is missing themselves.
+    """
+    recognisers = {str(rec.cache_dir): rec for rec in entity_recognisers(suts)}
+    if not recognisers:
+        return None
+    texts = list(dict.fromkeys(t.text for ep in episodes for e in ep.events if isinstance(e, Session) for t in e.turns))
+    t0 = time.perf_counter()
+    jobs = [(folder, rec.missing(texts)) for folder, rec in recognisers.items()]
+    jobs = [(folder, todo) for folder, todo in jobs if todo]
+    tally: dict[str, Any] = {"texts": len(texts), "recognised": 0}
+    if not jobs:
+        tally["seconds"] = round(time.perf_counter() - t0, 3)
+        return lambda: tally
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from memsim.memory.gated import recognise_into_cache
+
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(recognise_into_cache, folder, todo) for folder, todo in jobs]
+
+    def wait() -> dict[str, Any]:
+        try:
+            for f in futures:
+                tally["recognised"] += f.result()["texts"]
+        except Exception as exc:  # noqa: BLE001 - the arms recognise what is missing themselves
+            tally["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        tally["seconds"] = round(time.perf_counter() - t0, 3)
+        return tally
+
+    return wait
 
 
 def _config(spec: RunSpec, start: datetime, *, static: bool) -> EngineConfig:
@@ -373,6 +428,8 @@ class _Play:
     """Simulated time zero of a longitudinal run."""
     purges: list[dict[str, Any]] = field(default_factory=list)
     """What the units played here said to purge from memsim's caches (texts: kept in memory only)."""
+    entity_caches: list[Any] = field(default_factory=list)
+    """The gates' entity recognisers, one per cache, whose deleted turns the run purges after the play."""
 
     def harness(self, suts: list[SystemUnderTest], start: datetime, *, static: bool) -> Harness:
         """A fresh clock and harness over ``suts``."""
@@ -400,6 +457,8 @@ class _Play:
         llm = tuple(getattr(self.answer, "_caches", ()) or ())  # AnswerSetup's response caches
         if llm:
             out["llm_caches"] = llm
+        if self.entity_caches:
+            out["entity_caches"] = tuple(self.entity_caches)
         return out or None
 
 
@@ -510,23 +569,25 @@ def unit_steps(
     harness.doses = dict(doses or {})
     env = harness.env
     start_processes(env, harness, clock.episodes)
-    try:
-        for day in range(1, clock.days + 1):
-            env.run(until=min(day * 86400.0, clock.span) if day < clock.days else clock.span + 1e-6)
-            yield day
-        # Feedback still in flight at the end is delivered so systems end in a defined state.
-        until = clock.span + harness.config.feedback_delay_s + 1.0
-        env.run(until=until)
-        while harness.load is not None and harness.load.in_flight:
-            # Under load, queues can outlast the scenario: play on until every job is done and its feedback given.
-            until += 3600.0
+    # The gates' entity purges wait for the run's, like every other cache's (``Harness.purges``).
+    with deferred_purges():
+        try:
+            for day in range(1, clock.days + 1):
+                env.run(until=min(day * 86400.0, clock.span) if day < clock.days else clock.span + 1e-6)
+                yield day
+            # Feedback still in flight at the end is delivered so systems end in a defined state.
+            until = clock.span + harness.config.feedback_delay_s + 1.0
             env.run(until=until)
-        if harness.load is not None:
-            env.run(until=until + harness.config.feedback_delay_s + 1.0)
-    except UserError as exc:
-        # An endpoint gone, say: the rows played so far go with the error, to be kept as a part cut short.
-        exc.partial = UnitOutcome(unit.key, *recorder.take(), _failed(suts), {})  # type: ignore[attr-defined]
-        raise
+            while harness.load is not None and harness.load.in_flight:
+                # Under load, queues can outlast the scenario: play on until every job is done and its feedback given.
+                until += 3600.0
+                env.run(until=until)
+            if harness.load is not None:
+                env.run(until=until + harness.config.feedback_delay_s + 1.0)
+        except UserError as exc:
+            # An endpoint gone, say: the rows played so far go with the error, to be kept as a part cut short.
+            exc.partial = UnitOutcome(unit.key, *recorder.take(), _failed(suts), {})  # type: ignore[attr-defined]
+            raise
     probes, timeline, failures = recorder.take()
     outcome = {
         "system_reports": _reports(suts),
@@ -620,8 +681,13 @@ def _longitudinal(
     todo = [u for u in units if not p.recorder.is_done(u.key)]
     total = len(units) * total_days
     done = {u.key: (0 if u in todo else total_days) for u in units}
+    p.entity_caches = entity_recognisers(suts)
     if todo:
+        labels = {label for u in todo for label in u.labels}
+        entities = _recognise_up_front([s for s in suts if s.label in labels], eps)
         _embed_up_front(p.resources, eps, p.info, p.harness([], start, static=False))
+        if entities is not None:
+            p.info["entities"] = entities()
         yield Checkpoint(sum(done.values()), total, "arm-day", p.recorder.n_probes)
     ctx = UnitContext(p.spec, clock, p.resources, rngs, p.scorers, p.answer)
     timing: dict[str, Any] = {}

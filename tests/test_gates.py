@@ -20,7 +20,14 @@ import numpy as np
 import pytest
 
 from memsim.memory.base import Turn
-from memsim.memory.gated import EntityRecognizer, MultiSignalMemory, SurpriseMemory, entity_keys, temporal_markers
+from memsim.memory.gated import (
+    EntityRecognizer,
+    MultiSignalMemory,
+    SurpriseMemory,
+    deferred_purges,
+    entity_keys,
+    temporal_markers,
+)
 from memsim.memory.registry import Resources, build_memory
 from memsim.memory.variants import PerSpeakerMemory, PositionRecencyMemory, RerankMemory, load_cross_encoder
 from memsim.sim.core.errors import UserError
@@ -238,6 +245,24 @@ def test_entity_cache_serves_a_second_run(tmp_path: Path) -> None:
     third = EntityRecognizer(tmp_path)
     third.entities(texts)
     assert (third.computed, third.cached) == (1, 1)
+
+
+@pytest.mark.slow
+def test_entities_are_kept_in_this_process_and_a_deferred_purge_waits_for_the_run(tmp_path: Path, monkeypatch) -> None:
+    texts = ["I met Maria in Lisbon", "Nothing to see"]
+    first = EntityRecognizer(tmp_path)
+    got = first.entities(texts)
+    assert first.missing([*texts, "A new text about Paris"]) == ["A new text about Paris"]
+    second = EntityRecognizer(tmp_path)
+    monkeypatch.setattr(EntityRecognizer, "_store", lambda self: pytest.fail("the cache was read"))
+    assert second.entities(texts) == got and (second.computed, second.cached) == (0, 2)  # this process's copy
+    monkeypatch.undo()
+    with deferred_purges():  # a run's arms play: the run purges after them
+        assert second.purge([texts[0]]) == 0
+        assert second.missing(texts) == []
+    assert second.purge([texts[0]], now=True) == 1
+    assert EntityRecognizer(tmp_path).missing(texts) == [texts[0]]
+    assert second.purge([texts[1]]) == 1  # no run playing: at once
 
 
 # ----------------------------------------------------------------------------- recency

@@ -137,3 +137,21 @@ def test_a_bad_scheduler_is_one_clear_error(text: str) -> None:
 def test_a_negative_worker_count_is_refused() -> None:
     with pytest.raises(UserError, match="--workers -1"):
         Workers(count=-1)
+
+
+def test_entities_are_recognised_once_up_front_and_deleted_turns_purged_after_the_play(tmp_path: Path) -> None:
+    spec = make_spec("longitudinal", "life", {"users": 3, "months": 1, "deletion_rate": 3.0},
+                     [SystemSpec("multisignal"), SystemSpec("neuroplastic")], seed=0, n_boot=100)
+    cache = tmp_path / "cache"
+    runs = []
+    for name in ("cold", "warm"):
+        execute(spec, out_dir=tmp_path / name, embedder_factory=functools.partial(Embedder, cache_dir=cache), workers=2)
+        runs.append(json.loads((tmp_path / name / "run.json").read_text()))
+    cold, warm = (r["entities"] for r in runs)
+    assert cold["texts"] == warm["texts"] == cold["recognised"] > 0
+    erased = runs[1]["erasure"]
+    assert erased and all(e["held_after"]["entity_cache"] == 0 for e in erased)
+    assert sum(e["purged"]["entity_cache"] for e in erased) > 0
+    # The warm run recognises only what the cold run's purge took away: the deleted turns.
+    assert 0 < warm["recognised"] <= sum(e["purged"]["entity_cache"] for e in runs[0]["erasure"])
+    assert (tmp_path / "cold" / "metrics.json").read_bytes() == (tmp_path / "warm" / "metrics.json").read_bytes()
