@@ -353,7 +353,11 @@ class EntityRecognizer:
         return [found[t] for t in texts]
 
     def missing(self, texts: Sequence[str]) -> list[str]:
-        """The distinct ``texts`` that neither this process's copy nor the cache holds (all of them without a cache)."""
+        """The distinct ``texts`` that neither this process's copy nor the cache holds (all of them without a cache).
+
+        What the cache holds is copied into this process on the way, in one read: a unit reads its
+        world's entities here once rather than a session at a time.
+        """
         memo = self._memo() if self.cache_dir is not None else {}
         todo = [t for t in dict.fromkeys(texts) if t not in memo]
         cache = self._store() if todo else None
@@ -361,6 +365,8 @@ class EntityRecognizer:
             return todo
         keys = [self.key(t) for t in todo]
         hits, _ = cache.get_many(keys)
+        _remember(memo, {t: tuple((str(a), str(b)) for a, b in json.loads(hits[k]))
+                         for t, k in zip(todo, keys, strict=True) if k in hits})
         return [t for t, k in zip(todo, keys, strict=True) if k not in hits]
 
     def purge(self, texts: Collection[str], *, now: bool = False) -> int:

@@ -426,9 +426,10 @@ class _Life:
                     if telling["aspect"] == "began":
                         when_as = X.when_phrase(date.fromisoformat(self._date(telling["day"])), said_day)
                     still = telling["aspect"] != "began" or self._state(telling["subject"], telling["attr"], day) == telling["value"]
-                    clause, said_as = X.fact_clause(words, telling, who, when_as, still and telling["attr"] != "trips")
+                    clause, said_as = X.fact_clause(words, telling, who, when_as, still and telling["attr"] != "trips",
+                                                    partnered=who is None or who["name"] == now)
                     keep += [said_as, when_as]
-                    topic = "person" if who is not None else ("single" if telling["value"] == "single" else telling["attr"])
+                    topic = "person" if who is not None else X.news_topic(telling)
                 distract = X.distractor(words, self.never) if words.random() < cfg.distractor_rate else None
                 if distract is not None:
                     keep.append(distract[1]["said_as"])

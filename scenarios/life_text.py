@@ -336,7 +336,7 @@ def _task_answer(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
 
 _CONTEXT: Mapping[str, tuple[str, ...]] = {
     # A second sentence of a task request, with details of its own: task chat never repeats itself.
-    "recipe": ("I've got {ingredient2} left over and about {mins} minutes", "our oven only goes to {temp} degrees",
+    "recipe": ("I've got {ingredient2} left over and about {mins} minutes", "I'd like to bake it at {temp} degrees",
                "{n} of us are eating around {mins} past seven"),
     "writing": ("it's due on {day}", "the current draft is {words} words", "{who} will read it first"),
     "code": ("the input has {rows} rows", "it runs every {times} hours", "it worked until row {row}"),
@@ -477,7 +477,8 @@ _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
                  "my manager there is very hands-off", "the company canteen is surprisingly good"),
     "occupation": ("the job has its stressful weeks", "I spend half my day in meetings", "the work suits me",
                    "my job keeps me on my feet"),
-    "partner": ("we're trying to cook at home more", "they plan far better than I do", "we argue about the thermostat"),
+    # Nothing here says the couple live together: they may have met last week.
+    "partner": ("we're trying a new café every weekend", "they plan far better than I do", "they make me laugh constantly"),
     "diet": ("so most recipes need a swap or two", "eating out is easier than it sounds", "I read food labels a lot"),
     "cuisine": ("we go at least once a month", "the spicier the better", "I've even tried cooking it at home",
                 "it's my comfort food"),
@@ -491,6 +492,8 @@ _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
               "the flights were a nightmare", "I'd go back in a heartbeat"),
     "illnesses": ("the doctor told me to rest", "work was understanding about it", "I slept for most of it",
                   "I'm still a bit tired", "soup was all I could manage", "I missed a whole week of plans"),
+    "injuries": ("the doctor told me to rest", "work was understanding about it", "the stairs were a challenge for a while",
+                 "the physio exercises are dull", "I missed a whole week of plans"),
     "purchases": ("it cost more than I planned", "setting it up took a whole evening", "the box barely fit through the door",
                   "I read about a hundred reviews first", "I'm still getting the hang of it", "it was on sale, to be fair"),
     "person": ("we talk most weekends", "we don't see each other enough", "we were close growing up",
@@ -500,12 +503,22 @@ _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
                "they always give me good advice"),
 }
 
+def news_topic(telling: Mapping[str, Any]) -> str:
+    """The topic the user's own news is followed and reacted to by: its attribute, ``single`` for a breakup,
+    ``injuries`` for an injury (hurt, not ill)."""
+    if telling["attr"] == "partner" and telling["value"] == "single":
+        return "single"
+    if telling["attr"] == "illnesses" and telling["value"] in W.INJURIES:
+        return "injuries"
+    return str(telling["attr"])
+
+
 BREAKUP_WORDS = ("broke up", "split up", "separated")
 """How a user says they are single again (the declared aliases of the value ``single``)."""
 
 
 def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, Any] | None, when: str,
-                still: bool) -> tuple[str, str]:
+                still: bool, partnered: bool = True) -> tuple[str, str]:
     """The sentences stating one telling, and the string of them that carries its value.
 
     Args:
@@ -517,10 +530,13 @@ def fact_clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str
         when: the date phrase of dated news (``when_phrase``), empty otherwise.
         still: whether the value still holds on the day it is said (a follow-on sentence in the present tense
             is added only then).
+        partnered: whether ``who``, when a partner, is the user's partner on the day (a past partner's facts
+            take a person's follow-ons).
     """
     clause, said_as = _clause(rng, telling, who, when)
     # A partner's own facts take the partner's follow-ons ("they plan far better than I do"), not a relative's.
-    topic = ("partner" if who.get("relation") == "partner" else "person") if who is not None else telling["attr"]
+    topic = ("partner" if who.get("relation") == "partner" and partnered else "person") if who is not None \
+        else news_topic(telling)
     if telling["attr"] == "partner" and telling["value"] == "single":
         return clause, said_as  # a breakup: nothing said of the couple fits after it
     if still and rng.random() < 0.7:
@@ -614,8 +630,10 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
             return pick(rng, (f"{we} adopted {_a(species)} {when}, called {name}", f"{name}, our new {species}, arrived {when}",
                               f"{we} brought home {_a(species)} named {name} {when}")), name
         return pick(rng, (f"{name}, the {species} we've had for years, is asleep on my feet",
-                          f"our old {species} {name} needs a walk soon",
-                          f"I had to stop {name}, my {species} of many years, chewing the cable")), name
+                          f"our old {species} {name} needs a walk soon" if species == "dog" else
+                          f"our old {species} {name} is due at the vet soon",
+                          f"I had to stop {name}, my {species} of many years, chewing the cable" if species != "tortoise"
+                          else f"{name}, my {species} of many years, is out in the garden")), name
     if attr == "habits":
         if aspect == "began":
             return pick(rng, (f"I took up {v} {when}", f"I started {v} {when} and I'm hooked",
@@ -634,6 +652,9 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
         return pick(rng, (f"I got back from my trip to {v}{with_} {when}", f"I flew home from {v}{with_} {when}",
                           f"the holiday in {v}{with_} ended {when}",
                           f"I came back {when} from {telling.get('nights', 5)} nights in {v}{with_}")), v
+    if attr == "illnesses" and v in W.INJURIES:
+        return pick(rng, (f"I was laid up with {v} {when}", f"I ended up with {v} {when}",
+                          f"{v} put me out of action {when}")), v
     if attr == "illnesses":
         return pick(rng, (f"I was off sick with {v} {when}", f"I came down with {v} {when}",
                           f"{v} knocked me out {when}")), v
@@ -929,6 +950,8 @@ _REACTIONS: Mapping[str, tuple[str, ...]] = {
     "trips": ("Welcome back! It sounds like a great trip.", "Glad you had a good time away.", "What a trip!"),
     "illnesses": ("I'm sorry you were ill; I hope you're fully better.", "Oh no, I hope you've recovered.",
                   "That sounds rough. Feeling better now?"),
+    "injuries": ("I'm sorry you got hurt; I hope it's healing well.", "Oh no, I hope you've recovered.",
+                 "That sounds painful. Better now?"),
     "purchases": ("Nice purchase!", "Enjoy it!", "Sounds like a treat."),
     # Said after a person's news or state alike ("Tomas loves life in Hamburg"): nothing here assumes a change.
     "person": ("Good for them!", "Sounds like they're doing well.", "Nice to hear how they're getting on.",
@@ -960,6 +983,7 @@ _FOLLOW_UPS: Mapping[str, tuple[str, ...]] = {
     "trip_plans": ("Have you booked somewhere to stay?", "What are you most looking forward to?"),
     "pets": ("How are they settling in?", "Have they chewed anything yet?"),
     "illnesses": ("Are you back to normal?", "Did the doctor say how long it lasts?"),
+    "injuries": ("Are you back to normal?", "Are you moving more easily now?"),
     "person": ("Do you see them often?", "How are they otherwise?", "Are you in touch a lot?"),
 }
 _OH = ("", "", "", "Oh, ", "Oh wow, ", "Ah, ", "Well, ", "Wow. ", "Oh! ", "Ooh, ")
@@ -1031,7 +1055,7 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
         ("current", "name"): (f"What's my {rel}'s name?", f"Remind me what my {rel} is called?"),
         ("previous", "city"): (f"Where was I living before {cur}?", f"Which city did I leave to go to {cur}?"),
         ("previous", "employer"): (f"Which company did I work for before {cur}?", f"Where was my job before {cur}?"),
-        ("previous", "occupation"): (f"What was my role before I became a {cur}?",),
+        ("previous", "occupation"): (f"What was my role before I became {_a(cur)}?",),
         ("previous", "music"): (f"Before {cur}, what music was I listening to?",),
         ("previous", "partner"): ("Who was I with before my current relationship?",),
         ("since", "city"): (f"How long have I been in {cur}?", f"How long ago did I relocate to {cur}?"),
@@ -1043,12 +1067,12 @@ def question_text(rng: random.Random, spec: Mapping[str, Any], ctx: Mapping[str,
                              "How many places have I travelled to since we started talking?"),
         ("count", "pets"): ("How many pets live with me?", "How many pets have I got?"),
         ("count", "purchases"): ("How many big things have I bought?", "How many purchases have I told you about?"),
-        ("count", "illnesses"): ("How many times have I been ill since we started chatting?",
+        ("count", "illnesses"): ("How many times have I been ill or injured since we started chatting?",
                                  "How often have I been off sick, in total?"),
         ("count", "habits"): ("How many hobbies and routines do I have going on?", "How many hobbies have I told you about?"),
         ("latest", "trips"): ("Where did I travel on my most recent trip?", "Where was my last holiday?"),
         ("latest", "purchases"): ("What's the last big thing I bought?", "What did I buy most recently?"),
-        ("latest", "illnesses"): ("What was the last illness I had?", "What made me ill most recently?"),
+        ("latest", "illnesses"): ("What was the last illness or injury I had?", "What laid me up most recently?"),
         ("latest", "pets"): ("What's the name of our newest pet?",),
         ("latest", "habits"): ("What's the most recent hobby I picked up?", "Which routine did I start most recently?"),
         ("preference", "diet"): ("Plan me a dinner menu for Saturday that fits my diet.",

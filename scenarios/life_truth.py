@@ -96,6 +96,8 @@ ILLNESSES = (
     "a bad flu", "a sprained ankle", "a back injury", "bronchitis", "a bout of migraines", "a chest infection",
     "a broken wrist", "tonsillitis", "a stomach bug", "a pulled hamstring", "shingles", "a slipped disc",
 )
+INJURIES = frozenset(("a sprained ankle", "a back injury", "a broken wrist", "a pulled hamstring", "a slipped disc"))
+"""The ``ILLNESSES`` that are injuries: said, reacted to and asked about as being hurt, not ill."""
 PURCHASES = (
     "an electric bike", "an upright piano", "a standing desk", "a road bike", "an espresso machine", "a sofa bed",
     "a kayak", "a telescope", "a sewing machine", "a drum kit", "a 3D printer", "a rowing machine", "a pizza oven",

@@ -352,6 +352,10 @@ def entity_recognisers(suts: Sequence[SystemUnderTest]) -> list[Any]:
     return list(out.values())
 
 
+def _turn_texts(episodes: Sequence[Episode]) -> list[str]:
+    return list(dict.fromkeys(t.text for ep in episodes for e in ep.events if isinstance(e, Session) for t in e.turns))
+
+
 def _recognise_up_front(suts: Sequence[SystemUnderTest], episodes: Sequence[Episode]) -> Callable[[], dict[str, Any]] | None:
     """Start recognising the entities of every turn the gated arms will see into their entity cache, or None.
 
@@ -365,7 +369,7 @@ def _recognise_up_front(suts: Sequence[SystemUnderTest], episodes: Sequence[Epis
     recognisers = {str(rec.cache_dir): rec for rec in entity_recognisers(suts)}
     if not recognisers:
         return None
-    texts = list(dict.fromkeys(t.text for ep in episodes for e in ep.events if isinstance(e, Session) for t in e.turns))
+    texts = _turn_texts(episodes)
     t0 = time.perf_counter()
     jobs = [(folder, rec.missing(texts)) for folder, rec in recognisers.items()]
     jobs = [(folder, todo) for folder, todo in jobs if todo]
@@ -569,6 +573,8 @@ def unit_steps(
     harness.doses = dict(doses or {})
     env = harness.env
     start_processes(env, harness, clock.episodes)
+    for rec in entity_recognisers(suts):  # the world's entities into this process in one read
+        rec.missing(_turn_texts(clock.episodes))
     # The gates' entity purges wait for the run's, like every other cache's (``Harness.purges``).
     with deferred_purges():
         try:

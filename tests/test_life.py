@@ -372,3 +372,54 @@ def test_elapsed_time_is_said_in_calendar_days_then_weeks_then_half_months() -> 
         "today", "1 day", "2 days", "10 days", "about 2 weeks", "about 8 weeks", "about 2 months",
         "about 3 and a half months", "about 4 months"]
     assert all(_months_text(d) == _elapsed(d) for d in range(0, 400))
+
+
+def test_an_injury_is_told_and_asked_about_as_being_hurt_not_ill(stream) -> None:
+    """"I came down with a broken wrist" is not English, and "How many times have I been ill?" does not count one."""
+    from memsim.scenarios.life_truth import INJURIES
+
+    text = {t.turn_id: t.text.lower() for t in _turns(stream)}
+    hurt = 0
+    for tid, claims in stream.meta["claims"].items():
+        for c in claims:
+            if c["attr"] == "illnesses" and c["subject"] == "me" and c["value"] in INJURIES:
+                hurt += 1
+                v = c["value"]
+                assert not any(p in text[tid] for p in (f"came down with {v}", f"off sick with {v}", f"{v} knocked me out"))
+    asked = [q.text for q in _questions(stream) if q.kind in ("count", "latest") and q.topic == "illnesses"]
+    assert asked and hurt
+    assert all(("injur" in q or "laid me up" in q or "off sick" in q) for q in asked), Counter(asked)
+
+
+@pytest.fixture(scope="module")
+def demo_world():
+    """The demo's world on a seed the other tests do not use (a reading found exes told of as partners in it)."""
+    table = load_config(CONFIG_DIR / "demo.toml").scenario
+    args = {k: v for k, v in table.get("args", table).items() if k != "name"}
+    return build_scenario("life", args).generate(streams(14)["scenario"])
+
+
+def test_a_past_partner_gets_no_couples_follow_on(demo_world) -> None:
+    """After a breakup the ex's news is told like anyone's: "they make me laugh constantly" is for a partner now."""
+    from memsim.scenarios.life_text import _FOLLOW_ON
+
+    stream = demo_world
+    couple = _FOLLOW_ON["partner"]
+    claims = stream.meta["claims"]
+    user = {t.turn_id: t.user_id for t in _turns(stream)}
+    names = {(user[tid], c["subject"]): c["value"] for tid, cs in claims.items() for c in cs if c["attr"] == "name"}
+    partner: dict[str, str] = {}  # user -> the partner the text last named, or "single"
+    had: dict[str, set[str]] = {}  # user -> every partner the text named
+    exes = 0
+    for t in sorted(_turns(stream), key=lambda t: t.created_at):
+        own = [c for c in claims.get(t.turn_id, []) if c["polarity"] == "asserts"]
+        for c in own:
+            if c["subject"] == "me" and c["attr"] == "partner":
+                partner[t.user_id] = c["value"]
+                had.setdefault(t.user_id, set()).add(c["value"])
+        about = {names.get((t.user_id, c["subject"])) for c in own if c["subject"] not in ("me", "assistant", "someone")}
+        if about & had.get(t.user_id, set()) - {partner.get(t.user_id)}:
+            exes += 1
+            assert not any(x in t.text for x in couple), t.text
+    checked = exes
+    assert checked
