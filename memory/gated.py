@@ -309,7 +309,7 @@ class EntityRecognizer:
         return hashlib.sha256(f"{self.model_id}\x1f{text}".encode()).digest()
 
     def _memo(self) -> dict[str, tuple[tuple[str, str], ...]]:
-        return _MEMO.setdefault(self.model_id, {})
+        return _MEMO.setdefault((str(self.cache_dir), self.model_id), {})
 
     def entities(self, texts: Sequence[str]) -> list[tuple[tuple[str, str], ...]]:
         """``(text, label)`` of every entity spaCy finds, per text, in order.
@@ -378,7 +378,7 @@ class EntityRecognizer:
         """
         if _DEFERRED and not now:
             return 0
-        memo = _MEMO.get(self.model_id, {}) if texts and self.cache_dir is not None else {}
+        memo = _MEMO.get((str(self.cache_dir), self.model_id), {}) if texts and self.cache_dir is not None else {}
         for t in texts:
             memo.pop(t, None)
         cache = self._store() if texts else None
@@ -399,12 +399,12 @@ def deferred_purges() -> Iterator[None]:
         _DEFERRED.pop()
 
 
-_MEMO: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {}
-"""This process's entities by model and text, shared by every recogniser with a cache (a worker plays many
-gated arms over the same texts): a dict lookup instead of a SQLite query per session."""
+_MEMO: dict[tuple[str, str], dict[str, tuple[tuple[str, str], ...]]] = {}
+"""This process's entities by cache folder and model, then text, shared by every recogniser of that cache (a
+worker plays many gated arms over the same texts): a dict lookup instead of a SQLite query per session."""
 
 _MEMO_SIZE = 1 << 17
-"""Texts kept per model; the oldest are dropped beyond it."""
+"""Texts kept per cache and model; the oldest are dropped beyond it."""
 
 
 def _remember(memo: dict[str, tuple[tuple[str, str], ...]], found: dict[str, tuple[tuple[str, str], ...]]) -> None:

@@ -17,14 +17,19 @@ its whole life; the caller waits at most ``deadline_s`` for it:
 
 ``SystemCallFailed`` is an ``Exception``, so a caller that marks a system
 failed on any exception (the engine does) marks it failed with this
-message. ``os._exit`` in a system ends the process; only running systems in
-worker processes catches that. Attributes the wrapper does not define
+message. ``os._exit`` called from a system's code while the wrapper waits
+for it raises ``ExitRefused`` there instead of ending memsim's process (a
+plugin that "exits 0" would otherwise end a run with no figures and status
+0); native code that ends the process is caught only by running systems in
+worker processes. Attributes the wrapper does not define
 (``held_texts``, ``learns``, a system's own reports) are the inner
 system's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import threading
 from collections.abc import Callable, Collection, Sequence
@@ -34,7 +39,7 @@ from typing import Any
 from memsim.memory.base import MemoryStats, MemorySystem, Retrieved, Turn
 from memsim.memory.checks import ContractError, check_results, check_stats
 
-__all__ = ["GuardedSystem", "SystemCallFailed", "DEFAULT_DEADLINE_S"]
+__all__ = ["GuardedSystem", "SystemCallFailed", "ExitRefused", "refusing_exit", "DEFAULT_DEADLINE_S"]
 
 DEFAULT_DEADLINE_S = 600.0
 """Seconds one call may take by default: generous (a system may call an LLM), yet a hang ends."""
@@ -42,6 +47,25 @@ DEFAULT_DEADLINE_S = 600.0
 
 class SystemCallFailed(Exception):
     """A call to an in-process system raised, hung past its deadline or returned what the protocol forbids."""
+
+
+class ExitRefused(BaseException):
+    """Raised in place of ``os._exit`` inside a system's call: a system may not end memsim's process."""
+
+
+def _refused_exit(code: int = 0) -> None:
+    raise ExitRefused(f"os._exit({code}) called")
+
+
+@contextlib.contextmanager
+def refusing_exit() -> Any:
+    """``os._exit`` raises ``ExitRefused`` while the block runs (nested blocks restore what was there)."""
+    before = os._exit
+    os._exit = _refused_exit
+    try:
+        yield
+    finally:
+        os._exit = before
 
 
 def _said(exc: BaseException) -> str:
@@ -105,7 +129,8 @@ class GuardedSystem:
             SystemCallFailed: the constructor raised anything or took past the deadline.
         """
         worker = _Worker(f"memsim-system-{label}")
-        finished, box = worker.run(factory, deadline_s)
+        with refusing_exit():
+            finished, box = worker.run(factory, deadline_s)
         if not finished:
             raise SystemCallFailed(f"system {label}: building it took longer than its {deadline_s:g} s deadline")
         if "error" in box:
@@ -119,7 +144,8 @@ class GuardedSystem:
     def _call(self, method: str, fn: Callable[[], Any]) -> Any:
         if self._hung is not None:
             raise SystemCallFailed(f"system {self.label}: {method} not called: an earlier {self._hung} never returned")
-        finished, box = self._worker.run(fn, self.deadline_s)
+        with refusing_exit():
+            finished, box = self._worker.run(fn, self.deadline_s)
         if not finished:
             self._hung = f"{method} (deadline {self.deadline_s:g} s)"
             raise SystemCallFailed(f"system {self.label}: {method} took longer than its {self.deadline_s:g} s deadline")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memsim.memory.base import MemorySystem
-from memsim.memory.guard import GuardedSystem, SystemCallFailed
+from memsim.memory.guard import GuardedSystem, SystemCallFailed, refusing_exit
 
 __all__ = ["InlineGuardedSystem", "inline_possible"]
 
@@ -51,7 +51,8 @@ def _timed(fn: Callable[[], Any], seconds: float) -> Any:
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return fn()
+        with refusing_exit():
+            return fn()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

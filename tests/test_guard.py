@@ -8,6 +8,7 @@ failed and the other system's rows are all there.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ class Rude:
         behaviours: dict[str, Callable[[], Any]] = {
             "fine": lambda: [Retrieved(t.turn_id, t.text, 1.0, t.created_at, (t.turn_id,)) for t in self.kept][:k],
             "exit": lambda: sys.exit(0),
+            "os_exit": lambda: os._exit(0),
             "generator_exit": lambda: (_ for _ in ()).throw(GeneratorExit()),
             "base": lambda: (_ for _ in ()).throw(BaseException("deep trouble")),
             "sleep": lambda: time.sleep(3600),
@@ -62,6 +64,7 @@ class Rude:
 
 @pytest.mark.parametrize("how, says", [
     ("exit", r"system rude: retrieve raised SystemExit\(0\)"),
+    ("os_exit", r"system rude: retrieve raised ExitRefused\(os._exit\(0\) called\)"),
     ("generator_exit", "system rude: retrieve raised GeneratorExit"),
     ("base", r"system rude: retrieve raised BaseException\(deep trouble\)"),
     ("none", "system rude: retrieve returned NoneType None"),

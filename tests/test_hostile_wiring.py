@@ -88,6 +88,12 @@ class Exits(Naive):
         sys.exit(0)
 
 
+class OsExits(Naive):
+    def retrieve(self, query, *, user_id, now, k):
+        import os
+        os._exit(0)
+
+
 class Sleeps(Naive):
     def retrieve(self, query, *, user_id, now, k):
         import time
@@ -225,6 +231,7 @@ def test_a_sentence_said_again_after_the_deletion_is_no_leak(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(("system", "said"), [
     ("Exits", "retrieve raised SystemExit(0)"),
+    ("OsExits", "retrieve raised ExitRefused(os._exit(0) called)"),
     ("RaisesBase", "retrieve raised BaseException(boom)"),
     ("ReturnsNone", "retrieve returned NoneType None, not a list of Retrieved"),
     ("NegativeStats", "stats returned items=-1, not a non-negative integer"),

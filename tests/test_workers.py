@@ -105,16 +105,19 @@ def test_a_killed_worker_fails_the_run_naming_its_unit_and_the_rerun_resumes_to_
         assert _rows(out, name).equals(_rows(tmp_path / "whole", name)), name
 
 
-def test_a_system_that_ends_its_one_worker_fails_the_run_instead_of_ending_it(cache: Path, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """``os._exit(0)`` inside a system: with one worker process the run fails with a message, it does not exit 0."""
+def test_a_system_that_calls_os_exit_in_a_worker_fails_as_a_system_and_the_worker_lives(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os._exit(0)`` inside a system's call is refused: the system is failed with the call named, the run
+    goes on to its end, and it is not complete (it never exits 0 with no figures)."""
     marker = tmp_path / "exit"
     marker.write_text("")
     spec = _spec(SystemSpec(f"{__name__}:DiesOnce", {"marker": str(marker), "how": "exit"}))
     monkeypatch.setenv(PARENT_PID, str(os.getpid()))
-    with pytest.raises(UserError, match=r"worker process died .* unit a0-0000 \(.*DiesOnce"):
-        execute(spec, out_dir=tmp_path / "run", embedder_factory=functools.partial(Embedder, cache_dir=cache), workers=1)
+    result = execute(spec, out_dir=tmp_path / "run", embedder_factory=functools.partial(Embedder, cache_dir=cache),
+                     workers=1).result
     assert not marker.exists()
+    (why,) = result.info["failed_systems"].values()
+    assert "ingest raised ExitRefused(os._exit(0) called)" in why and result.info["complete"] is False
 
 
 def test_a_run_given_ready_made_parts_plays_here_and_says_why() -> None:
