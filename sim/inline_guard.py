@@ -11,19 +11,78 @@ timer interrupts a call that hangs in Python code or in a sleep; a call stuck
 inside native code that never returns to Python is not interrupted (the
 thread-hop guard, used off the main thread, ends such a wait too).
 ``inline_possible`` says whether this process can use it.
+
+A system can still defeat the timer: catch the interruption in a loop,
+cancel the timer or claim ``SIGALRM``. ``watch`` starts a last resort, a
+watchdog thread that ends the process (exit status 3, one line on standard
+error naming the system and the call) once a call has run twice its
+deadline (at least five seconds past it): a hang becomes a failure. In a
+worker process it also ends the worker once the run's process is gone.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from memsim.memory.base import MemorySystem
 from memsim.memory.guard import GuardedSystem, SystemCallFailed, refusing_exit
 
-__all__ = ["InlineGuardedSystem", "inline_possible"]
+__all__ = ["InlineGuardedSystem", "inline_possible", "watch", "OVERRUN_EXIT"]
+
+OVERRUN_EXIT = 3
+"""The exit status of a process the watchdog ends."""
+
+_END = os._exit  # as imported: ``refusing_exit`` swaps ``os._exit`` while a system's call runs
+_CALL: list[tuple[str, str, float, float] | None] = [None]
+"""The call being guarded on this process's main thread: (label, method, started, deadline), or None."""
+_WATCHING: list[int | None] = []
+
+
+def _overdue(started: float, deadline: float, now: float) -> bool:
+    return now - started > deadline + max(5.0, deadline)
+
+
+def _watch(parent: int | None, period: float) -> None:
+    while True:
+        time.sleep(period)
+        if parent is not None and os.getppid() != parent:
+            _END(1)  # the run's process is gone: nobody will read this worker's rows
+        call = _CALL[0]
+        if call is not None and _overdue(call[2], call[3], time.monotonic()):
+            label, method, started, deadline = call
+            sys.stderr.write(f"memsim: system {label}: {method} has run {time.monotonic() - started:.0f} s, past its "
+                             f"{deadline:g} s deadline, and kept running when interrupted; ending this process "
+                             f"(exit {OVERRUN_EXIT})\n")
+            sys.stderr.flush()
+            _END(OVERRUN_EXIT)
+
+
+def watch(*, parent_pid: int | None = None, period: float = 0.5) -> None:
+    """Start this process's watchdog (once; later calls do nothing): see the module docstring.
+
+    Args:
+        parent_pid: in a worker, the run's process: the worker ends when it is gone.
+        period: seconds between looks.
+    """
+    if _WATCHING:
+        return
+    _WATCHING.append(parent_pid)
+    threading.Thread(target=_watch, args=(parent_pid, period), name="memsim-watchdog", daemon=True).start()
+
+
+def _guarded(label: str, method: str, fn: Callable[[], Any], seconds: float) -> Any:
+    """``_timed`` with the call recorded for the watchdog."""
+    _CALL[0] = (label, method, time.monotonic(), seconds)
+    try:
+        return _timed(fn, seconds)
+    finally:
+        _CALL[0] = None
 
 
 class _Deadline(BaseException):
@@ -83,8 +142,9 @@ class InlineGuardedSystem(GuardedSystem):
         Raises:
             SystemCallFailed: the constructor raised anything or took past the deadline.
         """
+        watch()
         try:
-            system = _timed(factory, deadline_s)
+            system = _guarded(label, "building it", factory, deadline_s)
         except _Deadline:
             raise SystemCallFailed(f"system {label}: building it took longer than its {deadline_s:g} s deadline") from None
         except KeyboardInterrupt:
@@ -97,7 +157,7 @@ class InlineGuardedSystem(GuardedSystem):
         if self._hung is not None:
             raise SystemCallFailed(f"system {self.label}: {method} not called: an earlier {self._hung} never returned")
         try:
-            return _timed(fn, self.deadline_s)
+            return _guarded(self.label, method, fn, self.deadline_s)
         except _Deadline:
             # The call was cut off in the middle: what the system holds is unknown, so it is spent.
             self._hung = f"{method} (deadline {self.deadline_s:g} s)"

@@ -170,6 +170,9 @@ def _init_worker(progress: Any) -> None:
     global _PROGRESS
     _PROGRESS = progress
     _one_thread()
+    from memsim.sim.inline_guard import watch
+
+    watch(parent_pid=os.getppid())  # a call that defeats its deadline ends the worker; so does the run's end
 
 
 def _context(recipe: WorkerRecipe) -> tuple[Any, list[Any], Any, list[Any], Any]:

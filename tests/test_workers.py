@@ -120,6 +120,37 @@ def test_a_system_that_calls_os_exit_in_a_worker_fails_as_a_system_and_the_worke
     assert "ingest raised ExitRefused(os._exit(0) called)" in why and result.info["complete"] is False
 
 
+class Stubborn(NaiveMemory):
+    """Naive RAG whose retrieve sleeps and swallows every interruption, its deadline's included."""
+
+    def retrieve(self, query, *, user_id, now, k):
+        import time
+
+        while True:
+            try:
+                time.sleep(60)
+            except BaseException:  # noqa: BLE001, S110 - the hostile part
+                pass
+
+
+def test_a_call_that_defeats_its_deadline_ends_its_worker_and_fails_the_run(cache: Path, tmp_path: Path,
+                                                                           capfd: pytest.CaptureFixture[str]) -> None:
+    """The interval timer interrupts the call and the system swallows it: the worker's watchdog ends the
+    worker at twice the deadline (at least five seconds past it), and the run fails naming the unit."""
+    import time
+
+    spec = make_spec("longitudinal", "life", {"users": 2, "months": 1}, [SystemSpec(f"{__name__}:Stubborn")], seed=0,
+                     n_boot=100, call_deadline_s=1.0)
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match=r"worker process died .* unit a0-0000 \(.*Stubborn"):
+        execute(spec, out_dir=tmp_path / "run", embedder_factory=functools.partial(Embedder, cache_dir=cache),
+                workers=1)
+    assert time.perf_counter() - t0 < 120
+    err = capfd.readouterr().err
+    assert "Stubborn: retrieve has run" in err, err[-2000:]
+    assert "past its 1 s deadline, and kept running when interrupted; ending this process (exit 3)" in err
+
+
 def test_a_run_given_ready_made_parts_plays_here_and_says_why() -> None:
     assert Workers(count=4).mode(6) == "serial"  # no recipe: nothing to rebuild a run in a worker from
     assert "played here" in Workers(count=4).describe(6)["note"]
@@ -158,3 +189,60 @@ def test_entities_are_recognised_once_up_front_and_deleted_turns_purged_after_th
     # The warm run recognises only what the cold run's purge took away: the deleted turns.
     assert 0 < warm["recognised"] <= sum(e["purged"]["entity_cache"] for e in runs[0]["erasure"])
     assert (tmp_path / "cold" / "metrics.json").read_bytes() == (tmp_path / "warm" / "metrics.json").read_bytes()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads children from /proc (Linux)")
+def test_a_worker_ends_when_the_run_s_process_is_killed(cache: Path, tmp_path: Path) -> None:
+    """SIGKILL to the run's process leaves no worker behind: the worker's watchdog sees its parent gone."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import functools, sys; sys.path.insert(0, %r)\n"
+        "from memsim.analysis.pipeline import execute, make_spec\n"
+        "from memsim.memory.embed import Embedder\n"
+        "from memsim.memory.registry import SystemSpec\n"
+        "if __name__ == '__main__':\n"
+        "    spec = make_spec('longitudinal', 'life', {'users': 2, 'months': 1}, [SystemSpec('test_workers:Stubborn')],\n"
+        "                     seed=0, n_boot=100, call_deadline_s=600.0)\n"
+        "    execute(spec, out_dir=%r, embedder_factory=functools.partial(Embedder, cache_dir=%r), workers=1)\n"
+    ) % (str(Path(__file__).parent), str(tmp_path / "run"), str(cache))
+    (tmp_path / "go.py").write_text(script)
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "go.py")], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    children: list[int] = []
+    try:
+        for _ in range(240):  # until a worker is playing (it sleeps in Stubborn.retrieve)
+            time.sleep(0.5)
+            listed = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
+            children = [int(c) for c in listed if _playing(int(c))]
+            if children:
+                break
+        assert children, "no worker started"
+        time.sleep(8)  # past the worker's start: it is building the world or playing
+        parent.kill()
+        parent.wait()
+        time.sleep(5)
+        assert not [c for c in children if Path(f"/proc/{c}").exists() and _state(c) != "Z"]
+    finally:
+        parent.kill()
+        for c in children:
+            try:
+                os.kill(c, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _playing(pid: int) -> bool:
+    try:
+        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()  # a worker of the pool
+    except OSError:
+        return False
