@@ -155,8 +155,8 @@ def _task_request(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
                    f"My {dish} came out bland last time; would {ing} help, and how much?",
                    f"We're having {d['n']} people over; could {dish} work with {ing} in it?"),
         "writing": (f"Could you help me tighten this {doc}? It runs to about {d['words']} words.",
-                    f"I need a {doc} for {who}, warm but not gushing, under {d['words']} words.",
-                    f"Can you suggest an opening line for a {doc}? It's going to {who}.",
+                    f"I need {_a(doc)} for {who}, warm but not gushing, under {d['words']} words.",
+                    f"Can you suggest an opening line for {_a(doc)}? It's going to {who}.",
                     f"Please make my {doc} sound less stiff; {who} will read it on {d['day']}."),
         "code": (f"How do I {task} in {lang}? I keep hitting {d['error']}.",
                  f"Can you show me a small {lang} example to {task}?",
@@ -198,13 +198,13 @@ _ASKS: Mapping[str, tuple[str, ...]] = {
                "suggest a swap for {ing} in {dish}", "scale a {dish} recipe up to {n} portions",
                "work out how much {ing} goes into {dish} for {n}", "walk me through {dish} from scratch",
                "tell me what goes well with {dish} as a side", "check whether {dish} freezes well"),
-    "writing": ("tighten my {doc}, it runs to {words} words", "draft a {doc} for {who}",
-                "make my {doc} sound less stiff", "suggest a first line for a {doc}",
-                "cut my {doc} down to {words} words", "look over a {doc} I wrote for {who}",
+    "writing": ("tighten my {doc}, it runs to {words} words", "draft {a_doc} for {who}",
+                "make my {doc} sound less stiff", "suggest a first line for {a_doc}",
+                "cut my {doc} down to {words} words", "look over {a_doc} I wrote for {who}",
                 "give my {doc} a friendlier ending"),
     "code": ("show me how to {task} in {lang}", "explain why my {lang} code to {task} throws {error}",
              "write a short {lang} snippet to {task}", "check my approach to {task} in {lang}",
-             "help me debug {error} in a {lang} script"),
+             "help me debug {error} in my {lang} script"),
     "budget": ("split {money} between {cat} and savings", "set a weekly limit for {cat}",
                "tell me if {small} a week on {cat} is too much", "sketch a savings plan with {money} to start"),
     "training": ("put together a {mins}-minute workout with {ex} for {who}", "tell me how many sets of {ex} suit {who}",
@@ -270,7 +270,7 @@ _STEPS: Mapping[str, tuple[str, ...]] = {
     "gift": ("go with {gift}", "add a handwritten note", "keep it under {small}", "wrap {gift2} as a backup",
              "ask a friend of {who} what they'd like", "order by {day} to be safe", "make something small yourself"),
     "repair": ("turn off the supply first", "take photos before you undo anything", "give yourself {mins} minutes",
-               "use a {tool}", "tighten it a quarter turn at a time", "lay a towel down", "buy a spare part before you start",
+               "use {a_tool}", "tighten it a quarter turn at a time", "lay a towel down", "buy a spare part before you start",
                "test it before you put the tools away", "watch for a slow drip afterwards"),
     "language": ("learn the polite form first", "practise {times} times a day", "say each phrase out loud",
                  "write {n} phrases on cards", "listen to a native speaker for {mins} minutes", "start with numbers and greetings",
@@ -290,12 +290,12 @@ _TOPICS: Mapping[str, tuple[str, ...]] = {
     # How an answer may name what it is about before it starts ("For the ramen, ...").
     "recipe": ("For the {dish}", "With {ing} in it", "For {n} people", "For {dish} with {ing}", "If it's {dish} tonight",
                "Cooking for {n}"),
-    "writing": ("For a {doc}", "For {who}", "At {words} words", "For the {doc}", "If {who} reads it first"),
-    "code": ("In {lang}", "With {rows} rows", "For {error}", "If it breaks at row {row}", "For a {lang} script"),
+    "writing": ("For {a_doc}", "For {who}", "At {words} words", "For the {doc}", "If {who} reads it first"),
+    "code": ("In {lang}", "With {rows} rows", "For {error}", "If it breaks at row {row}", "For my {lang} script"),
     "budget": ("With {money}", "For {cat}", "At {small} a week", "If {cat} is the leak"),
     "training": ("For {ex}", "In {mins} minutes", "At {times} sessions a week", "With {ex} in the mix"),
     "gift": ("For {who}", "Under {small}", "By {day}", "If {who} likes practical things"),
-    "repair": ("For {repair}", "With a {tool}", "In {mins} minutes", "If it's {repair}"),
+    "repair": ("For {repair}", "With {a_tool}", "In {mins} minutes", "If it's {repair}"),
     "language": ("In {lang}", "For {lang} beginners", "With {mins} minutes to spare"),
     "planning": ("For {day}", "Over {nights} days", "With {n} errands", "If {day} is packed"),
 }
@@ -344,7 +344,7 @@ _CONTEXT: Mapping[str, tuple[str, ...]] = {
     "training": ("{who} has {mins} minutes on {day}", "{who} is just starting out", "{who} wants {rest} seconds of rest between sets"),
     "gift": ("the party is on {day}", "I can spend {small}", "{who} already has {gift2}"),
     "repair": ("it's been like that for {times} weeks", "I have {mins} minutes before guests arrive on {day}",
-               "I own a {tool} and not much else"),
+               "I own {a_tool} and not much else"),
     "language": ("I can spare {mins} minutes at lunch", "my course starts in {times} weeks", "I know about {words} words so far"),
     "reading": ("it's for a rainy {day}", "{who} lent me their last pick",
                 "my last read took {nights} nights"),
@@ -388,7 +388,8 @@ _ASIDES = (
     "the parcel finally arrived", "I still haven't started", "the flat is a mess this week", "I've had this problem for years",
     "I can't keep it up for long", "we're meeting friends for lunch", "I'm learning as I go", "I told a friend I'd sort it",
     "it's my comfort project", "the trip to the shops can wait", "anything quick would do", "I'll be home soon",
-    "my job is quiet this week", "work has been hectic", "the office is freezing", "I got home early for once",
+    "my job is quiet this week", "my job eats my evenings lately", "my job leaves me tired on weekdays",
+    "work has been hectic", "the office is freezing", "I got home early for once",
     "now I have a free evening", "I came home starving", "mornings have been slow lately",
     "things at home are calm", "I'm at home all day", "our team at work is tiny", "I'm easing into the week",
     "it's late and the shops are shut", "the house is chaos today", "I've got time today and the energy",
@@ -432,7 +433,7 @@ def session_details(rng: random.Random, relations: Sequence[str], names: Sequenc
     """
     who_options = ("my boss", "a neighbour", "my best friend", "a colleague", "my landlord", *[f"my {r}" for r in relations],
                    *names)
-    return {
+    out = {
         "who2": pick(rng, who_options), "k": 2 + int(rng.expovariate(1 / 3.0)),
         "dish": pick(rng, _DISHES), "ingredient": pick(rng, _INGREDIENTS), "ingredient2": pick(rng, _INGREDIENTS),
         "doc": pick(rng, _DOCS), "who": pick(rng, who_options), "code": pick(rng, _CODE), "error": pick(rng, _ERRORS),
@@ -446,6 +447,7 @@ def session_details(rng: random.Random, relations: Sequence[str], names: Sequenc
         "times": _n(rng, 2, 6), "sets": _n(rng, 3, 6), "rest": 15 * _n(rng, 2, 6), "spoons": _n(rng, 1, 4),
         "nights": _n(rng, 2, 12), "half": _n(rng, 2, 5),
     }
+    return {**out, "a_doc": _a(out["doc"]), "a_tool": _a(out["tool"])}
 
 
 # -- facts of a life ------------------------------------------------------------
@@ -464,7 +466,9 @@ def when_phrase(event: date, said: date) -> str:
 
 
 def _a(noun: str) -> str:
-    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+    low = noun.lower()
+    vowel = low[:1] in "aeiou" and not low.startswith(("ux", "uni", "use", "usu", "eu", "one"))  # "a UX researcher"
+    return ("an " if vowel else "a ") + noun
 
 
 _FOLLOW_ON: Mapping[str, tuple[str, ...]] = {
@@ -609,9 +613,9 @@ def _clause(rng: random.Random, telling: Mapping[str, Any], who: Mapping[str, An
     if attr == "diet":
         alias = pick(rng, DIET_ALIASES[v])
         if aspect == "began":
-            return pick(rng, (f"I switched to {alias} eating {when}", f"I went {alias} {when}",
-                              f"since {when} it's {alias} for me" if not when.startswith("on ") else
-                              f"I changed my diet {when}: {alias} from now on")), alias
+            # Said as a switch: a new diet replaces the old one ("I went gluten-free" read as on top of vegetarian).
+            return pick(rng, (f"I switched to {alias} eating {when}", f"I swapped my old way of eating for {alias} {when}",
+                              f"I changed my diet {when}: {alias} from now on, nothing else")), alias
         return pick(rng, (f"keep it {alias}, that's how I eat", f"remember it has to be {alias} for me",
                           f"I'm {alias}, so adjust anything that clashes", f"it needs to work for someone who is {alias}")), alias
     if attr == "cuisine":
@@ -1158,7 +1162,7 @@ _CORRECTIONS: Mapping[str, tuple[str, ...]] = {
                  "I'm at {right}; {wrong} never hired me", "wrong company: {right}, not {wrong}"),
     "name": ("my {rel} is {right}, not {wrong}", "it's {right} - my {rel} isn't {wrong}", "{wrong}? It's {right}",
              "{right}, not {wrong}", "my {rel}'s name is {right}, not {wrong}",
-             "{wrong} is someone else; my {rel} is {right}", "it's definitely {right}, my {rel}, not {wrong}"),
+             "{wrong} is someone else; my {rel} is {right}", "it's {right} for sure, my {rel}, not {wrong}"),
 }
 _SETTING_RIGHT = ("", "", "So, ", "Right, ", "Oh, and ", "Anyway, ", "Quick one: ", "By the way, ", "Side note: ")
 """The openers every user turn may have (``_OPENERS``): none marks a correction."""

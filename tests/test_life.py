@@ -423,3 +423,17 @@ def test_a_past_partner_gets_no_couples_follow_on(demo_world) -> None:
             assert not any(x in t.text for x in couple), t.text
     checked = exes
     assert checked
+
+
+def test_a_new_diet_is_told_as_a_switch_and_articles_fit(demo_world) -> None:
+    """"I went gluten-free" read as on top of "I am vegetarian"; a new diet replaces the old, so it says so."""
+    from memsim.scenarios.life_text import _a
+
+    stream = demo_world
+    text = {t.turn_id: t.text.lower() for t in _turns(stream)}
+    began = [tid for tid, cs in stream.meta["claims"].items()
+             for c in cs if c["attr"] == "diet" and c["subject"] == "me" and c["aspect"] == "began"]
+    assert began
+    assert all(any(w in text[tid] for w in ("switch", "swapped", "changed my diet")) for tid in began)
+    assert (_a("UX researcher"), _a("apology email"), _a("drill")) == ("a UX researcher", "an apology email", "a drill")
+    assert not any(re.search(r"\ba [aeio]\w", t) for t in text.values() if "a uk" not in t)
