@@ -1,6 +1,7 @@
 """memsim: a longitudinal benchmark simulator for the long-term memory of conversational agents.
 
-The packages below this one are ``memsim.sim`` (engine, runner, recorder,
+The packages below this one are ``memsim.core`` (the ground floor: errors,
+validation, files, random streams, tables), ``memsim.sim`` (engine, runner, recorder,
 scorers, run spec, answers), ``memsim.memory`` (the memory protocol and
 systems), ``memsim.scenarios``, ``memsim.static_benchmarks`` and
 ``memsim.analysis`` (commands, statistics, reports).

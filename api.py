@@ -222,7 +222,7 @@ def _float(v: Any) -> float | None:
 def _config(config: str | Path | RunConfig) -> RunConfig:
     """A loaded config: a ``RunConfig`` as is, a TOML path, or a shipped config's name (``life_quick``)."""
     from memsim.scenarios.config import CONFIG_DIR, RunConfig, load_config
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if isinstance(config, RunConfig):
         return config
@@ -238,7 +238,7 @@ def _config(config: str | Path | RunConfig) -> RunConfig:
 
 def _systems(systems: Sequence[str | SystemSpec] | None) -> tuple[SystemSpec, ...]:
     from memsim.memory.registry import SystemSpec, parse_system
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     out = []
     for s in systems or ():
@@ -304,11 +304,11 @@ def run(
         The finished run.
 
     Raises:
-        memsim.sim.core.errors.UserError: an unknown config or system, a bad setting, no systems.
+        memsim.core.errors.UserError: an unknown config or system, a bad setting, no systems.
     """
     from memsim.analysis.pipeline import execute, spec_from_config
     from memsim.memory.http_health import check_http_systems
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
     from memsim.sim.spec import RunSpec, system_entries
 
     chosen = _systems(systems)
@@ -364,14 +364,14 @@ def static(
             lists them as flags: ``--limit-dialogues`` is ``limit_dialogues``).
 
     Raises:
-        memsim.sim.core.errors.UserError: an unknown benchmark, option or system, a missing file.
+        memsim.core.errors.UserError: an unknown benchmark, option or system, a missing file.
     """
     from memsim.analysis.pipeline import execute, make_spec
     from memsim.memory.http_health import check_http_systems
     from memsim.memory.registry import Resources, parse_system
     from memsim.scenarios.registry import static_protocol
-    from memsim.sim.core.errors import UserError
-    from memsim.sim.core.streams import streams
+    from memsim.core.errors import UserError
+    from memsim.core.streams import streams
 
     protocol = static_protocol(benchmark)
     if k is not None and k <= 0:
@@ -397,7 +397,7 @@ def open_run(path: str | Path) -> Run:
     """Read a finished run folder (``spec.json``, the rows, ``metrics.json``; a folder without it is summarised).
 
     Raises:
-        memsim.sim.core.errors.UserError: not a run folder, or a damaged file (named).
+        memsim.core.errors.UserError: not a run folder, or a damaged file (named).
     """
     from memsim.analysis.load import read_run
     from memsim.analysis.summary import with_metrics

@@ -11,7 +11,7 @@ use, so that the command line starts without loading scipy or polars.
 
 from __future__ import annotations
 
-from memsim.sim.core.lazy import lazy_exports
+from memsim.core.lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(
     __name__,

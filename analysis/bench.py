@@ -43,11 +43,11 @@ import simpy
 from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.memory.registry import SystemSpec
 from memsim.scenarios.registry import build_scenario
-from memsim.sim.core.table import text_table
+from memsim.core.table import text_table
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.events import Question, Session
 from memsim.sim.recorder import Recorder
-from memsim.sim.core.streams import streams
+from memsim.core.streams import streams
 from memsim.sim.scorers import build_scorer
 
 __all__ = [

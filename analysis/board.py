@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = ["BoardRow", "board_rows", "frontier", "frontier_sentence", "nice_ticks", "tick_text", "spread", "text_box", "write_board"]
 

@@ -37,8 +37,8 @@ from typing import Any
 import polars as pl
 
 from memsim.sim.answer.meter import PriceTable
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.table import text_table
+from memsim.core.errors import UserError
+from memsim.core.table import text_table
 
 __all__ = ["CostAssumptions", "cost_table", "format_cost", "cost_figure", "cost_arguments", "cost_main"]
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = [
     "answer_metrics",

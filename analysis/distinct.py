@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = ["system_identity", "Distinct", "distinct_runs"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from memsim.sim.core.table import text_table
+from memsim.core.table import text_table
 
 __all__ = ["erasure_table", "format_erasure", "erasure_arguments", "erasure_main"]
 

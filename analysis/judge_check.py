@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.table import text_table
+from memsim.core.errors import UserError
+from memsim.core.table import text_table
 
 __all__ = [
     "CHECK_VERSION",

@@ -60,8 +60,8 @@ from memsim.analysis.stats import (
     sign_flips,
     user_halves,
 )
-from memsim.sim.core.streams import stream_key
-from memsim.sim.core.table import fit_table, table_width, text_table
+from memsim.core.streams import stream_key
+from memsim.core.table import fit_table, table_width, text_table
 
 __all__ = [
     "MIN_USERS", "ROLES", "ROLE_NAMES", "CONTRASTS", "ARM_PAIRS", "STALE", "Pair", "compare", "paired_rows",
@@ -850,7 +850,7 @@ def format_learning(
 
     ``missing_control``: the static control the spec names but the run did not play (its column is empty, and
     the footnote says why). ``placebos``: the placebo labels, for entries written before each names its arm.
-    ``width``: the terminal's width (``memsim.sim.core.table.console_width``); tables wider than it fold into
+    ``width``: the terminal's width (``memsim.core.table.console_width``); tables wider than it fold into
     their compact view (system, contrast or arm, the 2nd half with its p and MDE) and the footnotes shrink to a
     pointer to the docs. None prints every column and every footnote (reports, pipes, ``--wide``).
     """

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from memsim.sim.core.errors import SystemsFailed, UserError, naming_file, short_value
+from memsim.core.errors import SystemsFailed, UserError, naming_file, short_value
 from memsim.sim.load import percentiles
 from memsim.sim.spec import RunSpec, read_spec
 

@@ -21,9 +21,9 @@ from memsim.analysis.summary import Summary, summarise, write_summary
 from memsim.memory.registry import Resources, SystemSpec
 from memsim.scenarios.registry import build_scenario, static_protocol
 from memsim.sim.answer.options import AnswerOptions
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import Streams, streams
-from memsim.sim.core.validate import validate_args
+from memsim.core.errors import UserError
+from memsim.core.streams import Streams, streams
+from memsim.core.validate import validate_args
 from memsim.sim.runner import Checkpoint, RunResult, iter_run
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, ScenarioEntry, read_spec, system_entries
@@ -139,7 +139,7 @@ class ResolvedRun:
 
     spec: RunSpec
     streams: Streams
-    """The run's named random streams (``memsim.sim.core.streams``)."""
+    """The run's named random streams (``memsim.core.streams``)."""
     stream: Any
     """The scenario's generated stream (``episodes()``, ``start``, ``end``)."""
     resources: Resources

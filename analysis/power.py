@@ -50,7 +50,7 @@ from scipy import stats as sps
 
 from memsim.analysis.stats import diff_in_diff, user_halves
 from memsim.memory.inject import inject_rows, oracle_probability, promote_gold
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = [
     "PowerPoint",
@@ -440,7 +440,7 @@ def run_seeds(
     """Play a config on ``seeds`` consecutive seeds (from its own) through ``memsim.analysis.pipeline.execute``.
 
     Rows stay in memory (no run folder). Each seed's systems draw from that
-    seed's ``systems`` stream (``memsim.sim.core.streams``), as ``memsim run`` does.
+    seed's ``systems`` stream (``memsim.core.streams``), as ``memsim run`` does.
 
     Args:
         config: a loaded config (``memsim.scenarios.config.RunConfig``).

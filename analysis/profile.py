@@ -412,7 +412,7 @@ def config_stream(config: str | Path, *, seed: int | None = None) -> tuple[Any, 
     """
     from memsim.scenarios.config import load_config
     from memsim.scenarios.registry import build_scenario
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
 
     cfg = load_config(config)
     seed = cfg.run.seed if seed is None else int(seed)

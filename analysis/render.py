@@ -27,7 +27,7 @@ from typing import Any
 
 from memsim.memory.base import Turn
 from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Session
 
 __all__ = ["RENDER_COUNTS", "render_stream", "verify_fact", "rewrite_messages", "format_counts"]

@@ -52,7 +52,7 @@ from memsim.analysis.stats import (
 )
 from memsim.analysis.summary import GAIN_WINDOW_DAYS as _GAIN_DAYS
 from memsim.analysis.summary import format_tables, score_columns, with_metrics
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = [
     "RunData",

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import read_toml
-from memsim.sim.core.validate import validate_args
+from memsim.core.errors import UserError
+from memsim.core.files import read_toml
+from memsim.core.validate import validate_args
 
 if TYPE_CHECKING:  # faiss and the index module load only when a benchmark runs (memsim bench --help stays light)
     from memsim.memory.index import IndexSpec

@@ -39,8 +39,8 @@ import polars as pl
 
 from memsim.analysis.stats import diff_in_diff
 from memsim.memory.registry import SystemSpec
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import streams
+from memsim.core.errors import UserError
+from memsim.core.streams import streams
 
 __all__ = [
     "Knob",
@@ -335,7 +335,7 @@ def grid_frame(points: Sequence[GridPoint]) -> pl.DataFrame:
 
 def format_table(points: Sequence[GridPoint]) -> str:
     """A plain-text table: knob, value, pooled DiD in points with its interval, per-seed DiDs, verdict."""
-    from memsim.sim.core.table import text_table
+    from memsim.core.table import text_table
 
     rows = []
     for p in points:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = [
     "FRIEDMAN_TEST",

@@ -34,8 +34,8 @@ import numpy as np
 import polars as pl
 
 from memsim.analysis.load import RunData, load_table, read_run, score_column, twins_and_placebos
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.table import text_table
+from memsim.core.errors import UserError
+from memsim.core.table import text_table
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
 
@@ -368,11 +368,11 @@ def summarise(
 ) -> Summary:
     """Tables and metrics of a run from its rows (``probes``, ``timeline``) and ``run.json``.
 
-    The bootstrap draws from the run's ``stats`` stream (``memsim.sim.core.streams.streams``),
+    The bootstrap draws from the run's ``stats`` stream (``memsim.core.streams.streams``),
     so the figures are a function of the folder alone.
     """
     from memsim.analysis.learning import design_unit, family_arms, gain_curve, learning_table
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
 
     rng = streams(spec.seed)["stats"]
     metric = spec.metric
@@ -512,7 +512,7 @@ def _report_figures(
     """
     from memsim.analysis.curves import answer_metrics
     from memsim.analysis.learning import gain_curve_band, learning_table
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
 
     judged = [
         c for c in answer_metrics(scored)

@@ -51,8 +51,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memsim.sim.answer.options import AnswerOptions
-from memsim.sim.core.errors import UserError, short_value
-from memsim.sim.core.files import read_toml, write_atomic, write_text_atomic
+from memsim.core.errors import UserError, short_value
+from memsim.core.files import read_toml, write_atomic, write_text_atomic
 from memsim.sim.spec import ScenarioEntry, SystemEntry
 
 MAX_WORKERS = 1_024
@@ -534,7 +534,7 @@ def run_cell(task: Mapping[str, Any]) -> dict[str, Any]:
     try:
         from memsim.analysis.pipeline import execute
         from memsim.memory.registry import Resources
-        from memsim.sim.core.streams import streams
+        from memsim.core.streams import streams
         from memsim.sim.spec import RunSpec
 
         spec = RunSpec.model_validate(task["spec"])
@@ -851,7 +851,7 @@ def _system_key(system: Mapping[str, Any]) -> str:
 
 def _work(cell: Cell) -> tuple[dict[str, Any], list[Any], Any]:
     from memsim.scenarios.registry import build_scenario
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
     from memsim.sim.runner import episode_totals
 
     scen = build_scenario(cell.spec["scenario"]["name"], cell.spec["scenario"]["args"])
@@ -878,7 +878,7 @@ def _timed_play(spec: Any, episodes: list[Any], stream: Any, budget_s: float) ->
     """(seconds, fraction done) of playing ``spec`` with the hash embedder, stopped after ``budget_s``."""
     from memsim.memory.embed import HashEmbedder
     from memsim.memory.registry import Resources
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
     from memsim.sim.runner import iter_run
 
     resources = Resources(rng=streams(spec.seed)["systems"], embedder_factory=lambda: HashEmbedder(256))

@@ -30,7 +30,7 @@ import polars as pl
 
 from memsim.analysis.stats import friedman_ranking, summarise_seeds
 from memsim.analysis.sweep import is_sweep_dir, read_index
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = ["aggregate", "rankings", "knob_values", "plot_knobs", "compare_sweep", "FIGURES"]
 

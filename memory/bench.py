@@ -35,8 +35,8 @@ import numpy as np
 
 from memsim.memory.base import Turn
 from memsim.memory.registry import Resources, build_memory, parse_system
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import streams
+from memsim.core.errors import UserError
+from memsim.core.streams import streams
 
 __all__ = ["BenchRow", "EmbedderFigure", "DEFAULT_SYSTEMS", "bench_systems", "format_rows"]
 

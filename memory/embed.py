@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from memsim.memory.kvcache import KVCache, default_cache_dir
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memsim.memory.base import FixedMemory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources

@@ -51,7 +51,7 @@ import numpy as np
 
 from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, render_turn
 from memsim.memory.dense import DenseIndex
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.kvcache import KVCache

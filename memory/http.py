@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources
@@ -259,7 +259,7 @@ class HttpMemory:
                             f"got timeout={timeout}, retries={retries}")
         self.timeout = float(timeout)
         self.retries = int(retries)
-        from memsim.sim.core.deadline import deadline_transport
+        from memsim.core.deadline import deadline_transport
 
         # One deadline per attempt for connect, headers and body: a server that drips its headers is cut off too.
         self._client = httpx.Client(base_url=self.url, timeout=self.timeout,

@@ -12,7 +12,7 @@ import errno
 from collections.abc import Iterable
 from typing import Any
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = ["HEALTH_TIMEOUT", "check_answering", "check_http_systems"]
 

@@ -261,7 +261,7 @@ def inject_rows(
     Raises:
         UserError: the rows lack ``metric`` or a column the injection reads.
     """
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     missing = [c for c in ("question_id", "t_days", "retrieved_sources", "evidence_ids", metric) if c not in probes.columns]
     if missing:

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.heal import is_damage, set_aside
+from memsim.core.errors import UserError
+from memsim.core.heal import is_damage, set_aside
 
 __all__ = ["KVCache", "default_cache_dir"]
 

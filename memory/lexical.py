@@ -18,7 +18,7 @@ import numpy as np
 
 from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, meta_bytes, render_turn, text_bytes
 from memsim.memory.dense import DenseIndex
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources

@@ -67,7 +67,7 @@ _FLOAT_BYTES = 4
 
 def _import_mem0() -> Any:
     """``mem0.Memory``, imported with telemetry off and its folder under memsim's cache."""
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if "mem0" not in sys.modules:
         os.environ["MEM0_TELEMETRY"] = "False"
@@ -178,7 +178,7 @@ class Mem0Memory(FixedMemory):
         path: str = "",
         resources: Resources | None = None,
     ) -> None:
-        from memsim.sim.core.errors import UserError
+        from memsim.core.errors import UserError
 
         if infer and not llm_base_url:
             raise UserError("mem0 with infer=true needs llm_base_url=http://host:port/v1 (an OpenAI-compatible endpoint)")

@@ -53,7 +53,7 @@ import numpy as np
 
 from memsim.memory.base import Memory, MemoryStats, PerUserTally, Retrieved, Turn, render_turn
 from memsim.memory.dense import DenseIndex, parse_memory_id
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources

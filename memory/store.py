@@ -21,8 +21,8 @@ import faiss
 import numpy as np
 
 from memsim.memory.index import FLAT, IndexSpec, make_index, train_index, tune_index
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import write_text_atomic
+from memsim.core.errors import UserError
+from memsim.core.files import write_text_atomic
 
 __all__ = ["VectorStore", "MANIFEST_NAME", "FAISS_THREADS_ENV"]
 

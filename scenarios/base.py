@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from memsim.sim.core.validate import validate_args
+from memsim.core.validate import validate_args
 from memsim.sim.events import Deletion, Episode, Event, Question, Session, episodes_by_user
 
 __all__ = ["Scenario", "ScenarioStream", "StaticRun", "StaticOptions", "FileScenario"]

@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from memsim.scenarios.registry import build_scenario
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import read_toml
+from memsim.core.errors import UserError
+from memsim.core.files import read_toml
 from memsim.sim.load import LoadSettings
 from memsim.sim.spec import RunSettings
-from memsim.sim.core.validate import validate_args
+from memsim.core.validate import validate_args
 
 __all__ = ["RunConfig", "RunTable", "load_config", "config_from_mapping", "CONFIG_DIR"]
 

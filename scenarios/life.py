@@ -41,7 +41,7 @@ from memsim.scenarios import life_truth as W
 from memsim.scenarios.base import ScenarioStream
 from memsim.scenarios.claims import Claim
 from memsim.scenarios.voice import draw_voice
-from memsim.sim.core.validate import bounded, validate_args
+from memsim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
 
 __all__ = ["LifeConfig", "LifeScenario", "QUESTION_WEIGHTS", "check_world"]

@@ -54,7 +54,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memsim.scenarios.base import FileScenario, ScenarioStream
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Event, Question, Session, sort_events
 from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
 from memsim.static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes

@@ -86,7 +86,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from memsim.memory.base import Turn
 from memsim.scenarios.base import FileScenario, ScenarioStream
 from memsim.scenarios.locomo_stream import PARAPHRASES, paraphrase
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Event, Question, Session, sort_events
 from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
 from memsim.static_benchmarks.longmemeval import (

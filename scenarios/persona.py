@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memsim.memory.base import Turn
 from memsim.scenarios import persona_text as T
 from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.validate import bounded, validate_args
+from memsim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
 
 __all__ = ["PersonaConfig", "PersonaScenario", "BASE_CHANGE_RATES", "RECOMMENDATION_TOPIC"]

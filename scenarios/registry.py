@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsim.scenarios.base import Scenario, StaticOptions, StaticRun
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.validate import validate_args
+from memsim.core.errors import UserError
+from memsim.core.validate import validate_args
 from memsim.sim.scorers import register_scorer
 from memsim.sim.spec import DEFAULT_KS
 from memsim.static_benchmarks.longmemeval import RETRIEVAL_KS

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memsim.scenarios.base import FileScenario, ScenarioStream, StaticOptions, StaticRun
 from memsim.scenarios.locomo_stream import default_locomo_path
 from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.static_benchmarks.data import check_data_file, fetch_hint, resolve_given
 from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, RETRIEVAL_KS
 

@@ -40,9 +40,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memsim.memory.base import Turn
 from memsim.scenarios.base import FileScenario, ScenarioStream
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import read_limited, regular_file, utf8_problem, write_atomic
-from memsim.sim.core.validate import size_limits_on
+from memsim.core.errors import UserError
+from memsim.core.files import read_limited, regular_file, utf8_problem, write_atomic
+from memsim.core.validate import size_limits_on
 from memsim.sim.events import Deletion, Event, Question, Session, Tick
 
 __all__ = [

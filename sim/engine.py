@@ -51,8 +51,8 @@ import simpy
 
 from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
 from memsim.memory.inject import receives_gold
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import streams
+from memsim.core.errors import UserError
+from memsim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
 from memsim.sim.erasure import CopyFinder, audit_caches, audit_system, cache_texts, leak_count, purge_caches
 from memsim.sim.implicit import behaviour, react, read_reaction, say

@@ -39,7 +39,7 @@ of shared words: ``memsim.sim.erasure.CopyFinder``) is replaced with
 which was done.
 
 Every file the recorder writes or reads is named in its error: a full disk
-or a damaged part says which file (``memsim.sim.core.errors.naming_file``).
+or a damaged part says which file (``memsim.core.errors.naming_file``).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ from typing import Any
 
 import polars as pl
 
-from memsim.sim.core.errors import UserError, naming_file
-from memsim.sim.core.files import write_atomic, write_text_atomic
+from memsim.core.errors import UserError, naming_file
+from memsim.core.files import write_atomic, write_text_atomic
 from memsim.sim.erasure import REDACTED_COPY, CopyFinder
 from memsim.sim.spec import RunSpec, spec_diff
 

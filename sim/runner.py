@@ -44,9 +44,9 @@ from memsim.memory.guard import GuardedSystem, SystemCallFailed
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback
 from memsim.sim.erasure import audit_caches, cache_texts, purge_caches
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, placebo_doses, start_processes
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.heal import repairs
-from memsim.sim.core.streams import streams
+from memsim.core.errors import UserError
+from memsim.core.heal import repairs
+from memsim.core.streams import streams
 from memsim.sim.events import Deletion, Episode, Question, Session, Tick
 from memsim.sim.inline_guard import InlineGuardedSystem, inline_possible
 from memsim.sim.load import Load

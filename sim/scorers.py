@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.spec import DEFAULT_KS
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from memsim.sim.answer.options import AnswerOptions
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.load import LoadSettings
-from memsim.sim.core.validate import bounded, validate_args
+from memsim.core.validate import bounded, validate_args
 
 FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction", "implicit", "implicit:P")
 """What a system is told after a question (``RunSpec.feedback_from``); see ``check_channel``."""
@@ -74,7 +74,7 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the run's random streams (memsim.sim.core.streams); "
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the run's random streams (memsim.core.streams); "
                       "at most 2**63 - 1, as --seed")
     k: Annotated[int, bounded(10_000)] = Field(10, ge=1, description="memories a reader sees per question; the headline cut-off")
     retrieve_k: int | None = Field(None, ge=1, description="memories fetched per question (default: k); "

@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import write_text_atomic
+from memsim.core.errors import UserError
+from memsim.core.files import write_text_atomic
 
 __all__ = [
     "Dataset",

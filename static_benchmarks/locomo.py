@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from memsim.memory.base import Turn
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import read_limited, utf8_problem
+from memsim.core.errors import UserError
+from memsim.core.files import read_limited, utf8_problem
 from memsim.sim.events import Episode, Question, Session
 from memsim.static_benchmarks.data import LOCOMO_DEPTH, NestingGuard, check_year, is_unicode
 

@@ -64,8 +64,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memsim.memory.base import Turn
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import decode_utf8, read_limited, regular_file, wide_encoding
+from memsim.core.errors import UserError
+from memsim.core.files import decode_utf8, read_limited, regular_file, wide_encoding
 from memsim.sim.events import Episode, Question, Session
 from memsim.static_benchmarks.data import LONGMEMEVAL_DEPTH, NestingGuard, check_year, is_unicode
 

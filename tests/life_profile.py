@@ -87,7 +87,7 @@ def main(argv: list[str]) -> None:
     """``life|locomo [SEED] [USERS]``: print the profile as one JSON line."""
     from memsim.memory.embed import Embedder
     from memsim.scenarios.registry import build_scenario
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
 
     which, seed = argv[0], int(argv[1]) if len(argv) > 1 else 0
     if which == "locomo":

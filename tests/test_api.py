@@ -92,7 +92,7 @@ def test_run_writes_a_run_folder_and_takes_a_spec(tmp_path: Path) -> None:
 
 def test_bad_input_is_one_clear_error(tmp_path: Path) -> None:
     import memsim
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     with pytest.raises(UserError, match="'nowhere' is neither a config file nor a shipped config; shipped: .*life_quick"):
         memsim.run("nowhere", systems=["naive"])
@@ -123,7 +123,7 @@ def test_static_plays_a_registered_benchmark_as_the_command_does(tmp_path: Path)
     import memsim
     from memsim.analysis.cli import main
     from memsim.scenarios.registry import register_protocol, unregister_protocol
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
     from memsim.sim.scorers import register_scorer, unregister_scorer
 
     register_scorer("gold_in_top", "tiny_scorer:GoldInTopScorer", description="the gold answer is in the top k memories")

@@ -12,8 +12,8 @@ import pytest
 
 from memsim.analysis.cli import main
 from memsim.analysis.cli.options import LIMITS
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.files import decode_utf8, read_limited, read_toml, regular_file, utf8_problem
+from memsim.core.errors import UserError
+from memsim.core.files import decode_utf8, read_limited, read_toml, regular_file, utf8_problem
 
 TINY = """[scenario]
 name = "persona"
@@ -186,7 +186,7 @@ def test_naming_file_names_the_file_of_a_full_disk_and_a_damaged_part(tmp_path: 
 
     import polars as pl
 
-    from memsim.sim.core.errors import naming_file
+    from memsim.core.errors import naming_file
 
     part = tmp_path / "part-0001.parquet"
     with pytest.raises(UserError, match=rf"^{part}: writing run part: (OSError: )?no space left on device$"):

@@ -17,7 +17,7 @@ from memsim.memory.base import MemoryStats, Retrieved, Turn, text_bytes
 from memsim.scenarios.registry import build_scenario
 from memsim.sim.answer.meter import PriceTable
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.recorder import Recorder
 from memsim.sim.scorers import build_scorer
 

@@ -17,7 +17,7 @@ from memsim.analysis.curves import (
     rolling_mean,
     storage_timeline,
 )
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 METRIC = "recall_all@10"
 """The headline column of the hand-made rows."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memsim.analysis.cli import main
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.static_benchmarks import data
 
 FIXTURES = Path(__file__).parent / "fixtures"

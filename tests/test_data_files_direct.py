@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.static_benchmarks.locomo import load_locomo
 from memsim.static_benchmarks.longmemeval import iter_instances, read_question_ids
 

@@ -28,7 +28,7 @@ from memsim.memory.embed import (
     file_sha256,
     verify_sha256,
 )
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 DIM = 384
 

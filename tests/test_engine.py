@@ -244,7 +244,7 @@ def test_stream_users_are_processed_concurrently(tmp_path: Path):
 
 def test_endpoint_failure_stops_the_run_and_keeps_rows(tmp_path: Path):
     """A reader whose endpoint is gone stops the run with its error; rows before it are written."""
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     calls = {"n": 0}
 

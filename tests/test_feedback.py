@@ -16,7 +16,7 @@ from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources
 from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.events import Deletion, Question, Session, sort_events
 from memsim.sim.implicit import COMPLAINTS, REASK_PATTERNS, THANKS, Behaviour, react, read_reaction

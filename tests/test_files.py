@@ -1,4 +1,4 @@
-"""Atomic writes (``memsim.sim.core.files``)."""
+"""Atomic writes (``memsim.core.files``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memsim.sim.core.files import write_atomic, write_text_atomic
+from memsim.core.files import write_atomic, write_text_atomic
 
 
 def test_write_replaces_whole_file_and_leaves_no_temporary(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memsim.analysis.cli import main
-from memsim.sim.core.errors import UserError, expected_failure
+from memsim.core.errors import UserError, expected_failure
 from memsim.static_benchmarks.locomo import load_locomo
 from memsim.static_benchmarks.longmemeval import load_instances
 

@@ -30,7 +30,7 @@ from memsim.memory.gated import (
 )
 from memsim.memory.registry import Resources, build_memory
 from memsim.memory.variants import PerSpeakerMemory, PositionRecencyMemory, RerankMemory, load_cross_encoder
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from test_systems import FAR, T0, ids, res, turn, unit
 from tiny_cross_encoder import build_tiny_cross_encoder
 

@@ -16,8 +16,8 @@ import pytest
 
 from memsim.analysis.cli import main
 from memsim.memory.kvcache import KVCache
-from memsim.sim.core.errors import UserError, expected_failure
-from memsim.sim.core.heal import repairs
+from memsim.core.errors import UserError, expected_failure
+from memsim.core.heal import repairs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,7 +62,7 @@ _DEEP = textwrap.dedent(
     """
     import sys, time
     import numpy, ijson  # imported before the clock starts: the check, not the imports, is timed
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
     from memsim.static_benchmarks.longmemeval import load_instances
     from memsim.static_benchmarks.locomo import load_locomo
     kind, path = sys.argv[1], sys.argv[2]
@@ -225,7 +225,7 @@ def test_a_physically_damaged_cache_is_set_aside_and_rebuilt(tmp_path: Path, whe
 
 def test_a_busy_cache_is_not_taken_for_damage() -> None:
     assert not expected_failure(AssertionError("a bug"))
-    from memsim.sim.core.heal import is_damage
+    from memsim.core.heal import is_damage
 
     assert is_damage(sqlite3.DatabaseError("database disk image is malformed"))
     assert not is_damage(sqlite3.OperationalError("database is locked"))

@@ -258,7 +258,7 @@ def test_a_call_past_its_deadline_fails_the_system(plugins: Path, tmp_path: Path
 
 
 def test_a_constructor_that_raises_is_one_line(plugins: Path, tmp_path: Path) -> None:
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     with pytest.raises(UserError, match=r"cannot build system 'hostile_systems:BadInit': building it raised "
                                         r"RuntimeError\(no config here\)"):
@@ -309,7 +309,7 @@ def test_the_only_system_failing_before_a_scored_row_is_named(plugins: Path, tmp
 def test_a_damaged_run_file_is_named(tmp_path: Path) -> None:
     """A damaged probes.parquet read back names the file."""
     from memsim.analysis.load import read_run
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     out = tmp_path / "run"
     _play(out, "naive")
@@ -323,7 +323,7 @@ def test_a_full_disk_names_the_file_being_written(tmp_path: Path, monkeypatch: p
     import errno
 
     from memsim.sim import recorder as rec
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     def full(path: Path, write: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -360,7 +360,7 @@ def test_failed_llm_calls_are_counted_beside_answered_ones() -> None:
 def test_a_sweep_worker_count_out_of_range_is_one_line(tmp_path: Path, workers: int) -> None:
     """Library callers get the bound ``--workers`` has: a billion workers is refused before any process starts."""
     from memsim.analysis.sweep import run_sweep, sweep_from_mapping
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     spec = sweep_from_mapping({"scenario": {"name": "persona", "users": 1, "months": 1}, "systems": ["naive"]})
     with pytest.raises(UserError, match=r"--workers must be between 1 and 1,024"):

@@ -25,7 +25,7 @@ from memsim.memory.embed import HashEmbedder  # noqa: E402
 from memsim.memory.http import PROTOCOL, HttpMemory  # noqa: E402
 from memsim.memory.http_server import create_app, openapi_document  # noqa: E402
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback  # noqa: E402
-from memsim.sim.core.errors import UserError  # noqa: E402
+from memsim.core.errors import UserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OPENAPI = REPO / "memory" / "http_openapi.json"

@@ -18,7 +18,7 @@ from memsim.memory.embed import HashEmbedder  # noqa: E402
 from memsim.memory.http import HttpMemory  # noqa: E402
 from memsim.memory.http_server import create_app  # noqa: E402
 from memsim.memory.resources import Resources  # noqa: E402
-from memsim.sim.core.errors import UserError  # noqa: E402
+from memsim.core.errors import UserError  # noqa: E402
 
 NOW = "2024-01-01T00:00:00+00:00"
 

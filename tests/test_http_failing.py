@@ -20,7 +20,7 @@ from test_http import NOW, TINY, _hash_resources  # noqa: E402
 from memsim.analysis.cli import main  # noqa: E402
 from memsim.memory.http import HttpMemory  # noqa: E402
 from memsim.memory.http_server import create_app  # noqa: E402
-from memsim.sim.core.errors import UserError  # noqa: E402
+from memsim.core.errors import UserError  # noqa: E402
 
 
 class _Breaks:

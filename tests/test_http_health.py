@@ -16,7 +16,7 @@ pytest.importorskip("httpx", reason="the http extra")
 from memsim.analysis.cli import main  # noqa: E402
 from memsim.memory.http import PROTOCOL  # noqa: E402
 from memsim.memory.http_health import check_answering  # noqa: E402
-from memsim.sim.core.errors import UserError  # noqa: E402
+from memsim.core.errors import UserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OPENAPI = REPO / "memory" / "http_openapi.json"

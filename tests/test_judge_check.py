@@ -24,7 +24,7 @@ from memsim.analysis.judge_check import (
     write_check,
 )
 from memsim.sim.answer import ScriptedLLM, load_official_prompts, make_judge
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI_LME = FIXTURES / "longmemeval_s_mini.json"

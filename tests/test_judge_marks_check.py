@@ -15,7 +15,7 @@ from memsim.analysis.judge_check import (
     judge_check_estimate,
     judge_checks_for_run,
 )
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from tests.test_llm import _Endpoint
 
 MINI_LME = Path(__file__).parent / "fixtures" / "longmemeval_s_mini.json"

@@ -18,7 +18,7 @@ from memsim.sim.answer import (
     normalize,
     says_not_available,
 )
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 
 def score(name: str, gold, answer: str, category=None, question_id=None, llm=None) -> float:

@@ -32,7 +32,7 @@ from memsim.sim.answer.judges import (
 )
 from memsim.sim.answer.official import load_official_prompts
 from memsim.sim.answer.options import AnswerOptions
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge_prompts"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memsim.memory.kvcache import KVCache
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 
 def _key(i: int) -> bytes:

@@ -13,8 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Lowest first. sim.core is the named bottom every layer may import; analysis.cli, the commands, sits on top.
-_LAYERS = ("sim.core", "memory", "sim", "static_benchmarks", "scenarios", "analysis", "analysis.cli")
+# Lowest first. core is the named bottom every layer may import; analysis.cli, the commands, sits on top.
+_LAYERS = ("core", "memory", "sim", "static_benchmarks", "scenarios", "analysis", "analysis.cli")
 
 
 def _layer(module: str) -> int | None:
@@ -54,7 +54,7 @@ def _imports(path: Path) -> list[tuple[str, int]]:
 
 
 def _source_files() -> list[Path]:
-    return [p for top in ("sim", "memory", "static_benchmarks", "scenarios", "analysis") for p in (REPO / top).rglob("*.py")]
+    return [p for top in ("core", "sim", "memory", "static_benchmarks", "scenarios", "analysis") for p in (REPO / top).rglob("*.py")]
 
 
 def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
@@ -69,7 +69,7 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
 
 
 def test_the_bottom_layer_imports_nothing_above_it():
-    for path in (REPO / "sim" / "core").rglob("*.py"):
+    for path in (REPO / "core").rglob("*.py"):
         for module, line in _imports(path):
             assert _layer(module) in (None, 0), f"{path.relative_to(REPO)}:{line} imports {module}"
 
@@ -129,7 +129,7 @@ def test_the_wheel_holds_one_top_level_package(tmp_path: Path):
         names = z.namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"memsim"}, tops
-    for needed in ("memsim/__main__.py", "memsim/sim/core/errors.py", "memsim/analysis/cli/__init__.py",
+    for needed in ("memsim/__main__.py", "memsim/core/errors.py", "memsim/analysis/cli/__init__.py",
                    "memsim/scenarios/configs/demo.toml", "memsim/memory/http_openapi.json"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith("memsim/tests/")]
@@ -169,3 +169,17 @@ def test_no_import_circle():
 
     for module in sorted(graph):
         visit(module, [])
+
+
+def test_no_two_top_level_folders_import_each_other():
+    """Folder by folder (``core``, ``memory``, ``sim``, ...): the imports between them run one way only."""
+    folders: dict[str, set[str]] = {}
+    for path in _source_files():
+        here = path.relative_to(REPO).parts[0]
+        for module, _ in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "memsim" and len(parts) > 1 and (REPO / parts[1]).is_dir() and parts[1] != here:
+                folders.setdefault(here, set()).add(parts[1])
+    both = sorted(f"{a} <-> {b}" for a, out in folders.items() for b in out if a < b and a in folders.get(b, set()))
+    assert not both, both
+    assert folders.get("core", set()) == set() and folders["memory"] == {"core"}

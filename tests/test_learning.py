@@ -16,7 +16,7 @@ from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources, SystemSpec
 from memsim.scenarios.base import ScenarioStream
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Question, Session, sort_events
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -16,8 +16,8 @@ from memsim.scenarios.life import LifeScenario, check_world
 from memsim.scenarios.life_text import GREETINGS
 from memsim.scenarios.life_truth import ABSTAIN
 from memsim.scenarios.registry import build_scenario, scenario_names
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import streams
+from memsim.core.errors import UserError
+from memsim.core.streams import streams
 from memsim.sim.events import Deletion, Question, Session
 
 SMALL = {"users": 6, "months": 6}  # six months, as the demo: changes have time to pile up

@@ -14,7 +14,7 @@ import pytest
 
 from life_profile import profile
 from memsim.scenarios.registry import build_scenario
-from memsim.sim.core.streams import streams
+from memsim.core.streams import streams
 
 
 @pytest.fixture(scope="module")

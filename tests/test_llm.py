@@ -39,7 +39,7 @@ from memsim.sim.answer import (
     make_llm,
 )
 from memsim.analysis.cli.options import add_answer_arguments
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 MESSAGES = [{"role": "user", "content": "Where does Ana live?"}]
 

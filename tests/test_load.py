@@ -18,7 +18,7 @@ from memsim.memory.registry import Resources, SystemSpec
 from memsim.memory.base import Turn
 from memsim.scenarios.base import ScenarioStream
 from memsim.scenarios.config import config_from_mapping
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Question, Session, sort_events
 from memsim.sim.load import LoadSettings, Service
 from tests.conftest import T0
@@ -129,7 +129,7 @@ def test_modelled_load_is_deterministic_and_measured_goes_to_perf(tmp_path: Path
 # existed (commit 88500d0); remade once the spec gained ``balance_kinds`` and stopped scoring cut-offs above
 # the memories fetched (@30 and @50 of 10 results). Remake them only for an intended change to naive, bm25,
 # persona, the spec or the summariser. Remade once more when the run's random streams became named
-# (memsim.sim.core.streams): the spec hash stayed, the scenario's draws changed. Remade when metrics.json
+# (memsim.core.streams): the spec hash stayed, the scenario's draws changed. Remade when metrics.json
 # gained ``feedback_unscored`` and ``feedback_told``: without those two keys the bytes hash to c498cb58...
 # Remade when the spec gained ``keep_deleted_text`` and placebo became the default, and metrics.json gained
 # per-system stale halves and question-weighted intervals and p (point estimates unchanged).

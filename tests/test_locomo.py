@@ -18,7 +18,7 @@ from memsim.analysis.summary import summarise_folder
 from memsim.memory.base import render_turn
 from memsim.memory.embed import Embedder, HashEmbedder
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Question, Session
 from memsim.static_benchmarks.locomo import (
     CATEGORY_LABELS,

@@ -15,7 +15,7 @@ from memsim.scenarios.base import ScenarioStream
 from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.locomo_stream import PARAPHRASES, paraphrase
 from memsim.scenarios.config import CONFIG_DIR, load_config
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Question, Session
 from memsim.static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
 

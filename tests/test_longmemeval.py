@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Episode, Question, Session
 from memsim.static_benchmarks import longmemeval as lme
 

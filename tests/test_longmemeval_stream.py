@@ -15,7 +15,7 @@ from memsim.memory.registry import Resources, SystemSpec
 from memsim.scenarios.base import ScenarioStream
 from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.longmemeval_stream import SHARED_USER
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Question, Session
 from memsim.static_benchmarks.longmemeval import (
     RETRIEVAL_KS,

@@ -17,7 +17,7 @@ import pytest
 
 from memsim.analysis.profile import profile
 from memsim.scenarios.registry import build_scenario
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Question, Session
 
 FILLERS = [

@@ -109,7 +109,7 @@ def test_each_add_is_measured(mem0_system: Any) -> None:
 
 
 def test_infer_needs_an_endpoint() -> None:
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     with pytest.raises(UserError, match="llm_base_url"):
         build_memory("mem0", {"infer": True})

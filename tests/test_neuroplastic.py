@@ -18,7 +18,7 @@ from memsim.memory.base import Retrieved, Turn
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.neuroplastic_published import PAST_STATE_CUES, PublishedNeuroplasticMemory, past_state_cue
 from memsim.memory.registry import Resources, build_memory
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 FAR = datetime(2100, 1, 1, tzinfo=timezone.utc)

@@ -10,7 +10,7 @@ import pytest
 from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.persona import PersonaConfig, PersonaScenario
 from memsim.scenarios.config import load_config
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Deletion, Question, Session
 
 
@@ -151,7 +151,7 @@ def _shipped_configs() -> list[Path]:
 
 @pytest.mark.parametrize("path", _shipped_configs(), ids=lambda p: p.name)
 def test_shipped_configs_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsim.sim.core.files import tomllib
+    from memsim.core.files import tomllib
 
     if path.name.startswith("sweep_"):  # sweep specs (analysis.sweep), not run configs
         from memsim.analysis.sweep import load_sweep

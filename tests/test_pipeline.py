@@ -19,7 +19,7 @@ from memsim.analysis.cli import main as cli_main
 from memsim.analysis.pipeline import execute, make_spec, rerun
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.scorers import _SCORERS, register_scorer
 
 REPO = Path(__file__).resolve().parents[1]

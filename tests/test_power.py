@@ -20,7 +20,7 @@ from memsim.analysis.pipeline import execute, make_spec
 from memsim.analysis.power import contrast_power
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import SystemSpec, parse_system
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 METRIC = "recall_all@10"
 """The headline column of those runs (k = 10)."""

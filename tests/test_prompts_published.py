@@ -16,7 +16,7 @@ from memsim.memory.base import Retrieved
 from memsim.sim.answer import ScriptedLLM
 from memsim.sim.answer.official import load_prompt_file
 from memsim.sim.answer.readers import PROMPT_PARAPHRASE, Reader
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MEM0 = FIXTURES / "prompts" / "mem0_prompts.py"

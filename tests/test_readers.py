@@ -19,7 +19,7 @@ from memsim.sim.answer import (
     format_memory,
     format_question_date,
 )
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 T0 = datetime(2023, 5, 1, 9, 30, tzinfo=timezone.utc)
 

@@ -21,7 +21,7 @@ from memsim.analysis.profile import config_stream
 from memsim.analysis.render import RENDER_COUNTS, render_stream, verify_fact
 from memsim.scenarios.world_file import read_world
 from memsim.sim.answer.llm import ScriptedLLM
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.events import Question, Session
 from tests.test_llm_server import gguf, server  # noqa: F401 - the llama.cpp server on loopback (fixtures)
 

@@ -30,7 +30,7 @@ from memsim.analysis.report import (
 from memsim.analysis.summary import summarise, write_summary
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources, SystemSpec
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.recorder import Recorder
 from memsim.sim.spec import RunSpec, ScenarioEntry, system_entries
 

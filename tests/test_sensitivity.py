@@ -13,7 +13,7 @@ from memsim.analysis.sensitivity import GridPoint, Knob, format_table, grid_fram
 from memsim.analysis.stats import diff_in_diff
 from memsim.memory.embed import HashEmbedder
 from memsim.scenarios.config import config_from_mapping
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 METRIC = "recall_all@10"
 """The headline column of the hand-made rows."""

@@ -15,7 +15,7 @@ from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import SystemSpec
 from memsim.scenarios.config import load_config
 from memsim.sim.answer.options import AnswerOptions
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.spec import RunSettings, RunSpec
 
 TINY = '[scenario]\nname = "persona"\nusers = 2\nmonths = 1\n'

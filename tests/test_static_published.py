@@ -19,7 +19,7 @@ from memsim.sim.answer.judges import make_judge
 from memsim.sim.answer.meter import Meter, PriceTable
 from memsim.sim.answer.readers import Reader
 from memsim.sim.answer.setup import AnswerSetup
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.static_benchmarks import longmemeval as lme
 
 MINI = Path(__file__).parent / "fixtures" / "longmemeval_s_mini.json"

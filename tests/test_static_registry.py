@@ -28,7 +28,7 @@ from memsim.scenarios.registry import (
     unregister_protocol,
 )
 from memsim.sim.answer.judges import JUDGE_NAMES
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.scorers import build_scorer, register_scorer, scorer_names, unregister_scorer
 
 TINY_FILE = Path(__file__).parent / "fixtures" / "tiny_static.json"

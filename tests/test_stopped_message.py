@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memsim.analysis.cli import main
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 TINY = '[scenario]\nname = "persona"\nusers = 2\nmonths = 1\n\n[run]\nseed = 0\nk = 5\nn_boot = 100\n'
 

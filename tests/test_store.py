@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memsim.memory.store import MANIFEST_NAME, VectorStore
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 DIM = 16
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memsim.sim.core.streams import Streams, stream_key, streams
+from memsim.core.streams import Streams, stream_key, streams
 
 
 def test_a_stream_depends_on_seed_and_name_only() -> None:

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from memsim.analysis.sweep import expand, load_sweep, read_index, run_sweep, sweep_from_mapping
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 

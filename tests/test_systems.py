@@ -336,7 +336,7 @@ def _check_rerank(tiny_ce: Path) -> None:
 
 
 def test_rerank_needs_an_existing_model_folder(tmp_path: Path) -> None:
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     with pytest.raises(UserError, match="model"):
         RerankMemory(resources=res())

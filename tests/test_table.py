@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsim.sim.core.table import text_table
+from memsim.core.table import text_table
 
 
 def _lines(text: str) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memsim.sim.core.table import WIDE_ENV, console_width, fit_table, table_width, text_table
+from memsim.core.table import WIDE_ENV, console_width, fit_table, table_width, text_table
 
 LONG = "http[url=http://127.0.0.1:8000/a/rather/long/path/to/a/server,label=mine]"
 
@@ -186,7 +186,7 @@ def test_demo_quick_prints_nothing_wider_than_100_columns(tmp_path: Path, monkey
 def test_a_markdown_page_fits_the_terminal_keeping_its_leading_columns() -> None:
     """``memsim compare`` and ``memsim board`` print their Markdown through ``fit_markdown``: each table keeps
     the leading columns that fit and names the file with every column; long prose folds."""
-    from memsim.sim.core.table import fit_markdown
+    from memsim.core.table import fit_markdown
 
     head = "| system | overall (%) | 1st half (%) | 2nd half (%) | gain over twin, 2nd half (pp) | DiD vs static control (pp) |"
     rows = ["| naive | 62.9 [60.1, 65.3] | 61.0 | 64.0 | — | — |",

@@ -15,7 +15,7 @@ from memsim.analysis.pipeline import execute, make_spec
 from memsim.memory.embed import Embedder
 from memsim.memory.naive import NaiveMemory
 from memsim.memory.registry import SystemSpec
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 from memsim.sim.workers import Workers, parse_scheduler
 
 PARENT_PID = "MEMSIM_TEST_WORKERS_PARENT"

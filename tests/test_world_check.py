@@ -13,7 +13,7 @@ from memsim.scenarios.claims import claim_from_json, fact_bearing
 from memsim.scenarios.config import CONFIG_DIR
 from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.world_check import check_claims
-from memsim.sim.core.streams import streams
+from memsim.core.streams import streams
 from memsim.sim.events import Deletion, Question, Session
 
 

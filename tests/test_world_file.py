@@ -18,8 +18,8 @@ from memsim.analysis.cli import main
 from memsim.analysis.profile import config_stream
 from memsim.scenarios.registry import build_scenario
 from memsim.scenarios.world_file import read_world, write_world
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.streams import streams
+from memsim.core.errors import UserError
+from memsim.core.streams import streams
 
 TINY = """[scenario]
 name = "persona"

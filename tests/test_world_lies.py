@@ -20,7 +20,7 @@ import pytest
 from memsim.analysis.cli import main
 from memsim.analysis.profile import config_stream
 from memsim.scenarios.world_file import read_world, write_world
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 TINY = """[scenario]
 name = "persona"

@@ -20,8 +20,8 @@ from pydantic import Field
 
 from memsim.memory.base import Turn
 from memsim.scenarios.base import ScenarioStream, StaticOptions
-from memsim.sim.core.errors import UserError
-from memsim.sim.core.validate import validate_args
+from memsim.core.errors import UserError
+from memsim.core.validate import validate_args
 from memsim.sim.events import Episode, Question, Session
 
 DEFAULT = Path(__file__).parent / "fixtures" / "tiny_static.json"

@@ -25,8 +25,8 @@ import sys
 from collections.abc import Sequence
 
 from memsim.sim.answer.dryrun import DryRunFinished
-from memsim.sim.core.errors import UserError, expected_failure
-from memsim.sim.core.validate import NO_SIZE_LIMITS_ENV
+from memsim.core.errors import UserError, expected_failure
+from memsim.core.validate import NO_SIZE_LIMITS_ENV
 
 __all__ = ["main", "build_parser", "setup_logging", "COMMANDS"]
 
@@ -159,7 +159,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.no_size_limits:
         os.environ[NO_SIZE_LIMITS_ENV] = "1"
     if args.wide:
-        os.environ["MEMSIM_WIDE"] = "1"  # memsim.sim.core.table.WIDE_ENV, read where tables are printed
+        os.environ["MEMSIM_WIDE"] = "1"  # memsim.core.table.WIDE_ENV, read where tables are printed
     _, run = _load(args._target)
     try:
         code = int(run(args) or 0)  # type: ignore[operator]

@@ -96,7 +96,7 @@ def _systems(args: argparse.Namespace) -> int:
 
     from memsim.memory.bench import DEFAULT_SYSTEMS, bench_systems, format_rows
     from memsim.memory.registry import memory_names
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     try:
         sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
@@ -138,7 +138,7 @@ def _llm(args: argparse.Namespace) -> int:
 
     from memsim.sim.answer.bench import bench_llm, format_bench
     from memsim.sim.answer.readers import READER_VARIANTS
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if args.questions < 1 or args.memories < 0:
         raise UserError("--questions must be >= 1 and --memories >= 0")
@@ -202,7 +202,7 @@ def _compare(args: argparse.Namespace) -> int:
     from memsim.analysis.bench import bench_compare, format_compare
     from memsim.memory.registry import parse_system
     from memsim.scenarios.static import default_locomo_path
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     try:
         systems = [parse_system(s) for s in (args.system or ["naive"])]

@@ -19,7 +19,7 @@ def board_arguments(parser: argparse.ArgumentParser) -> None:
 def board_main(args: argparse.Namespace) -> int:
     """Write board.html, board.md and board.json; print the Markdown and the page's path."""
     from memsim.analysis.board import write_board
-    from memsim.sim.core.table import console_width, fit_markdown
+    from memsim.core.table import console_width, fit_markdown
 
     page = write_board(args.dirs, args.out)
     md = page.parent / "board.md"

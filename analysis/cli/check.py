@@ -72,7 +72,7 @@ def check_main(args: argparse.Namespace) -> int:
 
     from memsim.memory.checks import CheckSkipped, CheckSubject, iter_checks
     from memsim.memory.registry import Resources, parse_system
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     try:
         spec = parse_system(args.system)

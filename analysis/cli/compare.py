@@ -43,8 +43,8 @@ def default_compare_dir(run_dirs: Sequence[str | Path]) -> Path:
 def compare_main(args: argparse.Namespace) -> int:
     """Write compare.html and compare.md, print the Markdown summary and the page's path."""
     from memsim.analysis.sweep import is_sweep_dir
-    from memsim.sim.core.errors import UserError
-    from memsim.sim.core.table import console_width, fit_markdown
+    from memsim.core.errors import UserError
+    from memsim.core.table import console_width, fit_markdown
 
     if len(args.run_dirs) == 1 and is_sweep_dir(args.run_dirs[0]):
         from memsim.analysis.sweep_compare import compare_sweep

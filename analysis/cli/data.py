@@ -39,7 +39,7 @@ def data_main(args: argparse.Namespace) -> int:
     print(f"data folder: {data_dir()}")
     # What a run reads when no --data is given ($MEMSIM_LOCOMO, $MEMSIM_LONGMEMEVAL, the data folder, ../shared).
     in_use = {kind: locate(kind) for kind in sorted({ds.kind for ds in DATASETS.values()})}
-    from memsim.sim.core.table import text_table
+    from memsim.core.table import text_table
 
     rows: list[list[str]] = []
     for row in status(verify=args.verify):

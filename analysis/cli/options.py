@@ -70,7 +70,7 @@ LIMITS: dict[str, tuple[float, float]] = {
 
 
 def _limits_on() -> bool:
-    from memsim.sim.core.validate import size_limits_on
+    from memsim.core.validate import size_limits_on
 
     return size_limits_on()
 
@@ -163,7 +163,7 @@ def input_path(what: str, *, folders: bool = False, path: bool = True, text: boo
                     or stat.S_ISBLK(mode) else "a socket")
             raise argparse.ArgumentTypeError(f"{_echo(value)} is {kind}, not a regular file; expected a {what}")
         if text and stat.S_ISREG(mode):
-            from memsim.sim.core.files import wide_encoding
+            from memsim.core.files import wide_encoding
 
             try:
                 with open(value, "rb") as f:
@@ -189,7 +189,7 @@ def check_run_folder(path: Path) -> Path:
         UserError: the path is a folder with other things in it (a run would
             write into it and overwrite files such as ``report.html``).
     """
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if path.is_dir():
         try:
@@ -205,7 +205,7 @@ def check_run_folder(path: Path) -> Path:
 
 def run_folder(text: str) -> Path:
     """An argparse ``type`` for a run folder: not empty, and new, empty or a memsim run folder."""
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     path = nonempty_path(text)
     try:

@@ -65,7 +65,7 @@ def _arms(probes: Any, info: Any, system: str | None, contrast: str | None, *, m
 
 
 def _print_curve(points: Any, effect: float) -> None:
-    from memsim.sim.core.table import text_table
+    from memsim.core.table import text_table
 
     rows = [[f"{100 * e:.1f}%", f"{100 * p:.1f}%", "<- --effect" if e == effect else ""]
             for e, p in zip(points.effects, points.power)]
@@ -74,7 +74,7 @@ def _print_curve(points: Any, effect: float) -> None:
 
 def power_main(args: argparse.Namespace) -> int:
     """Compute and print the curve."""
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if not 0 <= args.effect <= 1:
         raise UserError(f"--effect must be in [0, 1], got {args.effect}")
@@ -141,7 +141,7 @@ def _config(args: argparse.Namespace) -> int:
     from memsim.analysis.sweep import run_sweep
     from memsim.memory.registry import SystemSpec, parse_system
     from memsim.scenarios.config import load_config
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
 
     config = load_config(args.target)
     control = config.run.control
@@ -164,7 +164,7 @@ def _config(args: argparse.Namespace) -> int:
                              n_boot=args.n_boot)
         print(f"Power of the halves DiD of {base} against {control} (95% user-level interval above 0) to detect an "
               f"effect injected into {base}'s own rows, {args.seeds} seeds, {args.target}, metric {runs.metric}")
-        from memsim.sim.core.table import text_table
+        from memsim.core.table import text_table
 
         rows = [[f"{100 * p.effect:.1f}%", f"{100 * p.power:.0f}%", p.seeds, f"{100 * p.mean_did:+.1f}%",
                  "<- --effect" if p.effect == args.effect else ""] for p in points]

@@ -28,7 +28,7 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 def report_main(args: argparse.Namespace) -> int:
     """Write the report, print the run's headline tables and the report's path."""
     from memsim.analysis.report import load_run, summary_text, write_report
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if args.window < 1:
         raise UserError(f"--window must be a positive number of questions, got {args.window}")

@@ -133,7 +133,7 @@ def demo_main(args: argparse.Namespace) -> int:
         for extra, names in absent.items():
             print(f"demo: {', '.join(names)} left out: not installed (pip install 'memsim[{extra}]')")
     from memsim.scenarios.config import CONFIG_DIR
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if args.quick and args.config is not None:
         raise UserError("memsim demo: give --quick or --config, not both")
@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
     from memsim.analysis.pipeline import answer_options, default_out_dir, execute, spec_from_config
     from memsim.memory.registry import memory_names, parse_system
     from memsim.scenarios.config import load_config
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     config = load_config(config_path)
     if args.data is not None:  # checked against the scenario's own options, as a config's scenario.data is
@@ -193,7 +193,7 @@ def _run(args: argparse.Namespace, config_path: Path, *, default_systems: list[A
 
 def _say(line: str) -> None:
     """Print ``line`` folded to the terminal's width (whole, into a pipe or a file)."""
-    from memsim.sim.core.table import console_width
+    from memsim.core.table import console_width
 
     width = console_width()
     print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)) if width else line)
@@ -292,7 +292,7 @@ def embedding_line(info: dict[str, Any]) -> str | None:
 def print_outcome(outcome: Any) -> None:
     """The learning table (longitudinal), per-system figures, failures and the run folder."""
     from memsim.analysis.learning import has_learners
-    from memsim.sim.core.table import console_width
+    from memsim.core.table import console_width
 
     width = console_width()
     m = outcome.summary.metrics
@@ -369,7 +369,7 @@ def _print_learning(m: dict[str, Any], learning: Any, width: int | None) -> None
 def _print_systems(m: dict[str, Any], timings: dict[str, Any], *, headline: bool) -> None:
     """Per system: (``headline``: the metric over all questions, with its interval,) stale>cur, storage, latency,
     leaks, and what a forget request in words left retrievable."""
-    from memsim.sim.core.table import console_width, fit_table
+    from memsim.core.table import console_width, fit_table
 
     systems = m.get("systems", {})
     if not systems:

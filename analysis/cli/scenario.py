@@ -40,8 +40,8 @@ def _add_stats(p: argparse.ArgumentParser) -> None:
 
 def _stats(args: argparse.Namespace) -> int:
     from memsim.analysis.profile import config_stream, format_profile, profile
-    from memsim.sim.core.errors import UserError
-    from memsim.sim.core.files import write_text_atomic
+    from memsim.core.errors import UserError
+    from memsim.core.files import write_text_atomic
 
     if args.k < 1:
         raise UserError(f"--k: must be at least 1, got {args.k}")
@@ -75,7 +75,7 @@ def _render(args: argparse.Namespace) -> int:
     from memsim.analysis.profile import config_stream
     from memsim.analysis.render import format_counts, render_stream
     from memsim.scenarios.world_file import write_world
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if args.llm is None and (args.llm_base_url or args.llm_model or args.judge):
         raise UserError("--llm-base-url, --llm-model and --judge need --llm openai")
@@ -112,7 +112,7 @@ def _render(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from memsim.analysis.profile import config_stream
     from memsim.scenarios.world_check import check_claims, format_check
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     scenario, stream, seed = config_stream(args.config, seed=args.seed)
     try:

@@ -40,7 +40,7 @@ def sensitivity_main(args: argparse.Namespace) -> int:
     from memsim.analysis.sweep import run_sweep
     from memsim.memory.registry import parse_system
     from memsim.scenarios.config import load_config
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if args.seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {args.seeds}")

@@ -31,7 +31,7 @@ def _port(text: str) -> int:
 
 def serve_main(args: argparse.Namespace) -> int:
     """Serve until interrupted; bad system names or arguments raise ``UserError``."""
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     try:
         from memsim.memory.http_server import create_app, openapi_document

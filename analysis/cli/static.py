@@ -74,7 +74,7 @@ def static_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _systems(args: argparse.Namespace) -> tuple[Any, ...]:
     from memsim.memory.registry import parse_system
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     try:
         return tuple(parse_system(s) for s in (args.system or ["naive"]))
@@ -84,7 +84,7 @@ def _systems(args: argparse.Namespace) -> tuple[Any, ...]:
 
 def _resources(args: argparse.Namespace) -> Any:
     from memsim.memory.registry import Resources
-    from memsim.sim.core.streams import streams
+    from memsim.core.streams import streams
 
     from memsim.analysis.cli.run import cache_dir_embedder
 
@@ -99,7 +99,7 @@ def static_spec(args: argparse.Namespace) -> tuple[Any, Any]:
     """
     from memsim.analysis.pipeline import answer_options, make_spec
     from memsim.scenarios.registry import static_protocol
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     if args.k <= 0:
         raise UserError(f"-k must be a positive integer, got {args.k}")
@@ -118,7 +118,7 @@ def static_main(args: argparse.Namespace) -> int:
     from memsim.analysis.cli.run import exit_code, print_static, progress_bar
     from memsim.analysis.pipeline import default_out_dir, execute
     from memsim.scenarios.registry import static_protocol
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     protocol = static_protocol(args.benchmark)
     spec, planned = static_spec(args)

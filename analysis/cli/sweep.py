@@ -43,7 +43,7 @@ def sweep_arguments(parser: argparse.ArgumentParser) -> None:
 def sweep_main(args: argparse.Namespace) -> int:
     """Expand the spec; list it (``--dry-run``) or play it and print the states."""
     from memsim.analysis.sweep import estimate, expand, format_cells, format_estimate, load_sweep, run_sweep
-    from memsim.sim.core.errors import UserError
+    from memsim.core.errors import UserError
 
     spec = load_sweep(args.spec)
     cells = expand(spec)

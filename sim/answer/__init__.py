@@ -11,7 +11,7 @@ Names are imported from their modules on first use.
 
 from __future__ import annotations
 
-from memsim.sim.core.lazy import lazy_exports
+from memsim.core.lazy import lazy_exports
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "__future__": (

@@ -157,7 +157,7 @@ def bench_llm(
 
 def format_bench(results: Sequence[BenchResult]) -> str:
     """A small table of the results."""
-    from memsim.sim.core.table import text_table
+    from memsim.core.table import text_table
 
     rows = [[r.variant, f"{r.answers_per_s:.2f}", f"{1 / r.answers_per_s:.2f}", f"{r.mean_prompt_tokens:.0f}",
              f"{r.mean_completion_tokens:.1f}", f"{r.completion_tokens_per_s:.1f}"] for r in results]

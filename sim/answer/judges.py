@@ -80,7 +80,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memsim.sim.answer.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.sim.answer.llm import LLMClient

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = [
     "Completion",
@@ -367,7 +367,7 @@ class OpenAICompatibleLLM:
     """A chat model behind the OpenAI API or any server compatible with it.
 
     Every attempt has one deadline, ``timeout_s``, for all of it: connecting,
-    the first byte and the whole body (``memsim.sim.core.deadline``), so a
+    the first byte and the whole body (``memsim.core.deadline``), so a
     server that drips its reply is cut off; a body past ``MAX_REPLY_BYTES``
     is refused while it is read. A reply that is not a valid completion
     (damaged JSON, no choices, no content) raises ``LLMReplyError``. Safe to
@@ -452,7 +452,7 @@ class OpenAICompatibleLLM:
                 import httpx
                 import openai
 
-                from memsim.sim.core.deadline import deadline_transport
+                from memsim.core.deadline import deadline_transport
 
                 # The SDK's own timeout bounds each read only; the transport bounds the whole attempt.
                 # A proxy named by the environment is still used, as the SDK's own client would (through

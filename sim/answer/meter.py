@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from memsim.sim.answer.llm import ClientWrapper, Completion, LLMClient, Messages
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = ["DEFAULT_PRICES", "PriceTable", "Meter", "MeteredLLM", "DryRunLLM"]
 

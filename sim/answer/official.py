@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from memsim.sim.answer.prompts import JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = ["OfficialPrompts", "PromptFile", "ReaderPrompt", "load_official_prompts", "load_prompt_file", "LONGMEMEVAL_SCRIPT"]
 

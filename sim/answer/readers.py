@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memsim.sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.base import Retrieved

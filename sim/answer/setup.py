@@ -36,7 +36,7 @@ from memsim.sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
 from memsim.sim.answer.options import DEFAULT_LOCAL_CONTEXT, AnswerOptions
 from memsim.sim.answer.official import OfficialPrompts, load_official_prompts, load_prompt_file
 from memsim.sim.answer.readers import Reader
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from memsim.memory.base import Retrieved

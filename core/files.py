@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -123,7 +123,7 @@ def read_limited(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
         UserError: not a regular file (``regular_file``), or larger than ``limit``
             (the message names the file, its size and the limit).
     """
-    from memsim.sim.core.validate import size_limits_on
+    from memsim.core.validate import size_limits_on
 
     p = Path(path)
     size = regular_file(p, what)

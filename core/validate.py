@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import AfterValidator, BaseModel, ValidationError
 
-from memsim.sim.core.errors import UserError
+from memsim.core.errors import UserError
 
 __all__ = ["validate_args", "bounded", "size_limits_on", "NO_SIZE_LIMITS_ENV"]
 
