@@ -20,10 +20,11 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memsim.core.registry import Registry, caller_origin
 from memsim.memory.resources import Resources
 
 if TYPE_CHECKING:
@@ -98,12 +99,33 @@ class _Entry:
     """(module, extra): the optional module the system imports and the extra that installs it."""
 
 
-_REGISTRY: dict[str, _Entry] = {}
-_PLUGINS: dict[str, _Entry] = {}
-"""Import paths and entry points resolved so far (kept apart: they are not registered names)."""
-
 ENTRY_POINT_GROUP = "memsim.systems"
 """The entry-point group an installed package names its systems in (``name = "package.module:Class"``)."""
+
+SYSTEMS = Registry("memory system", plural="systems", group=ENTRY_POINT_GROUP)
+"""Registered systems (``memsim.core.registry``); each entry's ``meta["entry"]`` holds what a system is built with.
+Entry points and ``module:attr`` names are resolved by ``_entry`` below (their arguments are checked against the
+factory's signature)."""
+
+
+class _Registered(Mapping[str, _Entry]):
+    """The registered systems' entries, read from ``SYSTEMS``."""
+
+    def __getitem__(self, name: str) -> _Entry:
+        if name not in SYSTEMS.registered():
+            raise KeyError(name)
+        return SYSTEMS.entry(name).meta["entry"]  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SYSTEMS.registered())
+
+    def __len__(self) -> int:
+        return len(SYSTEMS.registered())
+
+
+_REGISTRY: Mapping[str, _Entry] = _Registered()
+_PLUGINS: dict[str, _Entry] = {}
+"""Import paths and entry points resolved so far (kept apart: they are not registered names)."""
 
 
 def register_memory(
@@ -133,13 +155,17 @@ def register_memory(
     system is not standalone (the demo leaves it out and says which extra to
     install). A duplicate name is an error.
     """
-    if name in _REGISTRY:
-        raise ValueError(f"memory system {name!r} is already registered")
     if ":" not in target:
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
     if role not in ROLES:
         raise ValueError(f"memory system {name!r}: role {role!r} is not one of {', '.join(ROLES)}")
-    _REGISTRY[name] = _Entry(target, description, dict(defaults or {}), standalone, learns, role, requires)
+    entry = _Entry(target, description, dict(defaults or {}), standalone, learns, role, requires)
+    SYSTEMS.register(name, target, description=description, origin=caller_origin(1), entry=entry)
+
+
+def unregister_memory(name: str) -> None:
+    """Remove a registered system (a test undoes its registration with it)."""
+    SYSTEMS.unregister(name)
 
 
 def learns_from_feedback(name: str, args: Mapping[str, Any] | None = None) -> bool:
@@ -200,6 +226,17 @@ def _is_import_path(text: str) -> bool:
 def _entry_points() -> dict[str, str]:
     """Installed packages' systems: entry-point name -> ``module:attribute`` (read anew, so a fresh install is seen)."""
     return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def memory_origin(name: str) -> str:
+    """Where system ``name`` comes from: ``memsim`` (or the module that registered it), ``entry point
+    (module:attr)``, or ``module:attr`` named directly."""
+    if name in _REGISTRY:
+        return SYSTEMS.origin(name)
+    points = _entry_points()
+    if name in points:
+        return f"entry point ({points[name]})"
+    return "named as module:attr" if _is_import_path(name) else "unknown"
 
 
 def _entry(name: str) -> _Entry:

@@ -11,13 +11,13 @@ lazy targets below close no circle.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memsim.scenarios.base import Scenario, StaticOptions, StaticRun
 from memsim.core.errors import UserError
+from memsim.core.registry import Registry, caller_origin, load_target
 from memsim.core.validate import validate_args
 from memsim.sim.scorers import register_scorer
 from memsim.sim.spec import DEFAULT_KS
@@ -28,39 +28,34 @@ __all__ = [
     "register_protocol", "unregister_protocol", "protocol_names", "static_protocol",
 ]
 
-_SCENARIOS: dict[str, tuple[str, str]] = {}
+SCENARIOS = Registry("scenario", group="memsim.scenarios")
+"""Scenario classes by name (``"module:Class"``); a package adds its own through ``memsim.scenarios`` entry points."""
 
 
 def _load(target: str) -> Any:
-    module_name, attr = target.split(":", 1)
-    return getattr(importlib.import_module(module_name), attr)
+    return load_target(target)
 
 
 def register_scenario(name: str, target: str, *, description: str) -> None:
     """Register a scenario class (``"module:Class"``, built as ``Class.from_args(args)``); a duplicate is an error."""
-    if name in _SCENARIOS:
-        raise ValueError(f"scenario {name!r} is already registered")
-    if ":" not in target:
+    if not isinstance(target, str) or ":" not in target:
         raise ValueError(f"target {target!r} must look like 'module:Class'")
-    _SCENARIOS[name] = (target, description)
+    SCENARIOS.register(name, target, description=description, origin=caller_origin(1))
 
 
 def scenario_description(name: str) -> str:
-    """One line of help for a registered scenario."""
-    return _SCENARIOS[name][1]
+    """One line of help for a scenario."""
+    return SCENARIOS.description(name)
 
 
 def scenario_names() -> list[str]:
-    """Registered scenario names, sorted."""
-    return sorted(_SCENARIOS)
+    """Scenario names, sorted (those installed packages add last)."""
+    return SCENARIOS.names()
 
 
 def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: str = "") -> Scenario:
     """Build scenario ``name`` with ``args``; errors name the source file and key."""
-    where = f" in {source}" if source else ""
-    if name not in _SCENARIOS:
-        raise UserError(f"unknown scenario {name!r}{where}; known scenarios: {', '.join(scenario_names())}")
-    return _load(_SCENARIOS[name][0]).from_args(dict(args or {}), source=source)
+    return SCENARIOS.load(name, where=source).from_args(dict(args or {}), source=source)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,33 +111,47 @@ class StaticProtocol:
         ))
 
 
-_PROTOCOLS: dict[str, StaticProtocol] = {}
+BENCHMARKS = Registry("static benchmark", group="memsim.benchmarks")
+"""Static protocols by name (a ``StaticProtocol``, or ``"module:attr"`` naming one); a package adds its own through
+``memsim.benchmarks`` entry points, its loader then registered as the scenario of the same name when first used."""
 
 
 def register_protocol(protocol: StaticProtocol) -> None:
     """Register a static protocol and its loader as the scenario of the same name; a duplicate is an error."""
-    if protocol.name in _PROTOCOLS or protocol.name in _SCENARIOS:
+    if protocol.name in BENCHMARKS or protocol.name in SCENARIOS:
         raise ValueError(f"static protocol {protocol.name!r} is already registered (as a protocol or a scenario)")
-    register_scenario(protocol.name, protocol.scenario, description=protocol.description)
-    _PROTOCOLS[protocol.name] = protocol
+    origin = caller_origin(1)
+    SCENARIOS.register(protocol.name, protocol.scenario, description=protocol.description, origin=origin)
+    BENCHMARKS.register(protocol.name, protocol, description=protocol.description, origin=origin)
 
 
 def unregister_protocol(name: str) -> None:
     """Remove a registered protocol and its scenario (a test undoes its registration with it)."""
     static_protocol(name)
-    del _PROTOCOLS[name], _SCENARIOS[name]
+    BENCHMARKS.unregister(name)
+    SCENARIOS.unregister(name)
 
 
 def protocol_names() -> list[str]:
-    """Registered static protocols, sorted."""
-    return sorted(_PROTOCOLS)
+    """Static protocols, sorted (those installed packages add last)."""
+    return BENCHMARKS.names()
 
 
 def static_protocol(name: str) -> StaticProtocol:
-    """The registered protocol ``name``; an unknown name lists the known ones."""
-    if name not in _PROTOCOLS:
-        raise UserError(f"unknown static benchmark {name!r}; known: {', '.join(protocol_names())}")
-    return _PROTOCOLS[name]
+    """The protocol ``name``; an unknown name lists the known ones.
+
+    A protocol an installed package adds through the entry points is imported here, and its loader
+    registered as the scenario of the same name.
+    """
+    got = BENCHMARKS.load(name)
+    if not isinstance(got, StaticProtocol):
+        raise UserError(f"static benchmark {name!r}: {BENCHMARKS.entry(name).target!r} is not a StaticProtocol")
+    if name not in BENCHMARKS.registered():
+        origin = BENCHMARKS.entry(name).origin
+        BENCHMARKS.register(name, got, description=got.description, origin=origin)
+        if name not in SCENARIOS.registered():
+            SCENARIOS.register(name, got.scenario, description=got.description, origin=origin)
+    return got
 
 
 register_scenario("persona", "memsim.scenarios.persona:PersonaScenario", description="synthetic users whose facts change over months")

@@ -24,13 +24,12 @@ never zero.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from memsim.core.errors import UserError
+from memsim.core.registry import Registry, caller_origin
 from memsim.sim.spec import DEFAULT_KS
 
 if TYPE_CHECKING:
@@ -217,7 +216,8 @@ class SupportScorer:
         return out
 
 
-_SCORERS: dict[str, tuple[str | Callable[[], Scorer], str]] = {}
+SCORERS = Registry("scorer", group="memsim.scorers")
+"""Scorers by name (``memsim.core.registry``); a package adds its own through the ``memsim.scorers`` entry points."""
 
 
 def register_scorer(name: str, target: str | Callable[[], Scorer], *, description: str) -> None:
@@ -225,37 +225,27 @@ def register_scorer(name: str, target: str | Callable[[], Scorer], *, descriptio
 
     A duplicate name is an error.
     """
-    if name in _SCORERS:
-        raise ValueError(f"scorer {name!r} is already registered")
-    if isinstance(target, str) and ":" not in target:
-        raise ValueError(f"target {target!r} must look like 'module:attribute'")
-    _SCORERS[name] = (target, description)
+    SCORERS.register(name, target, description=description, origin=caller_origin(1))
 
 
 def unregister_scorer(name: str) -> None:
     """Remove a registered scorer (a test undoes its registration with it)."""
-    del _SCORERS[name]
+    SCORERS.unregister(name)
 
 
 def scorer_names() -> list[str]:
-    """Registered scorer names, sorted."""
-    return sorted(_SCORERS)
+    """Scorer names, sorted (those installed packages add last)."""
+    return SCORERS.names()
 
 
 def scorer_description(name: str) -> str:
-    """One line of help for a registered scorer."""
-    return _SCORERS[name][1]
+    """One line of help for a scorer."""
+    return SCORERS.description(name)
 
 
 def build_scorer(name: str) -> Scorer:
-    """Build the registered scorer ``name``; an unknown name lists the known ones."""
-    if name not in _SCORERS:
-        raise UserError(f"unknown scorer {name!r}; known scorers: {', '.join(scorer_names())}")
-    target, _ = _SCORERS[name]
-    if isinstance(target, str):
-        module_name, attr = target.split(":", 1)
-        target = getattr(importlib.import_module(module_name), attr)
-    return target()  # type: ignore[operator]
+    """Build the scorer ``name``; an unknown name lists the known ones."""
+    return SCORERS.load(name)()  # type: ignore[no-any-return]
 
 
 register_scorer("evidence", EvidenceScorer, description="recall_all@k, recall_any@k, nDCG@k through provenance, first evidence rank")

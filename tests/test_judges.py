@@ -210,7 +210,7 @@ class _ShoutJudge:
 def test_register_judge_builds_by_name_and_is_strict(monkeypatch: pytest.MonkeyPatch) -> None:
     from memsim.sim.answer import judges
 
-    monkeypatch.setattr(judges, "_JUDGES", dict(judges._JUDGES))  # the registration stays inside this test
+    monkeypatch.setattr(judges.JUDGES, "_entries", dict(judges.JUDGES._entries))  # the registration stays inside this test
     judges.register_judge("shout", _ShoutJudge, description="1.0 for an answer in capitals")
     assert "shout" in JUDGE_NAMES and "shout" not in judges.LLM_JUDGES
     assert judges.judge_names()[-1] == "shout"
@@ -227,7 +227,7 @@ def test_register_judge_builds_by_name_and_is_strict(monkeypatch: pytest.MonkeyP
 def test_judge_registry_takes_lazy_targets_and_llm_factories(monkeypatch: pytest.MonkeyPatch) -> None:
     from memsim.sim.answer import judges
 
-    monkeypatch.setattr(judges, "_JUDGES", dict(judges._JUDGES))
+    monkeypatch.setattr(judges.JUDGES, "_entries", dict(judges.JUDGES._entries))
     judges.register_judge("lazy_contains", "memsim.sim.answer.judges:ContainsJudge", description="contains, lazily")
     judges.register_judge("llm_again", "memsim.sim.answer.judges:LocomoLLMJudge", description="llm", llm=True)
     assert make_judge("lazy_contains").score(question="q", gold="Paris", answer="in Paris") == 1.0

@@ -178,7 +178,7 @@ def test_no_two_top_level_folders_import_each_other():
         here = path.relative_to(REPO).parts[0]
         for module, _ in _imports(path):
             parts = module.split(".")
-            if parts[0] == "memsim" and len(parts) > 1 and (REPO / parts[1]).is_dir() and parts[1] != here:
+            if parts[0] == "memsim" and len(parts) > 1 and parts[1] and (REPO / parts[1]).is_dir() and parts[1] != here:
                 folders.setdefault(here, set()).add(parts[1])
     both = sorted(f"{a} <-> {b}" for a, out in folders.items() for b in out if a < b and a in folders.get(b, set()))
     assert not both, both

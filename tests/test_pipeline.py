@@ -20,7 +20,7 @@ from memsim.analysis.pipeline import execute, make_spec, rerun
 from memsim.memory.embed import HashEmbedder
 from memsim.memory.registry import Resources, SystemSpec
 from memsim.core.errors import UserError
-from memsim.sim.scorers import _SCORERS, register_scorer
+from memsim.sim.scorers import register_scorer, unregister_scorer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -143,7 +143,7 @@ def test_a_new_scorer_is_one_registration_and_appears_in_the_tables(tmp_path: Pa
         )
         outcome = execute(spec, out_dir=tmp_path / "r", resources=_hash())
     finally:
-        _SCORERS.pop("gold_mentions")
+        unregister_scorer("gold_mentions")
     assert "gold_mentions" in outcome.result.probes.columns
     overall = outcome.summary.metrics["systems"]["naive"]["overall"]["scores"]["gold_mentions"]
     assert overall["mean"] > 0 and overall["lo"] <= overall["mean"] <= overall["hi"]

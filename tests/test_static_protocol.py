@@ -13,7 +13,7 @@ import pytest
 
 from memsim.analysis.summary import format_tables, summarise, summarise_folder, write_summary
 from memsim.memory.base import MemoryStats, MemorySystem, Retrieved, Turn, render_turn
-from memsim.memory.registry import _REGISTRY, Resources, register_memory
+from memsim.memory.registry import Resources, register_memory, unregister_memory
 from memsim.sim.events import Episode, Question, Session
 from memsim.sim.runner import run
 from memsim.sim.spec import RunSpec, ScenarioEntry, SystemEntry
@@ -92,7 +92,7 @@ def _registered() -> Iterator[None]:
     try:
         yield
     finally:
-        _REGISTRY.pop("test-overlap")
+        unregister_memory("test-overlap")
 
 
 def _q(qid: str, user: str, text: str, gold: str, kind: str, evidence: tuple[str, ...], at: datetime, excluded=None):

@@ -126,7 +126,7 @@ def test_registration_is_strict(tiny: StaticProtocol, capsys: pytest.CaptureFixt
         register_protocol(tiny)
     with pytest.raises(ValueError, match="'locomo' is already registered"):
         register_protocol(StaticProtocol(name="locomo", title="x", scenario="m:C", options="m:O", description="x"))
-    with pytest.raises(UserError, match="unknown static benchmark 'nosuch'; known: locomo, longmemeval, tiny"):
+    with pytest.raises(UserError, match="unknown static benchmark 'nosuch'; known static benchmarks: locomo, longmemeval, tiny"):
         static_protocol("nosuch")
     with pytest.raises(SystemExit):
         cli.main(["static", "nosuch"])

@@ -456,28 +456,29 @@ def listing_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def listing_main(args: argparse.Namespace) -> int:
-    """Print every registry with one line of help per entry."""
-    from memsim.memory.registry import memory_description, memory_names
-    from memsim.scenarios.registry import protocol_names, scenario_description, scenario_names, static_protocol
-    from memsim.sim.answer.judges import judge_description, judge_names
+    """Print every registry with one line of help and the origin of each entry."""
+    from memsim.memory.registry import memory_description, memory_names, memory_origin
+    from memsim.scenarios.registry import BENCHMARKS, SCENARIOS
+    from memsim.sim.answer.judges import JUDGES
     from memsim.sim.answer.readers import READER_DESCRIPTIONS
-    from memsim.sim.scorers import scorer_description, scorer_names
+    from memsim.sim.scorers import SCORERS
 
     tables = {
-        "systems": [(n, memory_description(n)) for n in memory_names()],
-        "scenarios": [(n, scenario_description(n)) for n in scenario_names()],
-        "static": [(n, static_protocol(n).description) for n in protocol_names()],
-        "readers": [("none", "retrieval only, no answers"), *READER_DESCRIPTIONS.items()],
-        "judges": [(n, judge_description(n)) for n in judge_names()],
-        "scorers": [(n, scorer_description(n)) for n in scorer_names()],
+        "systems": [(n, memory_description(n), memory_origin(n)) for n in memory_names()],
+        "scenarios": SCENARIOS.rows(),
+        "static": BENCHMARKS.rows(),
+        "readers": [("none", "retrieval only, no answers", "memsim"),
+                    *((n, d, "memsim") for n, d in READER_DESCRIPTIONS.items())],
+        "judges": JUDGES.rows(),
+        "scorers": SCORERS.rows(),
     }
     for name, rows in tables.items():
         if args.what not in (None, name):
             continue
         print(f"{name}:")
         width = max(len(r[0]) for r in rows)
-        for key, text in rows:
-            print(f"  {key:<{width}}  {text}")
+        for key, text, origin in rows:
+            print(f"  {key:<{width}}  {text}" + ("" if origin == "memsim" else f"  [{origin}]"))
     return 0
 
 

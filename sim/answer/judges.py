@@ -67,7 +67,6 @@ to score against), never zero; ``JUDGE_PASS`` turns a score into a verdict.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
 import re
@@ -81,6 +80,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memsim.sim.answer.prompts import JUDGE_LOCOMO, JUDGE_LONGMEMEVAL, JUDGE_LONGMEMEVAL_TYPES, PromptTemplate
 from memsim.core.errors import UserError
+from memsim.core.registry import Registry, caller_origin
 
 if TYPE_CHECKING:
     from memsim.sim.answer.llm import LLMClient
@@ -727,14 +727,9 @@ class LongMemEvalLLMJudge(_LLMJudge):
 
 # --------------------------------------------------------------------------- factory
 
-@dataclass(frozen=True, slots=True)
-class _JudgeEntry:
-    target: str | Callable[..., Judge]
-    description: str
-    llm: bool
-
-
-_JUDGES: dict[str, _JudgeEntry] = {}
+JUDGES = Registry("judge", group="memsim.judges", ordered=True)
+"""Judges by name (``memsim.core.registry``), in registration order; each entry's ``meta["llm"]`` says whether it
+calls an LLM. A package adds its own through ``memsim.judges`` entry points (taken as deterministic judges)."""
 
 
 def register_judge(name: str, target: str | Callable[..., Judge], *, description: str, llm: bool = False) -> None:
@@ -744,22 +739,27 @@ def register_judge(name: str, target: str | Callable[..., Judge], *, description
     as ``factory(client, temperature=..., templates=..., prompt_source=...)``.
     A duplicate name is an error.
     """
-    if name in _JUDGES:
-        raise ValueError(f"judge {name!r} is already registered")
-    if isinstance(target, str) and ":" not in target:
-        raise ValueError(f"target {target!r} must look like 'module:attribute'")
-    _JUDGES[name] = _JudgeEntry(target, description, llm)
+    JUDGES.register(name, target, description=description, origin=caller_origin(1), llm=bool(llm))
+
+
+def unregister_judge(name: str) -> None:
+    """Remove a registered judge (a test undoes its registration with it)."""
+    JUDGES.unregister(name)
 
 
 def judge_names() -> list[str]:
-    """Registered judge names, in registration order (the built-in deterministic ones first)."""
-    return list(_JUDGES)
+    """Judge names, in registration order (the built-in deterministic ones first; installed packages' last)."""
+    return JUDGES.names()
 
 
-def _entry(name: str) -> _JudgeEntry:
-    if name not in _JUDGES:
-        raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(_JUDGES)}")
-    return _JUDGES[name]
+def _entry(name: str) -> Any:
+    if name not in JUDGES:
+        raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGES.names())}")
+    return JUDGES.entry(name)
+
+
+def _llm(name: str) -> bool:
+    return bool(JUDGES.entry(name).meta.get("llm", False))
 
 
 class _Names(Sequence[str]):
@@ -768,17 +768,20 @@ class _Names(Sequence[str]):
     def __init__(self, llm: bool = False) -> None:
         self._llm = llm
 
+    def _names(self) -> list[str]:
+        return [n for n in JUDGES.names() if not self._llm or _llm(n)]
+
     def __getitem__(self, i: Any) -> Any:
-        return [n for n, e in _JUDGES.items() if e.llm or not self._llm][i]
+        return self._names()[i]
 
     def __len__(self) -> int:
-        return sum(1 for e in _JUDGES.values() if e.llm or not self._llm)
+        return len(self._names())
 
 
 JUDGE_NAMES: Sequence[str] = _Names()
-"""Every registered judge name (a live view of the registry)."""
+"""Every judge name (a live view of the registry)."""
 LLM_JUDGES: Sequence[str] = _Names(llm=True)
-"""Registered judges that call an LLM (a live view of the registry)."""
+"""Judges that call an LLM (a live view of the registry)."""
 
 
 def judge_description(name: str) -> str:
@@ -800,12 +803,9 @@ def build_judge(
         UserError: unknown name (the message lists the known ones), or an LLM
             judge without a client.
     """
-    entry = _entry(name)
-    target = entry.target
-    if isinstance(target, str):
-        module_name, attr = target.split(":", 1)
-        target = getattr(importlib.import_module(module_name), attr)
-    if not entry.llm:
+    _entry(name)
+    target = JUDGES.load(name)
+    if not _llm(name):
         return target()
     if llm is None:
         raise UserError(f"--judge {name}: this judge needs an LLM (use --llm, and a reader other than none)")
