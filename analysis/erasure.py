@@ -12,16 +12,14 @@ of that user that still retrieved a deleted memory; 0 when none did).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from memsim.core.table import text_table
 
-__all__ = ["erasure_table", "format_erasure", "erasure_arguments", "erasure_main"]
+__all__ = ["erasure_table", "format_erasure"]
 
 _MONTH_DAYS = 30.0
 
@@ -84,17 +82,3 @@ def format_erasure(table: Mapping[str, Any]) -> str:
         lines.append(f"memsim {cache}: held {c.get('held_before', 0)} copies at deletion, purged {c.get('purged', 0)}, left {c.get('held_after', 0)}")
     lines.append("later q: questions after a deletion that retrieved a deleted memory; answered: of those, answered by the reader")
     return "\n".join(lines)
-
-
-def erasure_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``memsim erasure``."""
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run folder")
-
-
-def erasure_main(args: argparse.Namespace) -> int:
-    """Print the erasure table of a run folder."""
-    from memsim.analysis.load import read_run
-
-    run = read_run(args.run_dir, require=("timeline.parquet", "run.json"))
-    print(format_erasure(erasure_table(run.probes, run.timeline, run.info)))
-    return 0

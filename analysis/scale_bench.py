@@ -18,23 +18,20 @@ would find them). Queries are fresh draws from the same distribution.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memsim.core.errors import UserError
-from memsim.core.files import read_toml
 from memsim.core.validate import validate_args
 
 if TYPE_CHECKING:  # faiss and the index module load only when a benchmark runs (memsim bench --help stays light)
     from memsim.memory.index import IndexSpec
 
-__all__ = ["realistic_vectors", "bench_index", "bench_scale", "format_scale", "add_arguments", "main"]
+__all__ = ["realistic_vectors", "bench_index", "bench_scale", "format_scale"]
 
 
 def realistic_vectors(
@@ -152,28 +149,3 @@ def format_scale(rows: Sequence[Mapping[str, Any]], *, header: bool = True) -> s
             f"{r['p95_ms']:>8.3f} {r['recall@10']:>9.3f} {r['recall@30']:>9.3f}"
         )
     return "\n".join(lines)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``memsim bench scale``."""
-    default = Path(__file__).resolve().parent.parent / "scenarios" / "configs" / "scale.toml"
-    parser.add_argument("config", type=Path, nargs="?", default=default, help="scale config (default scenarios/configs/scale.toml)")
-    parser.add_argument("--max-n", type=int, default=None, metavar="N", help="only sizes up to N memories")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run the scale benchmark and print its table (each row as it is measured)."""
-    data = read_toml(args.config, "scale config")
-    config = dict(data.get("scale") or {})
-    if args.max_n is not None:
-        config["sizes"] = [n for n in config.get("sizes", []) if n <= args.max_n]
-    print("synthetic 384-d unit vectors (topic clusters, low intrinsic dimension); one query at a time, one thread")
-    rows = bench_scale(config)
-    print()
-    print(format_scale(rows))
-    exact = {r["n"]: r for r in rows if r["index"] == "flat"}
-    for r in rows:
-        base = exact.get(r["n"])
-        if base is not None and r is not base and r["p95_ms"] > 0:
-            print(f"{r['n']:>9} {r['index']:<8} p95 {base['p95_ms'] / r['p95_ms']:.1f}x below exact at recall@10 {r['recall@10']:.3f}")
-    return 0

@@ -16,7 +16,6 @@ and after.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -25,17 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_arguments", "main", "bench_sweep"]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``memsim bench sweep``."""
-    parser.add_argument("--users", type=int, default=4, help="persona users per cell (default 4)")
-    parser.add_argument("--months", type=float, default=2.0, help="simulated months per cell (default 2)")
-    parser.add_argument("--seeds", type=int, default=4, help="seeds (cells = 3 systems x seeds; default 4)")
-    parser.add_argument("--repeat", type=int, default=2,
-                        help="rounds of the three runs, interleaved; the best wall time of each is kept (default 2)")
-    parser.add_argument("--no-dask", action="store_true", help="skip the Dask run")
+__all__ = ["bench_sweep"]
 
 
 def bench_sweep(*, users: int = 4, months: float = 2.0, seeds: int = 4, dask: bool = True, repeat: int = 2) -> dict[str, Any]:
@@ -100,12 +89,3 @@ def bench_sweep(*, users: int = 4, months: float = 2.0, seeds: int = 4, dask: bo
             (walls["dask_2"] - figures["dask_cluster_start_s"] - walls["local_2"]) / n, 3)
     figures["load_after"] = [round(x, 2) for x in os.getloadavg()]
     return figures
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run and print the figures."""
-    figures = bench_sweep(users=args.users, months=args.months, seeds=args.seeds, dask=not args.no_dask, repeat=args.repeat)
-    width = max(len(k) for k in figures)
-    for key, value in figures.items():
-        print(f"{key:<{width}}  {json.dumps(value) if isinstance(value, list) else value}")
-    return 0

@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 import simpy
 
-from memsim.analysis.cost import CostAssumptions, cost_main, cost_table, format_cost
+from memsim.analysis.cli.cost import cost_main
+from memsim.analysis.cost import CostAssumptions, cost_table, format_cost
 from memsim.memory.base import MemoryStats, Retrieved, Turn, text_bytes
 from memsim.scenarios.registry import build_scenario
 from memsim.sim.answer.meter import PriceTable

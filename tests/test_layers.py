@@ -183,3 +183,10 @@ def test_no_two_top_level_folders_import_each_other():
     both = sorted(f"{a} <-> {b}" for a, out in folders.items() for b in out if a < b and a in folders.get(b, set()))
     assert not both, both
     assert folders.get("core", set()) == set() and folders["memory"] == {"core"}
+
+
+def test_argparse_lives_only_in_the_command_layer():
+    """Library modules take typed arguments; only ``analysis/cli/`` parses a command line."""
+    found = [f"{p.relative_to(REPO)}:{line}" for p in _source_files() if "cli" not in p.relative_to(REPO).parts
+             for module, line in _imports(p) if module == "argparse"]
+    assert not found, found

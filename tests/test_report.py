@@ -348,7 +348,7 @@ def test_bad_run_folders_raise_user_error(tmp_path: Path) -> None:
     (run / "metrics.json").unlink()  # recomputable from the rows: the report summarises in memory
     assert write_report(run).is_file() and not (run / "metrics.json").exists()
     # Every command reads the folder through the one reader: a damaged or missing file is named.
-    from memsim.analysis.erasure import erasure_main
+    from memsim.analysis.cli.erasure import erasure_main
     from memsim.analysis.summary import summarise_folder
 
     run_json = (run / "run.json").read_text()

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -271,8 +270,57 @@ def _run_scale(args: argparse.Namespace) -> int:
     return 0
 
 
-# (name, help, module with add_arguments/main, or None for the local pair)
-_BENCHES: tuple[tuple[str, str, Any], ...] = (
+def _add_sweep_bench(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim bench sweep``."""
+    parser.add_argument("--users", type=int, default=4, help="persona users per cell (default 4)")
+    parser.add_argument("--months", type=float, default=2.0, help="simulated months per cell (default 2)")
+    parser.add_argument("--seeds", type=int, default=4, help="seeds (cells = 3 systems x seeds; default 4)")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="rounds of the three runs, interleaved; the best wall time of each is kept (default 2)")
+    parser.add_argument("--no-dask", action="store_true", help="skip the Dask run")
+
+
+def _sweep_bench(args: argparse.Namespace) -> int:
+    """Run and print the figures."""
+    from memsim.analysis.sweep_bench import bench_sweep
+
+    figures = bench_sweep(users=args.users, months=args.months, seeds=args.seeds, dask=not args.no_dask, repeat=args.repeat)
+    width = max(len(k) for k in figures)
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {json.dumps(value) if isinstance(value, list) else value}")
+    return 0
+
+
+def _add_scale_bench(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``memsim bench scale``."""
+    default = Path(__file__).resolve().parents[2] / "scenarios" / "configs" / "scale.toml"
+    parser.add_argument("config", type=Path, nargs="?", default=default, help="scale config (default scenarios/configs/scale.toml)")
+    parser.add_argument("--max-n", type=int, default=None, metavar="N", help="only sizes up to N memories")
+
+
+def _scale_bench(args: argparse.Namespace) -> int:
+    """Run the scale benchmark and print its table (each row as it is measured)."""
+    from memsim.analysis.scale_bench import bench_scale, format_scale
+    from memsim.core.files import read_toml
+
+    data = read_toml(args.config, "scale config")
+    config = dict(data.get("scale") or {})
+    if args.max_n is not None:
+        config["sizes"] = [n for n in config.get("sizes", []) if n <= args.max_n]
+    print("synthetic 384-d unit vectors (topic clusters, low intrinsic dimension); one query at a time, one thread")
+    rows = bench_scale(config)
+    print()
+    print(format_scale(rows))
+    exact = {r["n"]: r for r in rows if r["index"] == "flat"}
+    for r in rows:
+        base = exact.get(r["n"])
+        if base is not None and r is not base and r["p95_ms"] > 0:
+            print(f"{r['n']:>9} {r['index']:<8} p95 {base['p95_ms'] / r['p95_ms']:.1f}x below exact at recall@10 {r['recall@10']:.3f}")
+    return 0
+
+
+# (name, help, (add arguments, main))
+_BENCHES: tuple[tuple[str, str, tuple[Any, Any]], ...] = (
     ("locomo", "static LoCoMo retrieval run, cold and warm cache", (_add_locomo, _locomo)),
     ("longmemeval", "LongMemEval streaming and retrieval on a generated 1 GB file", (_add_longmemeval, _longmemeval)),
     ("systems", "ingest and retrieve speed per memory system at 1k/10k/100k", (_add_systems, _systems)),
@@ -280,8 +328,9 @@ _BENCHES: tuple[tuple[str, str, Any], ...] = (
     ("engine", "simulator events per second with a null memory", (_add_engine, _engine)),
     ("run-scale", "user-months per second and peak memory against users and workers (MiniLM, warm cache)", (_add_run_scale, _run_scale)),
     ("demo", "memsim demo cold and warm: wall, texts embedded per second, turns ingested per second per arm", (_add_demo, _demo)),
-    ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", "memsim.analysis.sweep_bench"),
-    ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall", "memsim.analysis.scale_bench"),
+    ("sweep", "sweep cells per minute with 1 and 2 workers, Dask overhead per cell", (_add_sweep_bench, _sweep_bench)),
+    ("scale", "flat / HNSW / IVF-PQ at 10k, 100k, 1M memories: build, bytes, p50/p95, recall",
+     (_add_scale_bench, _scale_bench)),
     ("compare", "the plain pipeline (sentence-transformers + FAISS) and memsim on static LoCoMo, cold, stage by stage",
      (_add_compare, _compare)),
     ("backends", "embedding backends on LoCoMo's texts: speed, cosine to torch, recall", (_add_backends, _backends)),
@@ -293,12 +342,8 @@ def bench_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     for name, help_text, target in _BENCHES:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        if isinstance(target, str):
-            importlib.import_module(target).add_arguments(p)
-            p.set_defaults(_bench_main=lambda a, t=target: importlib.import_module(t).main(a))
-        else:
-            target[0](p)
-            p.set_defaults(_bench_main=target[1])
+        target[0](p)
+        p.set_defaults(_bench_main=target[1])
 
 
 # Benches whose figures carry the machine's load themselves (in their table and JSON).
