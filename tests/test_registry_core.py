@@ -79,3 +79,42 @@ def test_an_installed_package_adds_a_scorer_and_a_judge_by_entry_point(plugin_pa
     assert "retrieved_count" in out and "[entry point of an installed package]" in out
     assert "  evidence " in out and "[entry point" not in out.split("retrieved_count")[0]  # a built-in name wins
     assert type(build_scorer("evidence")).__name__ == "EvidenceScorer"
+
+
+def test_a_package_adds_a_benchmark_with_its_scorer_and_a_scenario_by_entry_points_and_they_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The tiny static benchmark and its scorer (``tests/tiny_static.py``, ``tests/tiny_scorer.py``) and the persona
+    scenario under another name, declared only as entry points: listed, then played end to end."""
+    from memsim.analysis import cli
+    from memsim.analysis.cli import static as static_cli
+    from memsim.memory.embed import HashEmbedder
+    from memsim.memory.registry import Resources
+    from memsim.scenarios.registry import build_scenario, unregister_protocol
+    from memsim.core.streams import streams
+    from test_static_registry import TINY_FILE
+
+    points = [
+        importlib.metadata.EntryPoint(name="tiny", value="test_static_registry:TINY", group="memsim.benchmarks"),
+        importlib.metadata.EntryPoint(name="gold_in_top", value="tiny_scorer:GoldInTopScorer", group="memsim.scorers"),
+        importlib.metadata.EntryPoint(name="people", value="memsim.scenarios.persona:PersonaScenario",
+                                      group="memsim.scenarios"),
+    ]
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: [p for p in points if p.group == kw.get("group")]
+                        if kw.get("group") in ("memsim.benchmarks", "memsim.scorers", "memsim.scenarios") else real(**kw))
+    monkeypatch.setattr(static_cli, "_resources", lambda args: Resources(embedder_factory=lambda: HashEmbedder(64)))
+    try:
+        assert cli.main(["list"]) == 0
+        listing = capsys.readouterr().out
+        assert "tiny" in listing.split("static:")[1] and "people" in listing.split("scenarios:")[1]
+        stream = build_scenario("people", {"users": 2, "months": 1}).generate(streams(0)["scenario"])
+        assert stream.events
+        out = tmp_path / "run"
+        assert cli.main(["static", "tiny", "--data", str(TINY_FILE), "--kind", "pets", "--out", str(out),
+                         "--no-progress"]) == 0
+        assert "gold_in_top@2" in capsys.readouterr().out
+    finally:
+        from memsim.scenarios.registry import BENCHMARKS
+
+        if "tiny" in BENCHMARKS.registered():
+            unregister_protocol("tiny")
