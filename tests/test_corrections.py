@@ -114,6 +114,7 @@ def test_the_thief_finds_a_turn_restated_in_its_own_words() -> None:
     assert not set().union(*Thief.match(Turn("r2", "u", "user", said, t0, "s2"), [gold, other]).values())
 
 
+@pytest.mark.slow
 def test_a_system_recovers_no_gold_turn_from_its_corrections_beyond_what_the_fact_gives(stolen) -> None:
     """No stored turn is found by id, metadata or exact text; fuzzy text finds no more than the bare fact does.
 

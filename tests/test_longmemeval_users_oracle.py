@@ -110,6 +110,7 @@ def test_question_times_reasks_and_isolation_on_real_data(longmemeval_oracle_pat
     assert _stream(longmemeval_oracle_path, seed=1).events != stream.events
 
 
+@pytest.mark.slow
 def test_the_quick_config_runs_on_the_oracle_file(longmemeval_oracle_path: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from memsim.analysis.pipeline import execute, spec_from_config

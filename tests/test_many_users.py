@@ -86,6 +86,7 @@ def test_registered_systems_serve_many_users_without_leaks(crowd: ScenarioStream
     assert naive["conv-a"]["mean"] == naive["conv-a~3"]["mean"]
 
 
+@pytest.mark.slow
 def test_same_seed_same_rows_and_no_leaks_with_many_users(crowd: ScenarioStream, tmp_path: Path) -> None:
     def once(out: str) -> pl.DataFrame:
         emb = HashEmbedder(64)

@@ -68,6 +68,7 @@ def _longitudinal_spec(**kw):
     )
 
 
+@pytest.mark.slow
 def test_longitudinal_kill_9_then_resume_gives_identical_metrics(tmp_path: Path):
     spec = _longitudinal_spec()
     execute(spec, out_dir=tmp_path / "whole", resources=_hash())

@@ -97,6 +97,7 @@ def learner_run(tmp_path_factory: pytest.TempPathFactory):
 IGNORER = "neuroplastic[associations=false,ltp=false]"
 
 
+@pytest.mark.slow
 def test_power_at_zero_varies_as_the_run_does(learner_run) -> None:
     """Effect 0 rejects in 2-10% of replicates (not 0: the synthetic null is redrawn), and power rises with the effect."""
     _, outcome = learner_run

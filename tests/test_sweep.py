@@ -227,6 +227,7 @@ def test_killed_sweep_resumes_to_identical_results(tmp_path: Path, uninterrupted
 # --------------------------------------------------------------------------- aggregation
 
 
+@pytest.mark.slow
 def test_compare_sweep_aggregates_over_seeds_ranks_and_plots_each_knob(tmp_path: Path, capsys) -> None:
     from memsim.analysis.cli import main
     from memsim.analysis.stats import summarise_seeds

@@ -63,6 +63,7 @@ def serial(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers, scheduler", [(1, None), (2, None), (3, None), (2, "local")])
 def test_any_worker_count_and_dask_give_the_bytes_of_one_process(serial: Path, cache: Path, tmp_path: Path,
                                                                    workers: int, scheduler: str | None) -> None:
@@ -173,6 +174,7 @@ def test_a_negative_worker_count_is_refused() -> None:
         Workers(count=-1)
 
 
+@pytest.mark.slow
 def test_entities_are_recognised_once_up_front_and_deleted_turns_purged_after_the_play(tmp_path: Path) -> None:
     spec = make_spec("longitudinal", "life", {"users": 3, "months": 1, "deletion_rate": 3.0},
                      [SystemSpec("multisignal"), SystemSpec("neuroplastic")], seed=0, n_boot=100)
@@ -191,6 +193,7 @@ def test_entities_are_recognised_once_up_front_and_deleted_turns_purged_after_th
     assert (tmp_path / "cold" / "metrics.json").read_bytes() == (tmp_path / "warm" / "metrics.json").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads children from /proc (Linux)")
 def test_a_worker_ends_when_the_run_s_process_is_killed(cache: Path, tmp_path: Path) -> None:
     """SIGKILL to the run's process leaves no worker behind: the worker's watchdog sees its parent gone."""

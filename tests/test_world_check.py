@@ -17,6 +17,7 @@ from memsim.core.streams import streams
 from memsim.sim.events import Deletion, Question, Session
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("config", ["life_quick.toml", "demo.toml", "life.toml"])
 def test_shipped_life_configs_have_zero_disagreements(config: str, seed: int) -> None:
