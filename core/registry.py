@@ -93,6 +93,10 @@ class Registry:
         """Remove ``name`` (a test undoes its registration with it)."""
         del self._entries[name]
 
+    def registered_entry(self, name: str) -> Entry | None:
+        """The entry registered in this process under ``name``, or None (entry points are not looked at)."""
+        return self._entries.get(name)
+
     def registered(self) -> list[str]:
         """The names registered in this process (entry points left out)."""
         return list(self._entries) if self.ordered else sorted(self._entries)

@@ -112,9 +112,10 @@ class _Registered(Mapping[str, _Entry]):
     """The registered systems' entries, read from ``SYSTEMS``."""
 
     def __getitem__(self, name: str) -> _Entry:
-        if name not in SYSTEMS.registered():
+        got = SYSTEMS.registered_entry(name)
+        if got is None:
             raise KeyError(name)
-        return SYSTEMS.entry(name).meta["entry"]  # type: ignore[no-any-return]
+        return got.meta["entry"]  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[str]:
         return iter(SYSTEMS.registered())

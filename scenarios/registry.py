@@ -118,7 +118,8 @@ BENCHMARKS = Registry("static benchmark", group="memsim.benchmarks")
 
 def register_protocol(protocol: StaticProtocol) -> None:
     """Register a static protocol and its loader as the scenario of the same name; a duplicate is an error."""
-    if protocol.name in BENCHMARKS or protocol.name in SCENARIOS:
+    # Only what is registered here blocks a name (reading the entry points at import time would cost every command).
+    if BENCHMARKS.registered_entry(protocol.name) or SCENARIOS.registered_entry(protocol.name):
         raise ValueError(f"static protocol {protocol.name!r} is already registered (as a protocol or a scenario)")
     origin = caller_origin(1)
     SCENARIOS.register(protocol.name, protocol.scenario, description=protocol.description, origin=origin)
@@ -146,10 +147,10 @@ def static_protocol(name: str) -> StaticProtocol:
     got = BENCHMARKS.load(name)
     if not isinstance(got, StaticProtocol):
         raise UserError(f"static benchmark {name!r}: {BENCHMARKS.entry(name).target!r} is not a StaticProtocol")
-    if name not in BENCHMARKS.registered():
+    if BENCHMARKS.registered_entry(name) is None:
         origin = BENCHMARKS.entry(name).origin
         BENCHMARKS.register(name, got, description=got.description, origin=origin)
-        if name not in SCENARIOS.registered():
+        if SCENARIOS.registered_entry(name) is None:
             SCENARIOS.register(name, got.scenario, description=got.description, origin=origin)
     return got
 
