@@ -42,12 +42,10 @@ import simpy
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn
 from memsim.memory.registry import SystemSpec
-from memsim.scenarios.registry import build_scenario
 from memsim.core.table import text_table
 from memsim.sim.engine import EngineConfig, Harness, SystemUnderTest, start_processes
 from memsim.sim.events import Question, Session
 from memsim.sim.recorder import Recorder
-from memsim.core.streams import streams
 from memsim.sim.scorers import build_scorer
 
 __all__ = [
@@ -246,8 +244,10 @@ class NullMemory:
 
 def bench_engine(*, users: int = 20, months: float = 12.0, systems: int = 3, seed: int = 0) -> dict[str, Any]:
     """Replay a persona stream against ``systems`` null memories; return throughput figures."""
+    from memsim.analysis.pipeline import scenario_stream
+
     t0 = time.perf_counter()
-    stream = build_scenario("persona", {"users": users, "months": months}).generate(streams(seed)["scenario"])
+    stream = scenario_stream("persona", {"users": users, "months": months}, seed)
     gen_s = time.perf_counter() - t0
     env = simpy.Environment()
     rec = Recorder()

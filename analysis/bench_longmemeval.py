@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from memsim.static_benchmarks.longmemeval import QUESTION_TYPES
+from memsim.core.streams import seeded
 
 __all__ = ["generate_file", "bench_longmemeval", "format_bench"]
 
@@ -90,7 +91,7 @@ def generate_file(
     ``has_answer``), filler sessions from the pool at the pool's dates, one
     abstention instance in 30, and the six question types in turn.
     """
-    rng = np.random.default_rng(seed)
+    rng = seeded(seed)
     target = int(size_gb * 1e9)
     pool_json: list[str] = []
     pool_day: list[int] = []

@@ -59,6 +59,7 @@ import numpy as np
 
 from memsim.core.errors import UserError
 from memsim.core.table import text_table
+from memsim.core.streams import seeded
 
 __all__ = [
     "CHECK_VERSION",
@@ -375,7 +376,7 @@ def _persona_items(seed: int, rng: np.random.Generator, per_kind: int) -> list[C
     from memsim.scenarios.persona import PersonaConfig, PersonaScenario
     from memsim.sim.events import Question, Session
 
-    stream = PersonaScenario(PersonaConfig(users=4, months=6.0)).generate(np.random.default_rng(seed))
+    stream = PersonaScenario(PersonaConfig(users=4, months=6.0)).generate(seeded(seed))
     turns = {t.turn_id: t.text for e in stream.events if isinstance(e, Session) for t in e.turns}
     questions = [e for e in stream.events if isinstance(e, Question) and e.reask_of is None]
     items: list[CheckItem] = []
@@ -420,7 +421,7 @@ def build_check_set(
     Raises:
         UserError: a file is missing or malformed (the loaders' messages).
     """
-    rng = np.random.default_rng([seed, CHECK_VERSION])
+    rng = seeded([seed, CHECK_VERSION])
     items: list[CheckItem] = []
     if locomo is not None:
         items += _locomo_items(Path(locomo), rng, per_kind)
@@ -578,7 +579,7 @@ def draw_items(items: Sequence[CheckItem], n: int | None) -> list[CheckItem]:
     """
     if n is None or n >= len(items):
         return list(items)
-    rng = np.random.default_rng([CHECK_VERSION, n])
+    rng = seeded([CHECK_VERSION, n])
     return [items[i] for i in sorted(rng.choice(len(items), size=n, replace=False).tolist())]
 
 

@@ -60,7 +60,7 @@ from memsim.analysis.stats import (
     sign_flips,
     user_halves,
 )
-from memsim.core.streams import stream_key
+from memsim.core.streams import substream
 from memsim.core.table import fit_table, table_width, text_table
 
 __all__ = [
@@ -164,7 +164,7 @@ def mde_rng(seed: int, *, metric: str, system: str, other: str, half: int) -> np
     draws a run's MDE used, and adding a contrast moves no other.
     """
     name = f"mde {metric} half {half}: {system} - {other}"
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(stream_key("stats"), stream_key(name))))
+    return substream(seed, "stats", name)
 
 
 def paired_rows(

@@ -28,7 +28,45 @@ from memsim.sim.runner import Checkpoint, RunResult, iter_run
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec, ScenarioEntry, read_spec, system_entries
 
-__all__ = ["Outcome", "ResolvedRun", "make_spec", "spec_from_config", "resolve", "execute", "rerun", "default_out_dir", "answer_options"]
+__all__ = ["Outcome", "ResolvedRun", "make_spec", "spec_from_config", "resolve", "execute", "rerun", "default_out_dir",
+           "answer_options", "scenario_for", "scenario_stream"]
+
+_BUILT: dict[str, Any] = {}
+"""The scenarios built in this process, by name and arguments (the last few: a static one holds its data file)."""
+_KEEP_BUILT = 4
+
+
+def scenario_for(name: str, args: Mapping[str, Any] | None = None, *, source: str = "") -> Any:
+    """Scenario ``name`` built with ``args``: the one place a run's scenario is constructed.
+
+    A spec's scenario is built when the spec is made (to resolve its arguments and hash its data) and
+    reused when the spec is resolved, under the arguments given and the resolved ones alike, so a
+    data file is read once per process.
+
+    Raises:
+        UserError: an unknown scenario, bad arguments (naming ``source``), a missing file.
+    """
+    import json
+
+    key = json.dumps([name, dict(args or {})], sort_keys=True, default=str)
+    built = _BUILT.get(key)
+    if built is None:
+        built = build_scenario(name, args, source=source)
+        _remember(key, built)
+        _remember(json.dumps([name, built.spec_args()], sort_keys=True, default=str), built)
+    return built
+
+
+def _remember(key: str, built: Any) -> None:
+    _BUILT.pop(key, None)
+    _BUILT[key] = built
+    while len(_BUILT) > _KEEP_BUILT * 2:
+        _BUILT.pop(next(iter(_BUILT)))
+
+
+def scenario_stream(name: str, args: Mapping[str, Any] | None, seed: int, *, source: str = "") -> Any:
+    """The stream a run with this seed plays: scenario ``name`` generated from the seed's ``scenario`` stream."""
+    return scenario_for(name, args, source=source).generate(streams(seed)["scenario"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +148,7 @@ def make_spec(
         except ValueError as exc:
             where = f" ({source})" if source else ""
             raise UserError(f"bad system{where}: {exc}") from None
-    built = build_scenario(scenario, scenario_args, source=source)
+    built = scenario_for(scenario, scenario_args, source=source)
     meta = built.meta() if callable(getattr(built, "meta", None)) else {}
     values = {k: v for k, v in settings.items() if v is not None}
     return validate_args(RunSpec, {  # type: ignore[return-value]
@@ -211,7 +249,7 @@ def resolve(
         UserError: the scenario's data is not what the spec recorded, an unknown scorer, bad answer options.
     """
     rngs = streams(spec.seed)
-    scenario = build_scenario(spec.scenario.name, spec.scenario.args)
+    scenario = scenario_for(spec.scenario.name, spec.scenario.args)
     meta = scenario.meta() if callable(getattr(scenario, "meta", None)) else {}
     if meta != spec.scenario_meta:
         raise UserError(

@@ -411,11 +411,11 @@ def config_stream(config: str | Path, *, seed: int | None = None) -> tuple[Any, 
         UserError: a missing or bad config, a bad scenario argument.
     """
     from memsim.scenarios.config import load_config
-    from memsim.scenarios.registry import build_scenario
+    from memsim.analysis.pipeline import scenario_for
     from memsim.core.streams import streams
 
     cfg = load_config(config)
     seed = cfg.run.seed if seed is None else int(seed)
     args = {k: v for k, v in cfg.scenario.items() if k != "name"}
-    scenario = build_scenario(str(cfg.scenario["name"]), args, source=cfg.source)
+    scenario = scenario_for(str(cfg.scenario["name"]), args, source=cfg.source)
     return scenario, scenario.generate(streams(seed)["scenario"]), seed

@@ -27,6 +27,7 @@ import numpy as np
 
 from memsim.core.errors import UserError
 from memsim.core.validate import validate_args
+from memsim.core.streams import seeded
 
 if TYPE_CHECKING:  # faiss and the index module load only when a benchmark runs (memsim bench --help stays light)
     from memsim.memory.index import IndexSpec
@@ -62,7 +63,7 @@ def bench_index(
     *, n: int, dim: int = 384, queries: int = 200, seed: int = 0, specs: Mapping[str, IndexSpec]
 ) -> list[dict[str, Any]]:
     """Build every index of ``specs`` over ``n`` vectors and measure it on ``queries`` more (one row per index)."""
-    both = realistic_vectors(n + queries, dim, np.random.default_rng(seed))
+    both = realistic_vectors(n + queries, dim, seeded(seed))
     return _bench_split(both, n, queries, specs, seed)
 
 
@@ -86,7 +87,7 @@ def bench_scale(config: Mapping[str, Any]) -> list[dict[str, Any]]:
             for name, args in table.items()
         }
         # Queries drawn with the data: the last `queries` of n + queries vectors from one generator.
-        both = realistic_vectors(int(n) + queries, dim, np.random.default_rng(seed))
+        both = realistic_vectors(int(n) + queries, dim, seeded(seed))
         rows.extend(_bench_split(both, int(n), queries, specs, seed, echo=True))
         del both
         gc.collect()

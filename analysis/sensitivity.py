@@ -237,7 +237,7 @@ def _measure(
 
 
 def _check(config: Any, system: str | SystemSpec, seeds: int) -> tuple[SystemSpec, str, dict[str, dict[str, Any]]]:
-    from memsim.scenarios.registry import build_scenario
+    from memsim.analysis.pipeline import scenario_for
 
     if seeds < 1:
         raise UserError(f"seeds must be at least 1, got {seeds}")
@@ -247,7 +247,7 @@ def _check(config: Any, system: str | SystemSpec, seeds: int) -> tuple[SystemSpe
         raise UserError(f"the system under study is the control {control!r}; choose another system")
     scen = dict(config.scenario)
     name = scen.pop("name")
-    resolved = build_scenario(name, scen).spec_args()
+    resolved = scenario_for(name, scen).spec_args()
     return spec_sys, control, {"scenario": resolved, "run": config.run.model_dump(exclude={"workers", "scheduler"})}
 
 

@@ -361,9 +361,9 @@ def _points(spec: SweepSpec, scen: ScenarioGrid) -> list[tuple[dict[str, Any], b
         names = [k for k, _ in knobs]
         return [(dict(zip(names, combo)), False) for combo in itertools.product(*(v for _, v in knobs))]
     # One at a time: the base point once, then each knob's other values with the rest at base.
-    from memsim.scenarios.registry import build_scenario
+    from memsim.analysis.pipeline import scenario_for
 
-    resolved = build_scenario(scen.name, scen.args, source=spec.source).spec_args()
+    resolved = scenario_for(scen.name, scen.args, source=spec.source).spec_args()
     from memsim.sim.spec import RunSettings
 
     run_base = RunSettings(**spec.run).model_dump()
@@ -850,12 +850,10 @@ def _system_key(system: Mapping[str, Any]) -> str:
 
 
 def _work(cell: Cell) -> tuple[dict[str, Any], list[Any], Any]:
-    from memsim.scenarios.registry import build_scenario
-    from memsim.core.streams import streams
+    from memsim.analysis.pipeline import scenario_stream
     from memsim.sim.runner import episode_totals
 
-    scen = build_scenario(cell.spec["scenario"]["name"], cell.spec["scenario"]["args"])
-    stream = scen.generate(streams(cell.seed)["scenario"])
+    stream = scenario_stream(cell.spec["scenario"]["name"], cell.spec["scenario"]["args"], cell.seed)
     episodes = list(stream.episodes())
     totals = episode_totals(episodes)
     played = _played(cell)

@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 
 from memsim.memory.base import MemorySystem
 from memsim.memory.http import (
@@ -45,6 +44,7 @@ from memsim.memory.http import (
     StatsOut,
 )
 from memsim.memory.registry import Resources, build_memory, learns_from_feedback, memory_description
+from memsim.core.streams import seeded
 
 __all__ = ["create_app", "openapi_document"]
 
@@ -223,7 +223,7 @@ def create_app(
     def default_resources(seed: int) -> Resources:
         # Every instance shares one embedder; each gets its own generator.
         made = shared.fork()
-        made.rng = np.random.default_rng(seed)
+        made.rng = seeded(seed)
         return made
 
     resources_for = make_resources or default_resources
@@ -351,7 +351,7 @@ def openapi_document() -> dict[str, Any]:
     from memsim.memory.embed import HashEmbedder
 
     def resources(seed: int) -> Resources:
-        return Resources(rng=np.random.default_rng(seed), embedder_factory=HashEmbedder)
+        return Resources(rng=seeded(seed), embedder_factory=HashEmbedder)
 
     app = create_app("naive", make_resources=resources)
     doc = app.openapi()

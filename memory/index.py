@@ -27,6 +27,7 @@ from typing import Literal
 import faiss
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from memsim.core.streams import seeded
 
 __all__ = ["IndexSpec", "make_index", "train_index", "tune_index", "index_bytes", "FLAT"]
 
@@ -96,7 +97,7 @@ def train_index(index: faiss.Index, spec: IndexSpec, vectors: np.ndarray, *, see
         return
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     if x.shape[0] > spec.train_size:
-        pick = np.sort(np.random.default_rng(seed).choice(x.shape[0], size=spec.train_size, replace=False))
+        pick = np.sort(seeded(seed).choice(x.shape[0], size=spec.train_size, replace=False))
         x = x[pick]
     index.train(x)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from memsim.core.streams import seeded
 
 if TYPE_CHECKING:
     from memsim.memory.base import MemorySystem
@@ -27,7 +28,7 @@ class Resources:
     full context) do not load a model.
     """
 
-    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    rng: np.random.Generator = field(default_factory=lambda: seeded(0))
     """The run's random source (systems spawn children from it)."""
     embedder_factory: Callable[[], Embedder] | None = None
     """Makes the shared embedder; default: the packaged all-MiniLM-L6-v2."""

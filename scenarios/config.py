@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsim.scenarios.registry import build_scenario
+from memsim.scenarios.registry import check_scenario_args
 from memsim.core.errors import UserError
 from memsim.core.files import read_toml
 from memsim.sim.load import LoadSettings
@@ -86,5 +86,5 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str = "") -> RunConf
     _check_systems(run, where)
     load = validate_args(LoadSettings, data["load"], what="load", source=source) if "load" in data else None
     args = {k: v for k, v in scen.items() if k != "name"}
-    build_scenario(str(scen["name"]), args, source=source)  # validates the scenario's keys now
+    check_scenario_args(str(scen["name"]), args, source=source)  # the scenario's keys, now
     return RunConfig(scenario=dict(scen), run=run, load=load, source=source)  # type: ignore[arg-type]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import random
 from collections.abc import Mapping
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Annotated, Any
@@ -43,6 +42,7 @@ from memsim.scenarios.claims import Claim
 from memsim.scenarios.voice import draw_voice
 from memsim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
+from memsim.core.streams import keyed_random, spawn, spawn_random
 
 __all__ = ["LifeConfig", "LifeScenario", "QUESTION_WEIGHTS", "check_world"]
 
@@ -129,10 +129,12 @@ class LifeScenario:
     def __init__(self, config: LifeConfig | None = None) -> None:
         self.config = config or LifeConfig()
 
+    config_model = LifeConfig
+
     @classmethod
     def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> LifeScenario:
         """Build from a config table; bad keys or values raise ``UserError``."""
-        return cls(validate_args(LifeConfig, args, what="scenario", source=source))  # type: ignore[arg-type]
+        return cls(validate_args(cls.config_model, args, what="scenario", source=source))  # type: ignore[arg-type]
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments, JSON-ready."""
@@ -151,7 +153,7 @@ class LifeScenario:
         specs: dict[str, dict[str, Any]] = {}
         offsets: dict[str, float] = {}
         for u in range(cfg.users):
-            user_rng = np.random.default_rng(rng.integers(2**63))
+            user_rng = spawn(rng)
             life = _Life(cfg, f"u{u + 1:02d}", user_rng, ids, seen, span_days)
             events.extend(life.play())
             truth[life.user_id] = life.truth
@@ -172,7 +174,7 @@ class _Life:
     def __init__(self, cfg: LifeConfig, user_id: str, rng: np.random.Generator, ids: _Ids, seen: set[str],
                  span_days: float) -> None:
         self.cfg, self.user_id, self.rng, self.ids, self.seen, self.span = cfg, user_id, rng, ids, seen, span_days
-        self.words = random.Random(int(rng.integers(2**63)))  # the text's choices (life_text)
+        self.words = spawn_random(rng)  # the text's choices (life_text)
         self.voice = draw_voice(self.words, X.COMMON_STARTS)  # how this user writes (voice)
         self.greets = X.greetings_of(self.words)
         self.echoes: list[tuple[str, str, str, str]] = []  # shapes of tellings a quote has yet to echo (life_text.quote)
@@ -339,10 +341,10 @@ class _Life:
         out: list[Event] = []
         # Forget requests in the user's words have a generator of their own, so the rest of the world is the
         # same with or without them.
-        self.asks = random.Random(f"{self.ids.salt}:{self.user_id}:forget")
+        self.asks = keyed_random(f"{self.ids.salt}:{self.user_id}:forget")
         n_asks = sum(self.asks.random() < cfg.forget_in_text_rate / 30.0 for _ in range(int(self.span)))
         self.ask_days = sorted(self.asks.uniform(0.0, self.span) for _ in range(n_asks))
-        self.fixes = random.Random(f"{self.ids.salt}:{self.user_id}:correct")  # the assistant's slips, likewise
+        self.fixes = keyed_random(f"{self.ids.salt}:{self.user_id}:correct")  # the assistant's slips, likewise
         for day, hour in times:
             out.append(self._session(day, hour, introduced))
         out.extend(self._deletions())

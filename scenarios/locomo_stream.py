@@ -58,6 +58,7 @@ from memsim.core.errors import UserError
 from memsim.sim.events import Event, Question, Session, sort_events
 from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
 from memsim.static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
+from memsim.core.streams import spawn
 
 __all__ = [
     "LocomoStreamConfig",
@@ -184,7 +185,7 @@ class LocomoStreamScenario(FileScenario):
             questions = [e for e in conv.events if isinstance(e, Question)]
             # One child generator per conversation, drawn in file order: a conversation's
             # questions do not depend on how many questions the ones before it had.
-            conv_rng = np.random.default_rng(rng.integers(2**63))
+            conv_rng = spawn(rng)
             session_times = [s.time for s in sessions]
             at = {t.turn_id: s.time for s in sessions for t in s.turns}
             end = max(session_times) + QUESTION_DELAY

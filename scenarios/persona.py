@@ -32,6 +32,7 @@ from memsim.scenarios import persona_text as T
 from memsim.scenarios.base import ScenarioStream
 from memsim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
+from memsim.core.streams import spawn
 
 __all__ = ["PersonaConfig", "PersonaScenario", "BASE_CHANGE_RATES", "RECOMMENDATION_TOPIC"]
 
@@ -147,10 +148,12 @@ class PersonaScenario:
     def __init__(self, config: PersonaConfig | None = None) -> None:
         self.config = config or PersonaConfig()
 
+    config_model = PersonaConfig
+
     @classmethod
     def from_args(cls, args: Mapping[str, Any], *, source: str = "") -> PersonaScenario:
         """Build from a config table; bad keys or values raise ``UserError``."""
-        return cls(validate_args(PersonaConfig, args, what="scenario", source=source))  # type: ignore[arg-type]
+        return cls(validate_args(cls.config_model, args, what="scenario", source=source))  # type: ignore[arg-type]
 
     def spec_args(self) -> dict[str, Any]:
         """Resolved arguments, JSON-ready.
@@ -172,7 +175,7 @@ class PersonaScenario:
         histories: dict[str, Any] = {}
         facts: dict[str, list[str]] = {}
         for u in range(cfg.users):
-            user_rng = np.random.default_rng(rng.integers(2**63))
+            user_rng = spawn(rng)
             user = _User(user_id=f"u{u + 1:02d}")
             events.extend(self._user_events(user, user_rng, span))
             histories[user.user_id] = {

@@ -24,7 +24,7 @@ from memsim.sim.spec import DEFAULT_KS
 from memsim.static_benchmarks.longmemeval import RETRIEVAL_KS
 
 __all__ = [
-    "StaticProtocol", "register_scenario", "scenario_names", "scenario_description", "build_scenario",
+    "StaticProtocol", "register_scenario", "scenario_names", "scenario_description", "build_scenario", "check_scenario_args",
     "register_protocol", "unregister_protocol", "protocol_names", "static_protocol",
 ]
 
@@ -56,6 +56,20 @@ def scenario_names() -> list[str]:
 def build_scenario(name: str, args: Mapping[str, Any] | None = None, *, source: str = "") -> Scenario:
     """Build scenario ``name`` with ``args``; errors name the source file and key."""
     return SCENARIOS.load(name, where=source).from_args(dict(args or {}), source=source)  # type: ignore[no-any-return]
+
+
+def check_scenario_args(name: str, args: Mapping[str, Any] | None = None, *, source: str = "") -> None:
+    """Check ``args`` against scenario ``name``'s config model, building nothing.
+
+    A config file is checked when it is loaded; the scenario itself is built once, when its run is
+    resolved (``memsim.analysis.pipeline.scenario_for``), where a data file is looked for.
+
+    Raises:
+        UserError: an unknown scenario or a bad key or value (naming ``source``).
+    """
+    model = getattr(SCENARIOS.load(name, where=source), "config_model", None)
+    if model is not None:  # a scenario without a config model checks its arguments when built
+        validate_args(model, dict(args or {}), what="scenario", source=source)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,6 @@ took, and the safety counts (isolation failures, deletion leaks).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -52,7 +51,7 @@ import simpy
 from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
 from memsim.memory.inject import receives_gold
 from memsim.core.errors import UserError
-from memsim.core.streams import streams
+from memsim.core.streams import labelled, streams
 from memsim.sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
 from memsim.sim.erasure import CopyFinder, audit_caches, audit_system, cache_texts, leak_count, purge_caches
 from memsim.sim.implicit import behaviour, react, read_reaction, say
@@ -537,8 +536,7 @@ class Harness:
         """One named stream per system label, so adding a system leaves the others' draws alone."""
         rng = self._rngs.get(label)
         if rng is None:
-            key = int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:8], "big")
-            rng = self._rngs[label] = np.random.default_rng([self.config.seed, key])
+            rng = self._rngs[label] = labelled(self.config.seed, label)
         return rng
 
     def _fresh_id(self, sut: SystemUnderTest) -> str:

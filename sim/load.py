@@ -37,7 +37,6 @@ follows shows in the deleted-leak counts.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from typing import Literal
 import numpy as np
 import simpy
 from pydantic import BaseModel, ConfigDict, Field
+from memsim.core.streams import labelled
 
 
 __all__ = ["Service", "LoadSettings", "Deployment", "Load", "percentiles"]
@@ -135,11 +135,10 @@ class Load:
         """
         dep = self.deployments.get(label)
         if dep is None:
-            key = int.from_bytes(hashlib.sha256(f"load:{stream or label}".encode()).digest()[:8], "big")
             dep = self.deployments[label] = Deployment(
                 memory=simpy.Resource(env, capacity=self.settings.memory_workers),
                 llm=simpy.Resource(env, capacity=self.settings.llm_workers),
-                rng=np.random.default_rng([self.seed, key]),
+                rng=labelled(self.seed, f"load:{stream or label}"),
             )
         return dep
 

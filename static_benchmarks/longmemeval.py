@@ -61,13 +61,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from memsim.memory.base import Turn
 from memsim.core.errors import UserError
 from memsim.core.files import decode_utf8, read_limited, regular_file, wide_encoding
 from memsim.sim.events import Episode, Question, Session
 from memsim.static_benchmarks.data import LONGMEMEVAL_DEPTH, NestingGuard, check_year, is_unicode
+from memsim.core.streams import seeded
 
 if TYPE_CHECKING:
     from memsim.memory.base import Retrieved
@@ -609,7 +609,7 @@ def select_indices(
             left = sample - sum(alloc.values())
             for t in sorted(order, key=lambda t: -(quotas[t] - alloc[t]))[:left]:
                 alloc[t] += 1
-            rng = np.random.default_rng(seed)
+            rng = seeded(seed)
             picked: list[int] = []
             for t in order:
                 members = by_type[t]

@@ -190,3 +190,18 @@ def test_argparse_lives_only_in_the_command_layer():
     found = [f"{p.relative_to(REPO)}:{line}" for p in _source_files() if "cli" not in p.relative_to(REPO).parts
              for module, line in _imports(p) if module == "argparse"]
     assert not found, found
+
+
+def test_random_generators_are_derived_only_in_core_streams():
+    """Every generator comes from ``memsim.core.streams``: no other module seeds numpy's or Python's own."""
+    makers = {"default_rng", "SeedSequence", "Random", "RandomState", "seed"}
+    found = []
+    for p in _source_files():
+        if p.relative_to(REPO).as_posix() == "core/streams.py":
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in makers:
+                base = ast.unparse(node.func.value)
+                if base in ("np.random", "numpy.random", "random"):
+                    found.append(f"{p.relative_to(REPO)}:{node.lineno} {base}.{node.func.attr}")
+    assert not found, found

@@ -135,12 +135,14 @@ def test_a_run_generates_its_scenario_once_and_builds_its_scorers_once(monkeypat
         raise AssertionError(f"the runner built scorer {name} again")
 
     monkeypatch.setattr(pipeline, "build_scenario", build)
+    monkeypatch.setattr(pipeline, "_BUILT", {})  # forget the scenario make_spec built
     monkeypatch.setattr(pipeline, "build_scorer", scorer)
     monkeypatch.setattr("memsim.sim.runner.build_scorer", no_second_build)
     run = pipeline.resolve(spec, embedder_factory=lambda: HashEmbedder(64))
     assert run.score_columns[:2] == ["recall_all@1", "recall_any@1"]
     outcome = execute(spec, out_dir=None, embedder_factory=lambda: HashEmbedder(64))
-    assert calls["build"] == 2 and calls["generate"] == 2  # once for resolve above, once for execute
+    # Built once (resolve above; execute reuses it), its stream generated once per resolution.
+    assert calls["build"] == 1 and calls["generate"] == 2
     assert calls["scorers"] == [*spec.scorers, *spec.scorers]
     assert outcome.result.probes.height > 0
 

@@ -30,3 +30,20 @@ def test_bad_seed_and_name() -> None:
         Streams(-1)
     with pytest.raises(KeyError):
         streams(0)[""]
+
+
+def test_derived_generators_are_keyed_and_independent() -> None:
+    from memsim.core.streams import keyed_random, labelled, seeded, spawn, spawn_random, substream
+
+    assert np.array_equal(substream(5, "stats").random(3), streams(5)["stats"].random(3))
+    child = substream(5, "stats", "mde x")
+    assert not np.array_equal(child.random(3), substream(5, "stats", "mde y").random(3))
+    assert np.array_equal(labelled(2, "naive").random(3), labelled(2, "naive").random(3))
+    assert not np.array_equal(labelled(2, "naive").random(3), labelled(2, "cosine").random(3))
+    assert not np.array_equal(labelled(2, "naive").random(3), labelled(3, "naive").random(3))
+    a, b = seeded(9), seeded(9)
+    assert np.array_equal(spawn(a).random(2), spawn(b).random(2))
+    assert spawn_random(seeded(1)).random() == spawn_random(seeded(1)).random()
+    assert keyed_random("u01:forget").random() == keyed_random("u01:forget").random() != keyed_random("u02:forget").random()
+    assert np.array_equal(seeded(np.int64(4)).random(2), seeded(4).random(2))
+    assert np.array_equal(seeded([4, 1]).random(2), seeded((4, 1)).random(2))

@@ -14,6 +14,7 @@ import time
 import traceback
 
 from memsim.analysis.cli.options import float_in, int_in
+from memsim.core.streams import seeded
 
 __all__ = ["check_arguments", "check_main"]
 
@@ -68,7 +69,6 @@ def _timed(fn: object, subject: object, seconds: float) -> None:
 
 def check_main(args: argparse.Namespace) -> int:
     """Run every conformance check on the system and print PASS, FAIL or SKIP with the reason."""
-    import numpy as np
 
     from memsim.memory.checks import CheckSkipped, CheckSubject, iter_checks
     from memsim.memory.registry import Resources, parse_system
@@ -91,7 +91,7 @@ def check_main(args: argparse.Namespace) -> int:
         from memsim.memory.embed import Embedder as make_embedder
     subject = CheckSubject(
         name=spec.name, args=dict(spec.args),
-        make_resources=lambda: Resources(rng=np.random.default_rng(args.seed), embedder_factory=make_embedder),
+        make_resources=lambda: Resources(rng=seeded(args.seed), embedder_factory=make_embedder),
     )
     print(f"memsim check {spec.display} ({args.embedder} embedder)")
     failed = skipped = 0

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from memsim.analysis.cli.options import add_cache_dir_argument, nonempty_path
+from memsim.core.streams import seeded
 
 __all__ = ["serve_arguments", "serve_main"]
 
@@ -57,10 +58,9 @@ def serve_main(args: argparse.Namespace) -> int:
         shared = Resources(embedder_factory=lambda: Embedder(cache_dir=args.cache_dir))
 
     def resources(seed: int) -> Resources:
-        import numpy as np
 
         made = shared.fork()
-        made.rng = np.random.default_rng(seed)
+        made.rng = seeded(seed)
         return made
 
     try:
