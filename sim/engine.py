@@ -38,9 +38,8 @@ took, and the safety counts (isolation failures, deletion leaks).
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,12 +47,14 @@ from typing import Any
 import numpy as np
 import simpy
 
-from memsim.memory.base import MemorySystem, Retrieved, Turn, render_turn
-from memsim.memory.inject import receives_gold
 from memsim.core.errors import UserError
-from memsim.core.streams import labelled, streams
+from memsim.memory.base import Retrieved, Turn, render_turn
+from memsim.sim.arms import (CORRECTION_FRAMES, FEEDBACK_MODES, Dose, EngineConfig, SystemUnderTest,
+                             placebo_doses, restatement, verdict_of, week_of)
+from memsim.sim.erasure import CopyFinder
 from memsim.sim.events import Deletion, Episode, Event, Feedback, Question, Session, Tick
-from memsim.sim.erasure import CopyFinder, audit_caches, audit_system, cache_texts, leak_count, purge_caches
+from memsim.sim.feedback_loop import FeedbackRules
+from memsim.sim.forgetting import Forgetting
 from memsim.sim.implicit import behaviour, react, read_reaction, say
 from memsim.sim.load import Load
 from memsim.sim.recorder import Recorder
@@ -79,144 +80,8 @@ __all__ = [
 
 AnswerFn = Callable[..., Mapping[str, Any]]
 
-FEEDBACK_MODES = ("given", "withheld", "shuffled", "false", "true")
-"""What an arm is told: its channel's bit (the system), nothing (its twin), its system's bits permuted within
-user and week (its placebo), always False, always True (its constant arms)."""
-
-WEEK_S = 7 * 86400.0
-"""The placebo's matching window: bits are permuted within the same user and the same simulated week."""
-
-CORRECTION_FRAMES: tuple[str, ...] = (
-    'To correct you: the answer to "{question}" is {answer}.',
-    'That is not right. If I ask "{question}", the answer is {answer}.',
-    'Let me set that straight: {answer}. That is what "{question}" should get.',
-    'For the record, about "{question}": {answer}.',
-    'No. "{question}" The answer is {answer}.',
-)
-"""How a user restates a fact after a wrong answer (``correction``): the question and its gold answer, never the
-text of a stored turn. ``{question}`` is the question without its end mark, ``{answer}`` the gold answer."""
-
-Dose = tuple[bool | None, str | None]
-"""One feedback decision of a system: the bit it was told (None: nothing) and, under ``implicit``, the kind of
-reaction that carried it (``reask``, ``complain``, ``thank``; ``silent`` for none)."""
-
-
-def week_of(when: datetime, start: datetime) -> int:
-    """The simulated week ``when`` falls in, counted from the run's start (week 0 is its first 7 days)."""
-    return int((when - start).total_seconds() // WEEK_S)
-
-
-def verdict_of(row: Mapping[str, Any], *, channel: str, metric: str, judge_keys: Sequence[str]) -> bool | None:
-    """Whether a question was served well, as the channel knows it; None when it is not scored.
-
-    ``answer`` reads the first judge; ``implicit`` too when a reader ran (the user knows the
-    answer they got), else the headline metric; every other channel reads the headline metric.
-    """
-    if row.get("error") is not None:
-        return None
-    judged = bool(judge_keys) and channel.startswith(("answer", "implicit"))
-    if judged and row.get("unreadable_" + judge_keys[0].removeprefix("answer_")):
-        return None  # the judge said nothing readable: scored wrong, but telling the system so would be made up
-    value = row.get(judge_keys[0] if judged else metric)
-    if value is None or math.isnan(value):
-        return None
-    return bool(value >= (0.5 if judged else 1.0))
-
-
-def restatement(question: str, answer: str, rng: np.random.Generator) -> str:
-    """A user's restatement of a fact: the question and its answer in a frame drawn by ``rng``."""
-    frame = CORRECTION_FRAMES[int(rng.integers(len(CORRECTION_FRAMES)))]
-    return frame.format(question=question.strip().rstrip("?.! "), answer=answer.strip().rstrip(".! "))
-
-
-def placebo_doses(
-    rows: Iterable[Mapping[str, Any]], systems: Collection[str], config: EngineConfig, judge_keys: Sequence[str] = ()
-) -> dict[tuple[str, str, int], list[Dose]]:
-    """The doses each placebo gets: its system's told bits, permuted within the same user and week.
-
-    Args:
-        rows: the systems' probe rows in the order they were recorded (the order of their feedback decisions).
-        systems: labels of the systems whose placebos are played.
-        config: the run's engine settings (channel, metric, start, seed).
-        judge_keys: the run's judge columns (the channel's verdict may read the first).
-
-    Returns:
-        ``(system label, user id, week) -> doses``: the placebo's n-th scored question of that user
-        and week gets the n-th. Each window's permutation comes from its own named stream of the
-        run's seed (``placebo:<label>:<user>:<week>``), so it does not depend on the order of windows.
-    """
-    wanted = set(systems)
-    got: dict[tuple[str, str, int], list[Dose]] = {}
-    for row in rows:
-        label = row.get("system")
-        if label not in wanted:
-            continue
-        if verdict_of(row, channel=config.feedback_from, metric=config.metric, judge_keys=judge_keys) is None:
-            continue  # no feedback decision was made (unscored): nothing to match
-        told = row.get("told")
-        key = (str(label), str(row["user_id"]), week_of(row["time"], config.start))
-        got.setdefault(key, []).append((None if told is None else bool(told), row.get("reaction")))
-    named = streams(config.seed)
-    out: dict[tuple[str, str, int], list[Dose]] = {}
-    for key, doses in got.items():
-        label, user, week = key
-        order = named[f"placebo:{label}:{user}:{week}"].permutation(len(doses))
-        out[key] = [doses[int(i)] for i in order]
-    return out
-
-
-@dataclass(slots=True)
-class SystemUnderTest:
-    """A built system, its registered name and label, and whether it has failed."""
-
-    name: str
-    """Registered name (decides whether it is an instrument)."""
-    label: str
-    """The system's key in rows and tables."""
-    system: MemorySystem
-    failed: str | None = None
-    """The error that stopped it, if any; a failed system receives no more events."""
-    feedback: str = "given"
-    """``given``; ``withheld`` (a twin: the same system, told nothing); ``shuffled`` (a placebo: its system's
-    bits permuted within user and week); ``false`` / ``true`` (told only that bit). See ``FEEDBACK_MODES``."""
-    twin_of: str | None = None
-    """For a twin, the label of the system it is the twin of."""
-
-    @property
-    def receives_gold(self) -> bool:
-        """Whether this is an instrument that gets gold evidence (``memsim.memory.inject.receives_gold``)."""
-        return receives_gold(self.name, self.system)
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """How the harness scores and when it gives feedback."""
-
-    start: datetime
-    """Simulated time zero."""
-    k: int = 10
-    """Memories a reader sees."""
-    ks: tuple[int, ...] = (10,)
-    """Cut-offs scored."""
-    fetch_k: int = 10
-    """Memories fetched per question (>= k; cut-offs above it are scored on what came back)."""
-    metric: str = "recall_all@10"
-    """The headline column; with ``feedback_from = "evidence"`` a question is correct when it is 1."""
-    feedback_delay_s: float = 3600.0
-    """Seconds between a question and its feedback."""
-    feedback_from: str = "evidence"
-    """The channel (``memsim.sim.spec.FEEDBACK_CHANNELS``): ``evidence`` (the oracle bit: the headline metric is 1),
-    ``answer`` (first judge >= 0.5), ``noisy:P`` (the oracle bit flipped with probability P), ``none``,
-    ``correction`` (no feedback call: after a wrong answer the user restates the fact in their next session),
-    ``implicit`` / ``implicit:P`` (the user reacts in a turn of their own; ``memsim.sim.implicit``)."""
-    maintenance_every_s: float = 86400.0
-    """Seconds between maintenance ticks (0 = none)."""
-    seed: int = 0
-    """Seed of the feedback noise, restatement frames and placebo permutations (named streams per system)."""
-
-
 @dataclass
-class Harness:
+class Harness(FeedbackRules, Forgetting):
     """Delivers each event to every system, scores questions and records rows."""
 
     env: simpy.Environment
@@ -506,147 +371,6 @@ class Harness:
         key = f"{'right' if verdict else 'wrong'}>{str(told).lower()}"
         tally[key] = tally.get(key, 0) + 1
 
-    def _dose(self, sut: SystemUnderTest, q: Question, verdict: bool) -> Dose:
-        """What the arm's channel carries for a scored question: (bit or None, implicit reaction kind or None)."""
-        if sut.feedback == "shuffled":
-            base = sut.twin_of or sut.label
-            week = week_of(q.time, self.config.start)
-            doses = self.doses.get((base, q.user_id, week), ())
-            key = (sut.label, q.user_id, week)
-            n = self._dosed.get(key, 0)
-            self._dosed[key] = n + 1
-            if n >= len(doses):
-                self.beyond_dose[sut.label] = self.beyond_dose.get(sut.label, 0) + 1
-                return None, None
-            return doses[n]
-        if sut.feedback in ("false", "true"):
-            return sut.feedback == "true", None
-        channel = self.config.feedback_from
-        if channel.startswith("noisy:") and self._rng(sut.label).random() < float(channel.split(":", 1)[1]):
-            verdict = not verdict
-        return verdict, None
-
-    def _thread(self, q: Question) -> str:
-        """Id of the first asking of a question that is asked again (itself otherwise)."""
-        root = self._threads.get(q.reask_of, q.reask_of) if q.reask_of else q.question_id
-        self._threads[q.question_id] = root
-        return root
-
-    def _rng(self, label: str) -> np.random.Generator:
-        """One named stream per system label, so adding a system leaves the others' draws alone."""
-        rng = self._rngs.get(label)
-        if rng is None:
-            rng = self._rngs[label] = labelled(self.config.seed, label)
-        return rng
-
-    def _fresh_id(self, sut: SystemUnderTest) -> str:
-        """An opaque id for a turn the engine writes, drawn from this system's own id stream.
-
-        It is derived from nothing the turn is about, so it cannot name the turn a restatement restates.
-        """
-        return f"u-{self._rng(f'ids:{sut.label}').bytes(8).hex()}"
-
-    def _restate(self, sut: SystemUnderTest, q: Question) -> list[str]:
-        """Queue a restated fact for this arm's next session of the user; the ids of the questions restated.
-
-        The system restates the question's own fact. Every other arm (placebo, always False)
-        restates another fact of the same user (``_other_fact``): a correction it gets says
-        nothing about the question it follows, as its bit says nothing about its answer. When
-        the user has no other fact yet, the correction is owed and said as soon as one is asked
-        about (``_pay_owed``), so the arm gets as many corrections as its bits say.
-        """
-        fact = q if sut.feedback == "given" else self._other_fact(sut, q)
-        if fact is None:
-            self._owed.setdefault((sut.label, q.user_id), []).append(q)
-            return []
-        self._queue(sut, q.user_id, fact)
-        return [fact.question_id]
-
-    def _pay_owed(self, sut: SystemUnderTest, q: Question) -> list[str]:
-        """Queue the corrections this arm owes ``q``'s user, now that ``q`` is asked; the ids of the questions restated.
-
-        An owed correction states a fact other than its own question's and other than ``q``'s.
-        """
-        owed = self._owed.get((sut.label, q.user_id))
-        out: list[str] = []
-        while owed:
-            fact = self._other_fact(sut, owed[0], also=q)
-            if fact is None:
-                break
-            self._queue(sut, q.user_id, fact)
-            out.append(fact.question_id)
-            owed.pop(0)
-        return out
-
-    def _queue(self, sut: SystemUnderTest, user_id: str, fact: Question) -> None:
-        """Queue a restatement of ``fact`` (its question and answer, in a frame) for the arm's next session."""
-        restated_id = self._fresh_id(sut)
-        text = restatement(fact.text, fact.gold, self._rng(f"restate:{sut.label}"))
-        self._restates[restated_id] = tuple(fact.evidence)
-        for tid in fact.evidence:
-            self._restated.setdefault((sut.label, tid), set()).add(restated_id)
-        # A new utterance of the user's, stated from the question and its answer: no stored turn's text,
-        # id or metadata comes along. Its time and session are those of the session that will carry it.
-        self._corrections.setdefault((sut.label, user_id), []).append(
-            Turn(restated_id, user_id, "user", text, self.now(), restated_id))
-
-    def owed(self) -> dict[str, int]:
-        """label -> corrections still owed at the end (their users never asked about another fact)."""
-        out: dict[str, int] = {}
-        for (label, _), qs in self._owed.items():
-            if qs:
-                out[label] = out.get(label, 0) + len(qs)
-        return out
-
-    def _other_fact(self, sut: SystemUnderTest, q: Question, *, also: Question | None = None) -> Question | None:
-        """A fact of the user's other than ``q``'s, drawn by the arm's stream; None when there is none yet.
-
-        Drawn from the questions the user has asked so far (a fact not yet asked about would tell
-        the arm a future answer), leaving out ``q``'s thread (and ``also``'s), any question sharing
-        their evidence or answer, excluded questions, and facts the user has since superseded or
-        asked to forget.
-        """
-        avoid = [q] if also is None else [q, also]
-        own = {tid for a in avoid for tid in a.evidence}
-        golds = {a.gold for a in avoid}
-        threads = {self._threads.get(a.question_id, a.question_id) for a in avoid}
-        stale = self._superseded.get(q.user_id, set()) | self._gone.get(q.user_id, set())
-        seen: set[str] = set()
-        pool: list[Question] = []
-        for other, other_thread in self._asked.get(q.user_id, ()):
-            if other_thread in threads or other_thread in seen or other.excluded is not None or not other.evidence:
-                continue
-            if own.intersection(other.evidence) or stale.intersection(other.evidence) or other.gold in golds:
-                continue
-            seen.add(other_thread)
-            pool.append(other)
-        if not pool:
-            return None
-        return pool[int(self._rng(f"facts:{sut.label}").integers(len(pool)))]
-
-    def react_now(self, sut: SystemUnderTest, q: Question, retrieved: Sequence[str], text: str) -> None:
-        """Ingest the user's reaction to an answer as a turn of theirs, then tell the system what the rule reads in it."""
-        if sut.failed is not None:
-            return
-        now = self.now()
-        turn_id = self._fresh_id(sut)
-        turn = Turn(turn_id, q.user_id, "user", text, now, turn_id)
-        self.turn_owner[turn_id] = q.user_id
-        self.turn_text[turn_id] = text
-        self._prepare([render_turn(turn)])
-        try:
-            sut.system.ingest((turn,), user_id=q.user_id, now=now)
-        except Exception as exc:
-            self._fail(sut, "ingest", exc)
-            return
-        told = read_reaction(text)
-        if told is not None:
-            self.deliver_feedback(sut, Feedback(q.question_id, q.user_id, now, told), retrieved)
-
-    def _verdict(self, row: Mapping[str, Any]) -> bool | None:
-        """Whether the question was served well, as the channel knows it (``verdict_of``); None when it is not scored."""
-        return verdict_of(row, channel=self.config.feedback_from, metric=self.config.metric, judge_keys=self.judge_keys)
-
     def _row(
         self, q: Question, index: int, thread: str, got: list[Retrieved], ms: float, label: str
     ) -> dict[str, Any]:
@@ -694,81 +418,6 @@ class Harness:
         for scorer in self.scorers:
             row.update(scorer.score(q, got, ks=self.config.ks))
         return row
-
-    def deliver_feedback(self, sut: SystemUnderTest, fb: Feedback, retrieved: Sequence[str]) -> None:
-        """Hand a question's correctness signal to one system."""
-        if sut.failed is not None:
-            return
-        try:
-            sut.system.feedback(fb.question_id, list(retrieved), fb.correct, user_id=fb.user_id, now=fb.time)
-        except Exception as exc:
-            self._fail(sut, "feedback", exc)
-
-    def deletion(self, event: Deletion) -> None:
-        """Forget the turns in every system, then probe that nothing derived from them comes back.
-
-        Restatements of a forgotten turn (correction channel) are forgotten with it.
-        """
-        deleted_texts = [self.turn_text[tid] for tid in event.turn_ids if tid in self.turn_text]
-        # memsim's own rows keep no text of them, found by provenance and by text (unless the spec says keep).
-        self.recorder.redact(event.turn_ids, deleted_texts)
-        self._gone.setdefault(event.user_id, set()).update(event.turn_ids)
-        gone_texts = self._deleted_texts.setdefault(event.user_id, [])
-        gone_texts += deleted_texts
-        # What the user said again in a turn they kept is theirs to keep: only the rest of a deleted text is a copy.
-        kept = self._gone[event.user_id]
-        said = [self.turn_text[t] for t in self._user_turns.get(event.user_id, ()) if t not in kept]
-        finder = self._user_finder[event.user_id] = CopyFinder(gone_texts, said=said)
-        for sut in self._live():
-            restated = {r for tid in event.turn_ids for r in self._restated.get((sut.label, tid), ())}
-            turn_ids = (*event.turn_ids, *sorted(restated))
-            gone = set(turn_ids)
-            queued = self._corrections.get((sut.label, event.user_id))
-            if queued:  # a restatement not yet said is dropped with what it restates
-                self._corrections[(sut.label, event.user_id)] = [t for t in queued if gone.isdisjoint(self._restates[t.turn_id])]
-            deleted = {tid: self.turn_text[tid] for tid in event.turn_ids if tid in self.turn_text}
-            try:
-                sut.system.forget(turn_ids, user_id=event.user_id, now=event.time)
-                # What is left, place by place (sim.erasure); read-only.
-                places = audit_system(sut.system, deleted, user_id=event.user_id, now=event.time, k=self.config.k,
-                                      said=said)
-                stats = sut.system.stats()
-            except Exception as exc:
-                self._fail(sut, "forget", exc)
-                continue
-            self._deleted.setdefault((sut.label, event.user_id), set()).update(gone)
-            self._deleted_text[(sut.label, event.user_id)] = finder
-            # Every copy in every place leaks: a text kept without provenance as much as a memory that names the turn.
-            leaked = leak_count(places)
-            self._timeline(
-                sut, event.user_id, "forget", stats, leaked=leaked, turns=len(gone),
-                **{f"leaked_{place}": n for place, n in places.items()},
-            )
-        if self.caches is not None:
-            self._purge_caches(event)
-        else:
-            # Played apart from the run's other arms (memsim.sim.workers): the run purges once every arm has played.
-            self.purges.append({"deletion_id": event.deletion_id, "user_id": event.user_id, "time": str(event.time),
-                                "texts": self.purge_texts(event)})
-
-    def purge_texts(self, event: Deletion) -> list[str]:
-        """The texts memsim may hold in its own caches for a deletion: its turns, rendered, and this harness's restatements."""
-        restated = {r for label in {s.label for s in self.systems} for tid in event.turn_ids
-                    for r in self._restated.get((label, tid), ())}
-        turns = [self._turns[t] for t in event.turn_ids if t in self._turns]
-        return cache_texts(turns) + [self.turn_text[r] for r in sorted(restated) if r in self.turn_text]
-
-    def _purge_caches(self, event: Deletion) -> None:
-        """Drop memsim's own cached copies of the deleted turns (embeddings, LLM replies) and check they are gone."""
-        texts = self.purge_texts(event)
-        assert self.caches is not None
-        before = audit_caches(texts, **self.caches)
-        purged = purge_caches(texts, **self.caches)
-        after = audit_caches(texts, **self.caches)
-        self.erasures.append(
-            {"deletion_id": event.deletion_id, "user_id": event.user_id, "time": str(event.time),
-             "held_before": before, "purged": purged, "held_after": after}
-        )
 
     def maintain(self) -> None:
         """Run every system's maintenance and record its footprint."""
