@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsim.core.errors import UserError, WorkerDied
-from memsim.sim.runner import Clock, Unit, UnitContext, UnitOutcome, play_serial, unit_steps
+from memsim.sim.units import Clock, Unit, UnitContext, UnitOutcome, play_serial, unit_steps
 
 __all__ = ["Workers", "WorkerRecipe", "default_worker_count", "parse_scheduler", "recipe_token"]
 
