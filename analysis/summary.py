@@ -35,9 +35,10 @@ import polars as pl
 
 from memsim.analysis.load import RunData, load_table, read_run, score_column, twins_and_placebos
 from memsim.core.errors import UserError
-from memsim.core.table import text_table
 from memsim.sim.scorers import build_scorer
 from memsim.sim.spec import RunSpec
+from memsim.analysis.summary_text import format_answer_accuracy, format_compression, format_tables
+from memsim.analysis.answer_tables import answer_table, judge_marks, left_out_mask, llm_columns
 
 __all__ = [
     "Summary",
@@ -51,6 +52,7 @@ __all__ = [
     "format_answer_accuracy",
     "answer_table",
     "judge_marks",
+    "format_compression",
 ]
 
 
@@ -93,11 +95,6 @@ def _mean(values: np.ndarray) -> float | None:
     return float(v.mean()) if v.size else None
 
 
-def _left_out(rows: pl.DataFrame, answer_excluded: Collection[str]) -> np.ndarray:
-    """Rows excluded for a reason the protocol leaves out of answer accuracy."""
-    return np.array([e in answer_excluded for e in rows["excluded"].to_list()], dtype=bool)
-
-
 def _table(
     rows: pl.DataFrame, cols: Sequence[str], *, rng: np.random.Generator, n_boot: int,
     answer_excluded: Collection[str] = (),
@@ -128,7 +125,7 @@ def _table(
     }
     # Judges score every question the protocol counts (LoCoMo's adversarial ones only under
     # its own protocol); NaN = unscored.
-    counted = rows.filter(~_left_out(rows, answer_excluded))
+    counted = rows.filter(~left_out_mask(rows, answer_excluded))
     for col in (c for c in cols if c.startswith("answer_")):
         x = counted[col].cast(pl.Float64).fill_null(math.nan).to_numpy()
         out["scores"][col] = {"mean": _mean(x), "lo": None, "hi": None, "n": int((~np.isnan(x)).sum())}
@@ -136,133 +133,6 @@ def _table(
         if col in rows.columns:
             out[col] = int(rows[col].fill_null(0).sum())
     return out
-
-
-def _llm_columns(spec: RunSpec) -> set[str]:
-    """The answer columns of LLM judges in this run."""
-    from memsim.sim.answer.judges import LLM_JUDGES
-
-    return {f"answer_{n}" for n in LLM_JUDGES}
-
-
-def judge_marks(spec: RunSpec, answer_cols: Sequence[str]) -> dict[str, Any]:
-    """Per answer column: the judge, whether it is an LLM judge, its check result and its mark.
-
-    An LLM judge's mark says whether its check passed (``unreliable`` below
-    90%), whether it judges the reader's own model (``self-judging``) and
-    whether its prompt is memsim's paraphrase. A run recorded before checks
-    existed has no check: its LLM judges are marked unreliable (no check).
-    A deterministic judge is marked unreliable when its check on the
-    file-free set (``deterministic_check``) is below the bar.
-    """
-    from memsim.analysis.judge_check import deterministic_check, judge_mark
-    from memsim.sim.answer.judges import JUDGE_NAMES, LLM_JUDGES, PARAPHRASE_NOTE
-
-    answer = spec.answer.model_dump() if spec.answer is not None else {}
-    checks = (answer.get("judge_checks") or {}).get("judges", {})
-    official = bool(answer.get("judge_prompts"))
-    out: dict[str, Any] = {}
-    for col in answer_cols:
-        name = col.removeprefix("answer_")
-        if name not in LLM_JUDGES:
-            found = checks.get(name) or (deterministic_check(name) if name in JUDGE_NAMES else None)
-            out[col] = {"judge": name, "llm": False, "mark": judge_mark(found)}
-            if found:
-                out[col].update(check=dict(found), reliable=bool(found.get("reliable")))
-            continue
-        check = checks.get(name) or {
-            "accuracy": None,
-            "reliable": False,
-            "self_judging": bool((answer.get("judge_checks") or {}).get("self_judging")),
-            "prompts": "official" if official else "paraphrase",
-        }
-        out[col] = {
-            "judge": name,
-            "llm": True,
-            "check": dict(check),
-            "reliable": bool(check.get("reliable")),
-            "self_judging": bool(check.get("self_judging")),
-            "prompts": check.get("prompts", "paraphrase"),
-            "note": "" if check.get("prompts") == "official" else PARAPHRASE_NOTE,
-            "mark": judge_mark(check),
-        }
-    return out
-
-
-def answer_table(
-    rows: pl.DataFrame, cols: Sequence[str], *, llm_judges: set[str] | frozenset[str] = frozenset(),
-    answer_excluded: Collection[str] = (),
-) -> dict[str, Any]:
-    """Every judge side by side on one system's rows: accuracy, unjudged with reasons, agreement, spread.
-
-    Questions excluded for a reason in ``answer_excluded`` (the protocol's: Mem0's
-    LoCoMo protocol leaves the adversarial category out) do not count in
-    ``accuracy`` or ``judged``; they are reported in the ``abstention`` entry only.
-
-    Every question counts: rows whose answer failed are unjudged
-    (``answer error``); a NaN score is unjudged with its reason (an LLM
-    judge's reply without a verdict; a deterministic judge without a gold
-    answer). Agreement is over questions both judges judged, verdicts read
-    at ``JUDGE_PASS``; kappa is Cohen's.
-    """
-    from memsim.analysis.judge_check import cohen_kappa
-    from memsim.sim.answer.judges import JUDGE_PASS
-
-    errors = rows["error"].is_not_null().to_numpy() if "error" in rows.columns else np.zeros(rows.height, bool)
-    abstention = np.zeros(rows.height, dtype=bool)
-    left_out = np.zeros(rows.height, dtype=bool)
-    if "excluded" in rows.columns:
-        abstention = rows["excluded"].is_in(["abstention", "adversarial"]).fill_null(False).to_numpy()
-        left_out = _left_out(rows, answer_excluded)
-    judges: dict[str, Any] = {}
-    verdicts: dict[str, np.ndarray] = {}
-    for col in cols:
-        x = rows[col].cast(pl.Float64).fill_null(math.nan).to_numpy() if col in rows.columns else np.full(rows.height, math.nan)
-        x = np.where(errors, math.nan, x)
-        judged = ~np.isnan(x)
-        counted = judged & ~left_out
-        reasons: dict[str, int] = {}
-        if (errors & ~left_out).any():
-            reasons["answer error"] = int((errors & ~left_out).sum())
-        blank = int((~judged & ~errors & ~left_out).sum())
-        if blank:
-            reasons["no verdict in the judge's reply" if col in llm_judges else "no gold answer"] = blank
-        flag = "unreadable_" + col.removeprefix("answer_")
-        unreadable = (rows[flag].cast(pl.Boolean).fill_null(False).to_numpy() & ~errors & ~left_out
-                      if flag in rows.columns else np.zeros(rows.height, dtype=bool))
-        judges[col] = {
-            # LLM judge replies without a readable verdict: scored wrong (in accuracy), counted here.
-            "unreadable": int(unreadable.sum()),
-            "questions": int((~left_out).sum()),
-            "judged": int(counted.sum()),
-            "unjudged": int((~judged & ~left_out).sum()),
-            "unjudged_reasons": reasons,
-            "accuracy": float(x[counted].mean()) if counted.any() else None,
-            "abstention": {
-                "questions": int(abstention.sum()),
-                "judged": int((judged & abstention).sum()),
-                "accuracy": float(x[judged & abstention].mean()) if (judged & abstention).any() else None,
-            },
-        }
-        verdicts[col] = x
-    agreement = []
-    for i, a in enumerate(cols):
-        for b in cols[i + 1:]:
-            both = ~np.isnan(verdicts[a]) & ~np.isnan(verdicts[b])
-            va, vb = verdicts[a][both] >= JUDGE_PASS, verdicts[b][both] >= JUDGE_PASS
-            agreement.append({
-                "a": a,
-                "b": b,
-                "n": int(both.sum()),
-                "agreement": float((va == vb).mean()) if both.any() else None,
-                "kappa": cohen_kappa(va.tolist(), vb.tolist()),
-            })
-    accs = [j["accuracy"] for j in judges.values() if j["accuracy"] is not None]
-    return {
-        "judges": judges,
-        "agreement": agreement,
-        "spread": (max(accs) - min(accs)) if len(accs) >= 2 else None,
-    }
 
 
 def _kind_order(kinds: Sequence[str]) -> list[str]:
@@ -371,7 +241,6 @@ def summarise(
     The bootstrap draws from the run's ``stats`` stream (``memsim.core.streams.streams``),
     so the figures are a function of the folder alone.
     """
-    from memsim.analysis.learning import design_unit, family_arms, gain_curve, learning_table
     from memsim.core.streams import streams
 
     rng = streams(spec.seed)["stats"]
@@ -405,62 +274,13 @@ def summarise(
     systems = list(dict.fromkeys(scored["system"].to_list())) if scored.height else []
     learning = None
     if spec.kind == "longitudinal" and scored.height:
-        control = spec.control if spec.control in systems else None
-        metrics["control"] = control
-        if spec.control and control is None:
-            metrics["control_missing"] = spec.control
-        metrics["feedback"] = spec.feedback_from
-        twins, placebos = twins_and_placebos(systems, info)
-        arms = family_arms(systems, info)
-        # The unit is the design's (the users the stream plays, failures included), decided once for every table.
-        unit, users, reason = design_unit(info, probes)
-        metrics["inference_unit"] = {"unit": unit, "users": users, "reason": reason}
-        learning = learning_table(
-            scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
-            balance_kinds=spec.balance_kinds, seed=spec.seed, arms=arms, unit=unit, unit_reason=reason,
-            channel=spec.feedback_from,
-        )
-        metrics["balance_kinds"] = spec.balance_kinds
-        metrics["twins"] = twins
-        metrics["placebos"] = placebos
-        metrics["arms"] = arms
-        metrics["gain_curves"] = {s: gain_curve(scored, metric=metric, system=s, twin=t) for s, t in twins.items()}
-        metrics.update(_report_figures(spec, scored, twins, placebos, control, arms=arms, unit=(unit, reason)))
+        learning = _learning(spec, probes, scored, info, systems, metrics, rng)
     cols = score_columns(spec, probes)
     per_system: dict[str, Any] = {}
     for name in systems:
         rows = scored.filter(pl.col("system") == name)
         entry: dict[str, Any] = dict(learning.get(name, {})) if learning is not None else {}
-        overall = _table(rows, cols, rng=rng, n_boot=spec.n_boot, answer_excluded=answer_excluded)
-        entry.update(
-            questions=rows.height,
-            mean=overall["scores"].get(metric, {}).get("mean"),
-            overall=overall,
-            per_kind={
-                kind: _table(rows.filter(pl.col("kind") == kind), cols, rng=rng, n_boot=spec.n_boot,
-                             answer_excluded=answer_excluded)
-                for kind in _kind_order(list(dict.fromkeys(rows["kind"].to_list())))
-            },
-            stale_above_current=overall["scores"].get("stale_above_current", {}).get("mean"),
-            isolation_failures=int(rows["isolation_failures"].sum()),
-            deleted_leaks=int(rows["deleted_leaks"].sum()),
-            **_storage(spec, timeline, info, name),
-        )
-        in_words = _forgotten_in_words(rows)
-        if in_words:  # only a world with forget requests in the user's words has the figure
-            entry["forgotten_in_words"] = in_words
-        for col in cols:
-            if col.startswith("answer_"):
-                entry[col] = overall["scores"][col]["mean"]
-        if spec.kind == "longitudinal":
-            entry["per_user"] = per_user(rows, metric)
-        answer_cols = [c for c in cols if c.startswith("answer_")]
-        if answer_cols:
-            entry["answers"] = answer_table(
-                probes.filter(pl.col("system") == name), answer_cols, llm_judges=_llm_columns(spec),
-                answer_excluded=answer_excluded,
-            )
-        per_system[name] = entry
+        per_system[name] = _system_entry(spec, name, rows, probes, timeline, info, cols, entry, rng, answer_excluded)
         tl = timeline.filter(pl.col("system") == name) if timeline.height else timeline
         timings["systems"][name] = {
             "retrieve_ms": _latency(rows["retrieve_ms"]),
@@ -471,6 +291,80 @@ def summarise(
     metrics["systems"] = per_system
     if failed:
         metrics["failed_systems"] = failed
+    _run_wide(spec, scored, timeline, info, cols, metrics, timings)
+    return Summary(learning, _clean(metrics), _clean(timings))
+
+
+def _learning(spec: RunSpec, probes: pl.DataFrame, scored: pl.DataFrame, info: Mapping[str, Any],
+              systems: Sequence[str], metrics: dict[str, Any], rng: np.random.Generator) -> dict[str, dict[str, Any]]:
+    """A longitudinal run's learning table and figures (into ``metrics``): the arms, the unit, the contrasts."""
+    from memsim.analysis.learning import design_unit, family_arms, gain_curve, learning_table
+
+    metric = spec.metric
+    control = spec.control if spec.control in systems else None
+    metrics["control"] = control
+    if spec.control and control is None:
+        metrics["control_missing"] = spec.control
+    metrics["feedback"] = spec.feedback_from
+    twins, placebos = twins_and_placebos(systems, info)
+    arms = family_arms(systems, info)
+    # The unit is the design's (the users the stream plays, failures included), decided once for every table.
+    unit, users, reason = design_unit(info, probes)
+    metrics["inference_unit"] = {"unit": unit, "users": users, "reason": reason}
+    learning = learning_table(
+        scored, metric=metric, twins=twins, placebos=placebos, control=control, rng=rng, n_boot=spec.n_boot,
+        balance_kinds=spec.balance_kinds, seed=spec.seed, arms=arms, unit=unit, unit_reason=reason,
+        channel=spec.feedback_from,
+    )
+    metrics["balance_kinds"] = spec.balance_kinds
+    metrics["twins"] = twins
+    metrics["placebos"] = placebos
+    metrics["arms"] = arms
+    metrics["gain_curves"] = {s: gain_curve(scored, metric=metric, system=s, twin=t) for s, t in twins.items()}
+    metrics.update(_report_figures(spec, scored, twins, placebos, control, arms=arms, unit=(unit, reason)))
+    return learning
+
+
+def _system_entry(spec: RunSpec, name: str, rows: pl.DataFrame, probes: pl.DataFrame, timeline: pl.DataFrame,
+                  info: Mapping[str, Any], cols: Sequence[str], entry: dict[str, Any], rng: np.random.Generator,
+                  answer_excluded: Collection[str]) -> dict[str, Any]:
+    """One system's entry of ``metrics.json``: its tables overall and per kind, safety counts, storage, answers."""
+    metric = spec.metric
+    overall = _table(rows, cols, rng=rng, n_boot=spec.n_boot, answer_excluded=answer_excluded)
+    entry.update(
+        questions=rows.height,
+        mean=overall["scores"].get(metric, {}).get("mean"),
+        overall=overall,
+        per_kind={
+            kind: _table(rows.filter(pl.col("kind") == kind), cols, rng=rng, n_boot=spec.n_boot,
+                         answer_excluded=answer_excluded)
+            for kind in _kind_order(list(dict.fromkeys(rows["kind"].to_list())))
+        },
+        stale_above_current=overall["scores"].get("stale_above_current", {}).get("mean"),
+        isolation_failures=int(rows["isolation_failures"].sum()),
+        deleted_leaks=int(rows["deleted_leaks"].sum()),
+        **_storage(spec, timeline, info, name),
+    )
+    in_words = _forgotten_in_words(rows)
+    if in_words:  # only a world with forget requests in the user's words has the figure
+        entry["forgotten_in_words"] = in_words
+    for col in cols:
+        if col.startswith("answer_"):
+            entry[col] = overall["scores"][col]["mean"]
+    if spec.kind == "longitudinal":
+        entry["per_user"] = per_user(rows, metric)
+    answer_cols = [c for c in cols if c.startswith("answer_")]
+    if answer_cols:
+        entry["answers"] = answer_table(
+            probes.filter(pl.col("system") == name), answer_cols, llm_judges=llm_columns(spec),
+            answer_excluded=answer_excluded,
+        )
+    return entry
+
+
+def _run_wide(spec: RunSpec, scored: pl.DataFrame, timeline: pl.DataFrame, info: Mapping[str, Any],
+              cols: Sequence[str], metrics: dict[str, Any], timings: dict[str, Any]) -> None:
+    """What the run as a whole adds to ``metrics`` and ``timings``: judges, failures, feedback, load, LLM use."""
     judges = judge_marks(spec, [c for c in cols if c.startswith("answer_")])
     if judges:
         metrics["judges"] = judges
@@ -483,7 +377,7 @@ def summarise(
         metrics["system_reports"] = reports
     if spec.load is not None:
         table = load_table(
-            scored, timeline, score=score_column(cols, metric), deadline_s=spec.load.deadline_s
+            scored, timeline, score=score_column(cols, spec.metric), deadline_s=spec.load.deadline_s
         )
         # Modelled service times come from the seeded stream (deterministic); measured ones are wall time.
         (metrics if spec.load.deterministic else timings)["load"] = table
@@ -491,7 +385,6 @@ def summarise(
         llm = dict(info["llm"])
         timings["llm_latency_s"] = llm.pop("latency_s", None)
         metrics["llm"] = llm
-    return Summary(learning, _clean(metrics), _clean(timings))
 
 
 GAIN_WINDOW_DAYS = 14.0
@@ -603,156 +496,3 @@ def _clean(o: Any) -> Any:
 def _json_default(o: Any) -> Any:
     return str(o)
 
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def format_tables(
-    metrics: Mapping[str, Any], system: str, *, kind_names: Mapping[str, str] | None = None
-) -> str:
-    """One system's score tables (rows: kinds, then overall; one table per metric family), as text.
-
-    The headline metric is printed again with its 95% interval (episodes resampled).
-    """
-    entry = metrics["systems"][system]
-    names = dict(kind_names or {})
-    kinds = [k for k in names if k in entry["per_kind"]] + [k for k in entry["per_kind"] if k not in names]
-    groups = [(names.get(k, k), entry["per_kind"][k]) for k in kinds] + [("overall", entry["overall"])]
-    cols = list(entry["overall"]["scores"])
-    families: dict[str, list[str]] = {}
-    for col in cols:
-        fam, _, cut = col.partition("@")
-        families.setdefault(fam if cut else col, []).append(col)
-    for members in families.values():  # metrics.json sorts its keys as strings (@1 @10 @5): numeric order here
-        members.sort(key=lambda c: int(c.partition("@")[2]) if c.partition("@")[2].isdigit() else 0)
-    lines: list[str] = []
-    for fam, members in families.items():
-        heads = [c.partition("@")[2] and "@" + c.partition("@")[2] or c.removeprefix("answer_") for c in members]
-        # "scored": the questions the family's columns scored (the most over its cut-offs), not those merely
-        # left in: a question without gold keys is in the table but unscored.
-        rows = [[name, g["questions"], max((g["scores"].get(c, {}).get("n", g["scored"]) for c in members),
-                                           default=g["scored"]),
-                 *(_num(g["scores"].get(c, {}).get("mean")) for c in members)]
-                for name, g in groups]
-        lines += [text_table([fam, "n", "scored", *heads], rows), ""]
-    metric = metrics["metric"]
-    head = entry["overall"]["scores"].get(metric, {})
-    if head.get("mean") is not None and head.get("lo") is not None:
-        lines.append(
-            f"{metric} {head['mean']:.3f} [{head['lo']:.3f}, {head['hi']:.3f}] "
-            f"(95% bootstrap interval, {entry['overall']['episodes']} episodes resampled)"
-            + _judge_notes(metrics, system, metric)
-        )
-    excluded = entry["overall"]["excluded"]
-    if excluded:
-        lines.append("excluded from scores: " + ", ".join(f"{r} {n}" for r, n in excluded.items()))
-    if metrics.get("protocol"):
-        lines.append(f"protocol {metrics['protocol']['name']}")
-    marks = [(c, j) for c, j in (metrics.get("judges") or {}).items() if j.get("mark")]
-    for col, info in marks:
-        lines.append(f"{col.removeprefix('answer_')}: {info['mark']}")
-    return "\n".join(lines)
-
-
-def _judge_notes(metrics: Mapping[str, Any], system: str, col: str) -> str:
-    """What a headline judged by an LLM carries on its own line: replies without a verdict, an unreliable mark."""
-    judge = ((metrics["systems"][system].get("answers") or {}).get("judges") or {}).get(col) or {}
-    notes = []
-    if judge.get("unreadable"):
-        notes.append(f"{judge['unreadable']} of {judge['questions']} judge replies had no verdict, scored wrong")
-    mark = ((metrics.get("judges") or {}).get(col) or {}).get("mark", "")
-    if "unreliable" in mark:
-        notes.append(mark)
-    return f" [{'; '.join(notes)}]" if notes else ""
-
-
-def format_compression(metrics: Mapping[str, Any], metric: str) -> str:
-    """The gated systems' kept and compression beside the headline ``metric``, one row each (empty: no gate)."""
-    reports = metrics.get("system_reports") or {}
-    rows = [(name, reports[name]) for name in metrics["systems"] if "kept" in reports.get(name, {})]
-    if not rows:
-        return ""
-    cells = []
-    for name, report in rows:
-        score = metrics["systems"][name]["overall"]["scores"].get(metric, {})
-        interval = f" [{score['lo']:.3f}, {score['hi']:.3f}]" if score.get("lo") is not None else ""
-        cells.append([name, f"{report['kept']:.3f}", f"{report['compression']:.3f}",
-                      f"{_num(score.get('mean'))}{interval}"])
-    return text_table(["system", "kept", "compression", metric], cells, align="lrrl")
-
-
-def format_answer_accuracy(
-    metrics: Mapping[str, Any], probes: pl.DataFrame, system: str, *, column: str
-) -> str:
-    """Every judge side by side, then the headline judge as LongMemEval reports it.
-
-    One row per judge: accuracy over judged answers, judged and unjudged
-    counts (with the reasons), abstention questions (judged with the
-    abstention rubric) and the judge's mark (unreliable, self-judging,
-    memsim paraphrase). Then pairwise agreement and kappa, the spread of
-    accuracy across judges, and for ``column``: overall, task-averaged (the
-    mean of the per-kind means, so a large kind does not outweigh a small
-    one) and per reason of exclusion. Unjudged answers are counted, never
-    scored as wrong and never dropped without a word.
-    """
-    entry = metrics["systems"][system]
-    marks = metrics.get("judges") or {}
-    lines: list[str] = []
-    protocol = metrics.get("protocol")
-    if protocol:
-        left = ", ".join(protocol["answer_excluded"])
-        lines.append(f"protocol {protocol['name']}" + (f": {left} questions left out of accuracy, "
-                                                         "judged in the abstention column" if left else ""))
-    prompts = metrics.get("reader_prompts")
-    if prompts:
-        lines.append("reader prompt: " + (prompts if isinstance(prompts, str) else "from " + ", ".join(prompts)))
-    table = entry.get("answers")
-    if table:
-        rows = []
-        for col, j in table["judges"].items():
-            ab = j["abstention"]
-            ab_text = "-" if not ab["questions"] else f"{_num(ab['accuracy'])} ({ab['judged']}/{ab['questions']})"
-            rows.append([col.removeprefix("answer_"), _num(j["accuracy"]), j["judged"], j["unjudged"], ab_text,
-                         marks.get(col, {}).get("mark", "")])
-        lines.append(text_table(["judge", "accuracy", "judged", "unjudged", "abstention", "mark"], rows,
-                                align="lrrrrl"))
-        for col, j in table["judges"].items():
-            if j.get("unreadable"):
-                lines.append(f"unreadable by {col.removeprefix('answer_')}: {j['unreadable']} of {j['questions']} "
-                             "replies had no verdict; scored wrong, in the accuracy above")
-            if j["unjudged_reasons"]:
-                reasons = ", ".join(f"{r} {n}" for r, n in j["unjudged_reasons"].items())
-                lines.append(f"unjudged by {col.removeprefix('answer_')}: {reasons}")
-        for pair in table["agreement"]:
-            kappa = "-" if pair["kappa"] is None else f"{pair['kappa']:.3f}"
-            lines.append(
-                f"agreement {pair['a'].removeprefix('answer_')} vs {pair['b'].removeprefix('answer_')}: "
-                f"{_num(pair['agreement'])} (kappa {kappa}, {pair['n']} answers judged by both)"
-            )
-        if table["spread"] is not None:
-            lines.append(f"spread of accuracy across judges: {table['spread']:.3f}")
-    if column.startswith("answer_"):
-        lines.append(_headline_accuracy(entry, probes, system, column, marks.get(column, {}).get("mark", "")))
-    return "\n".join(lines)
-
-
-def _headline_accuracy(entry: Mapping[str, Any], probes: pl.DataFrame, system: str, column: str, mark: str) -> str:
-    per_kind = [g["scores"].get(column, {}).get("mean") for g in entry["per_kind"].values()]
-    kind_means = [v for v in per_kind if v is not None]
-    overall = entry["overall"]["scores"].get(column, {})
-    parts = [f"overall {_num(overall.get('mean'))} ({overall.get('n', 0)} judged)"]
-    task = sum(kind_means) / len(kind_means) if kind_means else None
-    parts.append(f"task-averaged {_num(task)} over {len(kind_means)} kinds")
-    rows = probes.filter((pl.col("system") == system) & pl.col("excluded").is_not_null()) if probes.height else probes
-    if rows.height and column in rows.columns:
-        for reason in sorted(set(rows["excluded"].to_list())):
-            x = rows.filter(pl.col("excluded") == reason)[column].cast(pl.Float64).fill_null(math.nan).to_numpy()
-            judged = x[~np.isnan(x)]
-            mean = float(judged.mean()) if judged.size else None
-            parts.append(f"{reason} {_num(mean)} ({judged.size} of {x.size} judged)")
-    unreadable = ((entry.get("answers") or {}).get("judges") or {}).get(column, {}).get("unreadable")
-    if unreadable:
-        parts.append(f"{unreadable} replies without a verdict scored wrong")
-    text = f"{column}: " + ", ".join(parts)
-    return f"{text} [{mark}]" if mark else text
