@@ -41,11 +41,15 @@ from typing import Any
 from memsim.memory.base import Turn
 from memsim.core.errors import UserError
 from memsim.core.files import read_limited, utf8_problem
+from memsim.core.validate import size_limits_on
 from memsim.sim.events import Episode, Question, Session
 from memsim.static_benchmarks.data import LOCOMO_DEPTH, NestingGuard, check_year, is_unicode
 
 MAX_LOCOMO_BYTES = 512 * 1024 * 1024
 """Largest LoCoMo-shaped file read (the published file is 2.8 MB); ``--no-size-limits`` lifts it."""
+MAX_LOCOMO_QUESTIONS = 25_000
+"""Most questions in a LoCoMo-shaped file (the published file has 1,986), as in a world file; ``--no-size-limits``
+lifts it. Every question is embedded and retrieved for: a bound checked while reading, before any work."""
 
 __all__ = [
     "CATEGORY_LABELS",
@@ -335,6 +339,9 @@ def load_locomo(path: str | Path) -> LocomoDataset:
         seen.add(conv.sample_id)
         conversations.append(conv)
         questions.extend(qs)
+        if len(questions) > MAX_LOCOMO_QUESTIONS and size_limits_on():
+            raise UserError(f"{path}: record {index}: more than {MAX_LOCOMO_QUESTIONS:,} questions, over the limit "
+                            f"(the published file has 1,986; memsim --no-size-limits lifts it)")
     summary = LoadSummary(
         conversations=len(conversations),
         sessions=sum(len(c.sessions) for c in conversations),

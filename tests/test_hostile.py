@@ -299,3 +299,25 @@ def test_debug_shows_the_traceback_of_input_errors_too(tmp_path: Path) -> None:
     with pytest.raises(UserError):
         main(["--debug", "erasure", str(tmp_path / "nope")])
     assert main(["erasure", str(tmp_path / "nope")]) == 2
+
+
+def test_a_locomo_file_with_too_many_questions_is_refused_while_read(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """50,000 questions once aborted in native code; now the loader stops at the bound, naming the record."""
+    from memsim.static_benchmarks.locomo import MAX_LOCOMO_QUESTIONS, load_locomo
+
+    turn = {"speaker": "A", "dia_id": "D1:1", "text": "I adopted a cat named Miso."}
+    qa = {"question": "What is the cat's name?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}
+    record = {"sample_id": "c0", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": [turn],
+                                                  "session_1_date_time": "1:00 pm on 8 May, 2023"},
+              "qa": [qa] * 10_000}
+    records = [{**record, "sample_id": f"c{i}"} for i in range(MAX_LOCOMO_QUESTIONS // 10_000 + 1)]
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    last = len(records) - 1
+    assert main(["static", "locomo", "--data", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{path}: record {last}: more than {MAX_LOCOMO_QUESTIONS:,} questions, over the limit" in err
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setenv("MEMSIM_NO_SIZE_LIMITS", "1")  # what --no-size-limits sets
+    assert len(load_locomo(path).questions) == 10_000 * len(records)
