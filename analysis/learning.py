@@ -206,13 +206,8 @@ def learning_table(
     n_users = halves["user_id"].n_unique()
     if unit is None:
         unit, unit_reason = inference_unit(n_users)
-    if arms is None:
-        placebo_of = {t: p for p, t in placebos.items()}
-        arms = {s: {"twin": t, **({"placebo": placebo_of[t]} if t in placebo_of else {})} for s, t in twins.items()}
     labels = list(dict.fromkeys(scored["system"].to_list()))
-    families = {s: {r: lab for r, lab in fam.items() if lab in labels} for s, fam in arms.items() if s in labels}
-    families = {s: fam for s, fam in families.items() if fam}
-    member = {lab: (s, r) for s, fam in families.items() for r, lab in fam.items()}
+    families, member = _families(labels, arms, twins, placebos)
     has_stale = STALE in scored.columns and metric != STALE
     pair_of = _Pairs(scored, halves, metric=metric, rng=rng, n_boot=n_boot, balance_kinds=balance_kinds, seed=seed,
                      unit=unit)
@@ -237,6 +232,18 @@ def learning_table(
                 )
         out[label] = entry
     return out
+
+
+def _families(labels: Sequence[str], arms: Mapping[str, Mapping[str, str]] | None, twins: Mapping[str, str],
+              placebos: Mapping[str, str]) -> tuple[dict[str, dict[str, str]], dict[str, tuple[str, str]]]:
+    """The families of the arms that played: system -> {role: label}, and each member's (system, role)."""
+    if arms is None:
+        placebo_of = {t: p for p, t in placebos.items()}
+        arms = {s: {"twin": t, **({"placebo": placebo_of[t]} if t in placebo_of else {})} for s, t in twins.items()}
+    families = {s: {r: lab for r, lab in fam.items() if lab in labels} for s, fam in arms.items() if s in labels}
+    families = {s: fam for s, fam in families.items() if fam}
+    member = {lab: (s, r) for s, fam in families.items() for r, lab in fam.items()}
+    return families, member
 
 
 class _Pairs:
