@@ -262,10 +262,11 @@ def _polars_type(dtype: Any) -> str:
 
 
 def _summary_keys() -> tuple[list[str], list[str]]:
-    """Keys ``summarise`` writes at the top of ``metrics.json`` and into each system's entry, read from its source."""
+    """Keys ``summarise`` (and its steps) write at the top of ``metrics.json`` and into each system's entry, read from
+    the summariser's source."""
     from memsim.analysis import summary
 
-    tree = ast.parse(textwrap.dedent(inspect.getsource(summary.summarise)))
+    tree = ast.parse(inspect.getsource(summary))
     top: list[str] = []
     per_system: list[str] = []
 
