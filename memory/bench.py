@@ -206,9 +206,11 @@ def bench_systems(
     """
     if threads is None:
         return _bench(systems, sizes, sample, ingest_turns, queries, k, seed, embedder, progress, cache_dir)
-    import faiss
     import torch
 
+    from memsim.memory.index import load_faiss
+
+    faiss = load_faiss()  # FAISS's own thread setting first, so that a store made later keeps the bench's
     before = (faiss.omp_get_max_threads(), torch.get_num_threads())
     faiss.omp_set_num_threads(threads)
     torch.set_num_threads(threads)
@@ -244,18 +246,7 @@ def _bench(
         probe_embedder = Embedder(use_cache=False)
     base = _base_texts(sample, rng)
     base_vecs = np.asarray(embedder.encode(base), dtype=np.float32)
-    probe = [f"{b} (probe)" for b in base[: min(256, len(base))]]
-    probe_embedder.encode(probe[:8])  # model load and warm-up are not throughput
-    encode = probe_embedder.encode
-    t = time.perf_counter()
-    encode(probe)
-    rate = len(probe) / max(time.perf_counter() - t, 1e-9)
-    one = []
-    for q in probe[:20]:
-        t = time.perf_counter()
-        encode([q + "?"])
-        one.append(time.perf_counter() - t)
-    figure = EmbedderFigure(str(embedder.model_id), rate, 1000 * float(np.median(one)))
+    figure = _embedder_figure(str(embedder.model_id), probe_embedder, base)
 
     biggest = max(sizes)
     # noise 0.033/dim-component gives cosine ~0.8 to the base vector for 384-d vectors.
@@ -271,47 +262,77 @@ def _bench(
     for spec in specs:
         for size in sorted(sizes):
             system = build_memory(spec.name, spec.args, resources=Resources(rng=streams(seed)["systems"], embedder_factory=lambda: lookup))
-            user = "bench"
-            t = time.perf_counter()
-            bulk = getattr(system, "bulk_load", None)
-            for start in range(0, size, 500):
-                chunk = _turns(texts[start : min(size, start + 500)], start, user, 500)
-                if callable(bulk):
-                    bulk(chunk, user_id=user, vectors=vecs[start : start + len(chunk)])
-                else:
-                    system.ingest(chunk, user_id=user, now=chunk[-1].created_at)
-            # One untimed session first: lazy loads (spaCy, indexes) are not throughput.
-            warm = _turns(texts[size : size + _WARMUP], size, user, _WARMUP)
-            system.ingest(warm, user_id=user, now=warm[-1].created_at)
-            fill_s = time.perf_counter() - t
-            first, end = size + _WARMUP, size + _WARMUP + ingest_turns
-            t = time.perf_counter()
-            for start in range(first, end, 20):
-                chunk = _turns(texts[start : min(end, start + 20)], start, user, 20)
-                system.ingest(chunk, user_id=user, now=chunk[-1].created_at)
-            ingest_rate = ingest_turns / max(time.perf_counter() - t, 1e-9)
-            now = _T0 + timedelta(minutes=end + 1)
-            lat = []
-            for q in qtexts:
-                t = time.perf_counter()
-                system.retrieve(q, user_id=user, now=now, k=k)
-                lat.append(time.perf_counter() - t)
-            row = BenchRow(
-                system=spec.display,
-                size=size,
-                items=int(system.stats().items),
-                fill_s=round(fill_s, 3),
-                ingest_turns_per_s=round(ingest_rate, 1),
-                first_retrieve_ms=round(1000 * lat[0], 3),
-                retrieve_p50_ms=round(1000 * float(np.percentile(lat[1:] or lat, 50)), 3),
-                retrieve_p95_ms=round(1000 * float(np.percentile(lat[1:] or lat, 95)), 3),
-            )
+            row = _time_system(system, spec.display, size, texts, vecs, ingest_turns, qtexts, k)
             rows.append(row)
             if progress is not None:
                 progress(format_rows([row], header=False))
             del system
             gc.collect()
     return rows, figure
+
+
+def _embedder_figure(model_id: str, probe_embedder: Any, base: list[str]) -> EmbedderFigure:
+    """The real embedder's throughput on texts made from ``base`` (model load and warm-up left out)."""
+    probe = [f"{b} (probe)" for b in base[: min(256, len(base))]]
+    probe_embedder.encode(probe[:8])  # model load and warm-up are not throughput
+    encode = probe_embedder.encode
+    t = time.perf_counter()
+    encode(probe)
+    rate = len(probe) / max(time.perf_counter() - t, 1e-9)
+    one = []
+    for q in probe[:20]:
+        t = time.perf_counter()
+        encode([q + "?"])
+        one.append(time.perf_counter() - t)
+    return EmbedderFigure(model_id, rate, 1000 * float(np.median(one)))
+
+
+def _time_system(
+    system: Any,
+    label: str,
+    size: int,
+    texts: Sequence[str],
+    vecs: np.ndarray,
+    ingest_turns: int,
+    qtexts: Sequence[str],
+    k: int,
+) -> BenchRow:
+    """Fill ``system`` with ``size`` turns, then time its ingest of ``ingest_turns`` more and its retrievals."""
+    user = "bench"
+    t = time.perf_counter()
+    bulk = getattr(system, "bulk_load", None)
+    for start in range(0, size, 500):
+        chunk = _turns(texts[start : min(size, start + 500)], start, user, 500)
+        if callable(bulk):
+            bulk(chunk, user_id=user, vectors=vecs[start : start + len(chunk)])
+        else:
+            system.ingest(chunk, user_id=user, now=chunk[-1].created_at)
+    # One untimed session first: lazy loads (spaCy, indexes) are not throughput.
+    warm = _turns(texts[size : size + _WARMUP], size, user, _WARMUP)
+    system.ingest(warm, user_id=user, now=warm[-1].created_at)
+    fill_s = time.perf_counter() - t
+    first, end = size + _WARMUP, size + _WARMUP + ingest_turns
+    t = time.perf_counter()
+    for start in range(first, end, 20):
+        chunk = _turns(texts[start : min(end, start + 20)], start, user, 20)
+        system.ingest(chunk, user_id=user, now=chunk[-1].created_at)
+    ingest_rate = ingest_turns / max(time.perf_counter() - t, 1e-9)
+    now = _T0 + timedelta(minutes=end + 1)
+    lat = []
+    for q in qtexts:
+        t = time.perf_counter()
+        system.retrieve(q, user_id=user, now=now, k=k)
+        lat.append(time.perf_counter() - t)
+    return BenchRow(
+        system=label,
+        size=size,
+        items=int(system.stats().items),
+        fill_s=round(fill_s, 3),
+        ingest_turns_per_s=round(ingest_rate, 1),
+        first_retrieve_ms=round(1000 * lat[0], 3),
+        retrieve_p50_ms=round(1000 * float(np.percentile(lat[1:] or lat, 50)), 3),
+        retrieve_p95_ms=round(1000 * float(np.percentile(lat[1:] or lat, 95)), 3),
+    )
 
 
 def format_rows(rows: Sequence[BenchRow], *, header: bool = True) -> str:

@@ -36,6 +36,7 @@ import numpy as np
 from memsim.memory.base import FixedMemory, MemoryStats, Retrieved, Turn
 from memsim.memory.inject import unit_hash
 from memsim.memory.naive import NaiveMemory
+from memsim.memory.registration import Registration
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources
@@ -253,3 +254,28 @@ class DecayControl(FixedMemory):
     def stats(self) -> MemoryStats:
         """Naive's figures for what is still held."""
         return self._inner.stats()
+
+
+REGISTRATIONS = (
+    Registration(
+        "control-static",
+        StaticControl,
+        description="instrument: naive under another name (A/A: DiD against naive is exactly zero)",
+        learns=False,
+        role="instrument",
+    ),
+    Registration(
+        "control-learner",
+        LearnerControl,
+        description="instrument: naive re-ranked by centred credit from feedback on questions like it (known positive gain over its twin, null placebo)",
+        role="instrument",
+    ),
+    Registration(
+        "control-decay",
+        DecayControl,
+        description="instrument: naive that forgets a growing share of old memories (known negative DiD)",
+        learns=False,
+        role="instrument",
+    ),
+)
+"""The instruments this module registers, in order (``memsim.memory.registry.BUILTIN_MODULES``)."""

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memsim.memory.base import FixedMemory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.registration import Registration
 from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -154,3 +155,15 @@ class FullContextMemory(FixedMemory):
     def stats(self) -> MemoryStats:
         """Turns held and their text bytes (running totals)."""
         return MemoryStats(items=self._held, text_bytes=self._text_bytes, metadata_bytes=self._meta_bytes)
+
+
+REGISTRATIONS = (
+    Registration(
+        "fullcontext",
+        FullContextMemory,
+        description="no retrieval: the newest turns that fit 2048 tokens, newest first",
+        learns=False,
+        role="baseline",
+    ),
+)
+"""The system this module registers (``memsim.memory.registry.BUILTIN_MODULES``)."""

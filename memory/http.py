@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.registration import Registration
 from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -483,3 +484,16 @@ def _detail(data: bytes) -> str:
         detail = data.decode("utf-8", "replace")
     text = detail if isinstance(detail, str) else repr(detail)
     return text[:500]
+
+
+REGISTRATIONS = (
+    Registration(
+        "http",
+        HttpMemory,
+        description="any system served over memsim's HTTP protocol (url=http://host:port; memsim serve NAME)",
+        standalone=False,
+        learns=None,
+    ),
+)
+"""The system this module registers (``memsim.memory.registry.BUILTIN_MODULES``); the served one is imported only
+when built."""

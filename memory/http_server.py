@@ -213,7 +213,7 @@ def create_app(
         max_text: Longest query or turn text in characters (longer: 413).
         max_in_flight: Most requests served at once (more: 429).
     """
-    from fastapi import FastAPI, HTTPException
+    from fastapi import FastAPI
 
     args = dict(args or {})
     learns = learns_from_feedback(name, args)
@@ -246,13 +246,53 @@ def create_app(
     app.add_middleware(_BodyLimit, limit=max_body)
     # Added last, so it runs first: a request past the limit is answered before its body is read.
     app.add_middleware(_InFlightLimit, limit=max_in_flight)
+    _service_routes(app, instances, {"name": name, "args": args, "description": description, "learns": learns})
+    _memory_routes(app, instances, max_text)
+    return app
 
-    errors: dict[int | str, dict[str, Any]] = {
-        400: {"model": ErrorOut, "description": "the system refused the request"},
-        404: {"model": ErrorOut, "description": "no such instance (never opened, closed or expired)"},
-        413: {"model": ErrorOut, "description": "request body, query or turn text too large"},
-        429: {"model": ErrorOut, "description": "too many requests in progress; retry after Retry-After seconds"},
-    }
+
+def _service_routes(app: Any, instances: _Instances, about: Mapping[str, Any]) -> None:
+    """Health, describe (``about``: the served system's name, args, description, learns), opening and closing instances."""
+
+    @app.get("/v1/health", response_model=Health, tags=["service"])
+    def health() -> Health:
+        """Liveness and protocol version."""
+        return Health(status="ok", protocol=PROTOCOL)
+
+    @app.get("/v1/describe", response_model=Describe, tags=["service"])
+    def describe() -> Describe:
+        """The served system: registered name, args, whether feedback can change it."""
+        return Describe(protocol=PROTOCOL, **about)
+
+    @app.post(
+        "/v1/instances", response_model=InstanceOut, tags=["instances"],
+        responses={503: {"model": ErrorOut, "description": "the most instances this server keeps are open"}},
+    )
+    def open_instance(body: InstanceRequest) -> InstanceOut:
+        """A fresh, empty system whose random source is seeded with ``seed``."""
+        return InstanceOut(instance_id=instances.open(body.seed))
+
+    @app.delete("/v1/instances/{instance_id}", response_model=Ok, tags=["instances"])
+    def close_instance(instance_id: str) -> Ok:
+        """Drop an instance (dropping an unknown one is not an error)."""
+        instances.close(instance_id)
+        return Ok()
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the system refused the request"},
+    404: {"model": ErrorOut, "description": "no such instance (never opened, closed or expired)"},
+    413: {"model": ErrorOut, "description": "request body, query or turn text too large"},
+    429: {"model": ErrorOut, "description": "too many requests in progress; retry after Retry-After seconds"},
+}
+"""The error answers of the memory routes, as the OpenAPI document lists them."""
+
+
+def _memory_routes(app: Any, instances: _Instances, max_text: int) -> None:
+    """The protocol's calls on one instance: ingest, retrieve, probe, feedback, maintain, forget, stats."""
+    from fastapi import HTTPException
+
+    errors = _ERRORS
 
     def text_bound(text: str, what: str) -> None:
         # Checked before the system sees the text: its tokenizer is the part that dies on megabytes.
@@ -268,30 +308,6 @@ def create_app(
                 raise HTTPException(status_code=400, detail=f"{type(exc).__name__}: {exc}") from exc
 
         return instances.call(key, guarded)
-
-    @app.get("/v1/health", response_model=Health, tags=["service"])
-    def health() -> Health:
-        """Liveness and protocol version."""
-        return Health(status="ok", protocol=PROTOCOL)
-
-    @app.get("/v1/describe", response_model=Describe, tags=["service"])
-    def describe() -> Describe:
-        """The served system: registered name, args, whether feedback can change it."""
-        return Describe(protocol=PROTOCOL, name=name, args=args, description=description, learns=learns)
-
-    @app.post(
-        "/v1/instances", response_model=InstanceOut, tags=["instances"],
-        responses={503: {"model": ErrorOut, "description": "the most instances this server keeps are open"}},
-    )
-    def open_instance(body: InstanceRequest) -> InstanceOut:
-        """A fresh, empty system whose random source is seeded with ``seed``."""
-        return InstanceOut(instance_id=instances.open(body.seed))
-
-    @app.delete("/v1/instances/{instance_id}", response_model=Ok, tags=["instances"])
-    def close_instance(instance_id: str) -> Ok:
-        """Drop an instance (dropping an unknown one is not an error)."""
-        instances.close(instance_id)
-        return Ok()
 
     @app.post("/v1/instances/{instance_id}/ingest", response_model=Ok, tags=["memory"], responses=errors)
     def ingest(instance_id: str, body: IngestRequest) -> Ok:
@@ -342,8 +358,6 @@ def create_app(
         """What is held and what was spent so far."""
         got = call(instance_id, lambda s: s.stats())
         return StatsOut(**StatsOut.attributes_of(got))
-
-    return app
 
 
 def openapi_document() -> dict[str, Any]:

@@ -22,14 +22,35 @@ every vector per query.
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+import os
+from typing import TYPE_CHECKING, Any, Literal
 
-import faiss
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from memsim.core.streams import seeded
 
-__all__ = ["IndexSpec", "make_index", "train_index", "tune_index", "index_bytes", "FLAT"]
+if TYPE_CHECKING:
+    import faiss
+
+__all__ = ["IndexSpec", "make_index", "train_index", "tune_index", "index_bytes", "FLAT", "load_faiss", "FAISS_THREADS_ENV"]
+
+FAISS_THREADS_ENV = "MEMSIM_FAISS_THREADS"
+"""Environment variable: OpenMP threads FAISS may use (default 1)."""
+
+
+@functools.cache
+def load_faiss() -> Any:
+    """FAISS, imported on first use (listing or looking up systems does not load it), its threads set.
+
+    Per-user flat indexes are small and searched one query at a time: FAISS's
+    OpenMP threads only add overhead there, and on a busy machine they made a
+    single search about 100x slower. One thread unless ``$MEMSIM_FAISS_THREADS`` asks for more.
+    """
+    import faiss
+
+    faiss.omp_set_num_threads(max(1, int(os.environ.get(FAISS_THREADS_ENV, "1") or 1)))
+    return faiss
 
 
 class IndexSpec(BaseModel):
@@ -71,6 +92,7 @@ def make_index(spec: IndexSpec, dim: int) -> faiss.Index:
     Raises:
         ValueError: ``pq_m`` does not divide ``dim``.
     """
+    faiss = load_faiss()
     if spec.kind == "flat":
         return faiss.IndexFlatIP(dim)
     if spec.kind == "hnsw":
@@ -104,6 +126,7 @@ def train_index(index: faiss.Index, spec: IndexSpec, vectors: np.ndarray, *, see
 
 def tune_index(index: faiss.Index, spec: IndexSpec) -> None:
     """Set the search-time parameters of ``spec`` on a built index (also one read from disk)."""
+    faiss = load_faiss()
     inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexIDMap2) else index
     if isinstance(inner, faiss.IndexHNSWFlat):
         inner.hnsw.efSearch = spec.ef_search
@@ -116,4 +139,5 @@ def tune_index(index: faiss.Index, spec: IndexSpec) -> None:
 
 def index_bytes(index: faiss.Index) -> int:
     """Bytes of the index as FAISS writes it (vectors or codes, graph links, lists, ids)."""
+    faiss = load_faiss()
     return int(faiss.serialize_index(index).nbytes)

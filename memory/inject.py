@@ -34,11 +34,12 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import polars as pl
-
 from memsim.memory.base import MemoryStats, Retrieved, Turn, render_turn
+from memsim.memory.registration import Registration
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from memsim.memory.base import MemorySystem
     from memsim.memory.resources import Resources
 
@@ -261,6 +262,8 @@ def inject_rows(
     Raises:
         UserError: the rows lack ``metric`` or a column the injection reads.
     """
+    import polars as pl
+
     from memsim.core.errors import UserError
 
     missing = [c for c in ("question_id", "t_days", "retrieved_sources", "evidence_ids", metric) if c not in probes.columns]
@@ -284,3 +287,15 @@ def inject_rows(
     return rows.with_columns(
         pl.lit(label or f"{system}+inject").alias("system"), pl.Series(metric, new, dtype=pl.Float64)
     )
+
+
+REGISTRATIONS = (
+    Registration(
+        "control-inject",
+        InjectedEffect,
+        description="instrument: any system (inner=NAME) plus an oracle that puts missed gold on top, p rising over time",
+        learns=None,
+        role="instrument",
+    ),
+)
+"""The instrument this module registers (``memsim.memory.registry.BUILTIN_MODULES``)."""

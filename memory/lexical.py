@@ -18,6 +18,7 @@ import numpy as np
 
 from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, meta_bytes, render_turn, text_bytes
 from memsim.memory.dense import DenseIndex
+from memsim.memory.registration import Registration
 from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -334,3 +335,24 @@ class HybridMemory(FixedMemory):
     def stats(self) -> MemoryStats:
         """Memories held, vector and text bytes."""
         return self._dense.stats()
+
+
+REGISTRATIONS = (
+    Registration(
+        "bm25",
+        BM25Memory,
+        description="every turn stored; top-k by BM25 per user (bm25s)",
+        learns=False,
+        role="baseline",
+        requires=("bm25s", "lexical"),
+    ),
+    Registration(
+        "hybrid",
+        HybridMemory,
+        description="BM25 and dense cosine rankings fused by reciprocal rank",
+        learns=False,
+        role="baseline",
+        requires=("bm25s", "lexical"),
+    ),
+)
+"""The systems this module registers, in order (``memsim.memory.registry.BUILTIN_MODULES``)."""

@@ -41,6 +41,7 @@ later extraction even after ``forget``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memsim.memory.base import FixedMemory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
+from memsim.memory.registration import Registration
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources
@@ -341,3 +343,16 @@ class Mem0Memory(FixedMemory):
             llm_calls=self._meter.calls,
             tokens=self._meter.tokens,
         )
+
+
+REGISTRATIONS = (
+    Registration(
+        "mem0",
+        Mem0Memory,
+        description="Mem0 open-source Memory (mem0ai, offline: local MiniLM, Qdrant on disk; infer=false stores turns)",
+        standalone=importlib.util.find_spec("mem0") is not None,
+        learns=False,
+    ),
+)
+"""The system this module registers (``memsim.memory.registry.BUILTIN_MODULES``): an optional dependency, imported
+only when built, so standalone only where mem0ai is installed."""

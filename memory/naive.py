@@ -13,6 +13,7 @@ from datetime import datetime
 
 from memsim.memory.base import FixedMemory, Memory, MemoryStats, Retrieved, Turn, render_turn, text_bytes
 from memsim.memory.embed import TextEmbedder
+from memsim.memory.registration import Registration
 from memsim.memory.resources import Resources
 from memsim.memory.store import VectorStore
 
@@ -203,3 +204,15 @@ class NaiveMemory(FixedMemory):
         if user is None:
             return []
         return sorted(user.by_vid.values(), key=lambda m: (m.created_at, m.memory_id))
+
+
+REGISTRATIONS = (
+    Registration(
+        "naive",
+        NaiveMemory,
+        description="every turn stored as one memory; top-k by cosine",
+        learns=False,
+        role="baseline",
+    ),
+)
+"""The system this module registers (``memsim.memory.registry.BUILTIN_MODULES``)."""

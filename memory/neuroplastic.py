@@ -53,6 +53,7 @@ import numpy as np
 
 from memsim.memory.base import Memory, MemoryStats, PerUserTally, Retrieved, Turn, render_turn
 from memsim.memory.dense import DenseIndex, parse_memory_id
+from memsim.memory.registration import Registration
 from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -476,3 +477,13 @@ class DailyDecayNeuroplasticMemory:
 NeuroplasticMemory = DailyDecayNeuroplasticMemory
 """The daily-decay variant under its earlier class name (the registered ``neuroplastic`` is
 ``memsim.memory.neuroplastic_published.PublishedNeuroplasticMemory``)."""
+
+
+REGISTRATIONS = (
+    Registration(
+        "neuroplastic-daily-decay",
+        DailyDecayNeuroplasticMemory,
+        description="memsim's earlier port: every turn stored, decay at every daily tick, merges that delete",
+    ),
+)
+"""The system this module registers (``memsim.memory.registry.BUILTIN_MODULES``)."""

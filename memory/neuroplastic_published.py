@@ -72,7 +72,6 @@ steps one by one, and nothing costs time per memory at a question or a tick.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
@@ -83,7 +82,9 @@ import numpy as np
 from memsim.memory.base import Memory, MemoryStats, PerUserTally, Retrieved, Turn, render_turn
 from memsim.memory.dense import DenseIndex, parse_memory_id
 from memsim.memory.gated import SurpriseMemory
-from memsim.core.errors import UserError
+from memsim.memory.neuroplastic_args import GATES, build_gate, check_args
+from memsim.memory.neuroplastic_state import UserPlasticity, state_bytes
+from memsim.memory.registration import Registration
 
 if TYPE_CHECKING:
     from memsim.memory.resources import Resources
@@ -97,71 +98,15 @@ PAST_STATE_CUES: tuple[str, ...] = (
 """The published past-state cues; a query asks about a past state when one occurs as whole words."""
 
 _PAST_RE = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in PAST_STATE_CUES) + r")\b", re.IGNORECASE)
+_state_bytes = state_bytes  # its earlier name, still read from here
 
 ABSTRACTION_TEMPLATE = "Pattern across {n} related memories: {texts}"
 """memsim's wording of an abstraction's text (the published code also fills a fixed template with the members)."""
-
-GATES: tuple[str, ...] = ("multisignal", "surprise", "none")
-"""Write gates neuroplastic can sit on (``none``: every turn is stored)."""
-
 
 def past_state_cue(query: str) -> str | None:
     """The first past-state cue in ``query`` as whole words ("used to" yes, "refused to" no), else None."""
     m = _PAST_RE.search(query)
     return m.group(0).lower() if m else None
-
-
-class _User:
-    """One user's plasticity state, by memory id."""
-
-    __slots__ = (
-        "weight", "stamp", "used", "inhibition", "revised", "session", "speaker",
-        "co", "links", "fresh", "questions", "decays", "extra_decays", "clustered",
-    )
-
-    def __init__(self) -> None:
-        # Weight as last set, and the user's (decays, extra_decays) counts at that moment.
-        self.weight: dict[int, float] = {}
-        self.stamp: dict[int, tuple[int, int]] = {}
-        self.used: set[int] = set()
-        self.inhibition: dict[int, float] = {}
-        self.revised: set[int] = set()
-        self.session: dict[int, str] = {}
-        self.speaker: dict[int, str] = {}
-        # Co-retrieval counts, symmetric: co[a][b] == co[b][a]; links: the pairs at or above the threshold.
-        self.co: dict[int, dict[int, int]] = {}
-        self.links: dict[int, dict[int, int]] = {}
-        # Memories stored since the last inhibition / consolidation pass, in id order.
-        self.fresh: list[int] = []
-        self.questions = 0
-        self.decays = 0
-        self.extra_decays = 0
-        # Memories already in an abstraction's cluster (members only, not the abstractions).
-        self.clustered: set[int] = set()
-
-    def drop(self, ids: Collection[int]) -> None:
-        gone = set(ids)
-        for i in gone:
-            for table in (self.weight, self.stamp, self.inhibition, self.session, self.speaker):
-                table.pop(i, None)  # type: ignore[attr-defined]
-            self.used.discard(i)
-            self.revised.discard(i)
-            self.clustered.discard(i)
-            for graph in (self.co, self.links):
-                for j in graph.pop(i, {}):
-                    peers = graph.get(j)
-                    if peers is not None:
-                        peers.pop(i, None)
-                        if not peers:
-                            del graph[j]
-        if gone:
-            self.fresh = [i for i in self.fresh if i not in gone]
-
-
-def _state_bytes(u: _User) -> int:
-    """One user's plasticity state in bytes: weight (float64), two decay stamps (int64) and
-    inhibition (float64) per memory with its session id; two ids and a count per co-retrieval pair."""
-    return 32 * len(u.weight) + sum(len(s) for s in u.session.values()) + 12 * sum(len(v) for v in u.co.values())
 
 
 class PublishedNeuroplasticMemory:
@@ -219,48 +164,7 @@ class PublishedNeuroplasticMemory:
         candidate_factor: int = 3,
     ) -> None:
         """Make an empty memory; the gate is built from the registry (``gate``, ``gate_args``)."""
-        name = "neuroplastic"
-        for key, value in (
-            ("ltp", ltp), ("strengthen", strengthen), ("associations", associations),
-            ("inhibition", inhibition), ("consolidation", consolidation), ("abstractions", abstractions),
-        ):
-            if not isinstance(value, bool):
-                raise UserError(f"{name}: {key} must be true or false, got {value!r}")
-        for key, value in (
-            ("decay_every", decay_every), ("link_after", link_after), ("expand_top", expand_top),
-            ("revision_neighbors", revision_neighbors), ("merge_neighbors", merge_neighbors),
-            ("candidate_factor", candidate_factor), ("abstraction_min_size", abstraction_min_size),
-            ("abstraction_neighbors", abstraction_neighbors),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"{name}: {key} must be a positive integer, got {value!r}")
-        reals = {
-            "ltp_boost": ltp_boost, "weight_cap": weight_cap, "decay": decay, "weight_floor": weight_floor,
-            "link_bonus": link_bonus, "revision_threshold": revision_threshold,
-            "inhibition_step": inhibition_step, "inhibition_cap": inhibition_cap,
-            "past_cue_relief": past_cue_relief, "merge_threshold": merge_threshold,
-            "unretrieved_decay": unretrieved_decay, "abstraction_threshold": abstraction_threshold,
-            "abstraction_weight": abstraction_weight,
-            **({"inhibition_fixed": inhibition_fixed} if inhibition_fixed is not None else {}),
-        }
-        for key, value in reals.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise UserError(f"{name}: {key} must be a number, got {value!r}")
-        for key in ("decay", "unretrieved_decay", "weight_floor"):
-            if not 0.0 < reals[key] <= 1.0:
-                raise UserError(f"{name}: {key} must be in (0, 1], got {reals[key]!r}")
-        for key in ("inhibition_step", "inhibition_cap", "past_cue_relief", "inhibition_fixed"):
-            if key in reals and not 0.0 <= reals[key] <= 1.0:
-                raise UserError(f"{name}: {key} must be in [0, 1], got {reals[key]!r}")
-        if ltp_boost < 0.0 or weight_cap < 1.0 or link_bonus < 0.0:
-            raise UserError(
-                f"{name}: need ltp_boost >= 0, weight_cap >= 1 and link_bonus >= 0, "
-                f"got {ltp_boost!r}, {weight_cap!r}, {link_bonus!r}"
-            )
-        if gate not in GATES:
-            raise UserError(f"{name}: gate must be one of {', '.join(GATES)}, got {gate!r}")
-        if gate == "none" and gate_args:
-            raise UserError(f"{name}: gate_args given but gate is 'none'")
+        check_args(locals())
         self.gate_name = gate
         self.ltp, self.strengthen = ltp, strengthen
         self.associations, self.inhibition, self.consolidation = associations, inhibition, consolidation
@@ -277,17 +181,10 @@ class PublishedNeuroplasticMemory:
         self.abstraction_neighbors = int(abstraction_neighbors)
         self.inhibition_fixed = None if inhibition_fixed is None else float(inhibition_fixed)
         self._embedder = resources.embedder
-        self._gate: SurpriseMemory | None = None
-        if gate != "none":
-            try:
-                built = resources.build(gate, gate_args)
-            except ValueError as exc:
-                raise UserError(f"{name}: bad gate_args for gate {gate!r}: {exc}") from None
-            assert isinstance(built, SurpriseMemory)
-            self._gate = built
+        self._gate: SurpriseMemory | None = None if gate == "none" else build_gate(resources, gate, gate_args)
         # On a gate, the memories are the gate's own (its index, its ids): one copy of each vector and text.
         self._index = self._gate.index if self._gate is not None else DenseIndex(self._embedder.dim)
-        self._users: dict[str, _User] = {}
+        self._users: dict[str, UserPlasticity] = {}
         self._meta = PerUserTally()
         self._counts = {
             "questions": 0, "decay_rounds": 0, "strengthened": 0, "links": 0, "expansions": 0,
@@ -296,7 +193,7 @@ class PublishedNeuroplasticMemory:
 
     # -- weights -------------------------------------------------------------
 
-    def _weight(self, u: _User, i: int) -> float:
+    def _weight(self, u: UserPlasticity, i: int) -> float:
         """The current weight of ``i``: its last set weight with the decays since, floored."""
         w = u.weight[i]
         d, e = u.stamp[i]
@@ -307,7 +204,7 @@ class PublishedNeuroplasticMemory:
             factor *= self.unretrieved_decay ** (u.extra_decays - e)
         return w if factor == 1.0 else max(self.weight_floor, w * factor)
 
-    def _set_weight(self, u: _User, i: int, w: float) -> None:
+    def _set_weight(self, u: UserPlasticity, i: int, w: float) -> None:
         u.weight[i] = w
         u.stamp[i] = (u.decays, u.extra_decays)
 
@@ -362,7 +259,7 @@ class PublishedNeuroplasticMemory:
             return
         u = self._users.get(user_id)
         if u is None:
-            u = self._users[user_id] = _User()
+            u = self._users[user_id] = UserPlasticity()
         for i, t in added:
             self._set_weight(u, i, 1.0)
             u.inhibition[i] = 0.0
@@ -484,13 +381,13 @@ class PublishedNeuroplasticMemory:
                 u.extra_decays += 1
                 self._counts["consolidations"] += 1
 
-    def _neighbours(self, user_id: str, u: _User, i: int, k: int) -> list[tuple[int, float]]:
+    def _neighbours(self, user_id: str, u: UserPlasticity, i: int, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest other memories of ``i``'s speaker, by cosine."""
         vec = self._index.vector(user_id, i)
         hits = self._index.search(user_id, vec, k + 1, partition=u.speaker[i])
         return [(j, cos) for j, cos in hits if j != i][:k]
 
-    def _revise(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
+    def _revise(self, user_id: str, u: UserPlasticity, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
         """Each new memory inhibits the older memories of its speaker it revises (once each).
 
         With ``inhibition_fixed`` (inhibition only): every older one above the threshold, any session, gets that value.
@@ -511,7 +408,7 @@ class PublishedNeuroplasticMemory:
                 u.revised.add(i)
                 self._counts["inhibitions"] += 1
 
-    def _abstract(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
+    def _abstract(self, user_id: str, u: UserPlasticity, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
         """Clusters of a new memory and its close unclustered neighbours become abstraction memories."""
         for j in fresh:
             if j in u.clustered:
@@ -534,7 +431,7 @@ class PublishedNeuroplasticMemory:
             u.speaker[a] = self.ABSTRACTION_PARTITION
             self._counts["abstractions"] += 1
 
-    def _merge(self, user_id: str, u: _User, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
+    def _merge(self, user_id: str, u: UserPlasticity, fresh: list[int], near: Mapping[int, list[tuple[int, float]]]) -> None:
         """Each new memory against its near-duplicates: the weaker of a pair is inhibited, none deleted."""
         lost: set[int] = set()
         new = set(fresh)
@@ -575,7 +472,7 @@ class PublishedNeuroplasticMemory:
 
     def stats(self) -> MemoryStats:
         """Memories held; weights, inhibition, sessions and co-retrieval counts as metadata."""
-        return self._index.stats().with_metadata(self._meta.total(self._users, _state_bytes))
+        return self._index.stats().with_metadata(self._meta.total(self._users, state_bytes))
 
     def report(self) -> dict[str, Any]:
         """Mechanism counters and the gate's figures for a run's metrics.
@@ -594,3 +491,51 @@ class PublishedNeuroplasticMemory:
         if callable(gate_report):
             out.update({f"gate_{key}": value for key, value in gate_report().items()})
         return out
+
+
+REGISTRATIONS = (
+    Registration(
+        "neuroplastic",
+        PublishedNeuroplasticMemory,
+        description="published mechanism on the multi-signal gate: strengthening with decay every 10 questions, "
+        "Hebbian links, belief revision by inhibition, consolidation by inhibiting near-duplicates",
+        requires=("spacy", "nlp"),
+    ),
+    # Ablations as published: each mechanism off in turn (no-ltp also stops the periodic decay).
+    *(
+        Registration(
+            f"neuroplastic-no-{mechanism}",
+            PublishedNeuroplasticMemory,
+            description=f"neuroplastic with {mechanism} switched off"
+            + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
+            defaults={mechanism: False},
+            role="ablation",
+            requires=("spacy", "nlp"),
+        )
+        for mechanism in ("ltp", "associations", "inhibition", "consolidation")
+    ),
+    Registration(
+        "neuroplastic-no-abstractions",
+        PublishedNeuroplasticMemory,
+        description="neuroplastic whose consolidation adds no abstraction memories",
+        defaults={"abstractions": False},
+        role="ablation",
+    ),
+    Registration(
+        "neuroplastic-inhibition-only",
+        PublishedNeuroplasticMemory,
+        description="the published inhibition-only mode: on the gate, only revision, a fixed 0.8 for every older "
+        "memory above 0.85 to a later one",
+        defaults={"ltp": False, "associations": False, "consolidation": False, "inhibition_fixed": 0.8},
+        role="ablation",
+    ),
+    Registration(
+        "neuroplastic-decay-only",
+        PublishedNeuroplasticMemory,
+        description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
+        defaults={"strengthen": False},
+        role="ablation",
+        requires=("spacy", "nlp"),
+    ),
+)
+"""The system and its ablations this module registers, in order (``memsim.memory.registry.BUILTIN_MODULES``)."""

@@ -10,6 +10,12 @@ Systems from outside memsim need no edit here. A name may be an import path
 entry point in the ``memsim.systems`` group of an installed package; either
 is resolved on first use, in whatever process (a sweep worker, a Dask worker,
 ``memsim serve``) reads the spec.
+
+memsim's own systems register where they are defined: each module of
+``BUILTIN_MODULES`` ends with a ``REGISTRATIONS`` table of ``Registration``
+entries next to its classes. The registry imports those modules (in that
+order, which is the order of registration) the first time a system is looked
+up, listed or registered, so importing this module imports none of them.
 """
 
 from __future__ import annotations
@@ -20,18 +26,22 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memsim.core.registry import Registry, caller_origin
+from memsim.core.registry import Entry, Registry, caller_origin
+from memsim.memory.registration import Registration
 from memsim.memory.resources import Resources
 
 if TYPE_CHECKING:
     from memsim.memory.base import MemorySystem
 
 __all__ = [
+    "BUILTIN_MODULES",
     "ENTRY_POINT_GROUP",
+    "Registration",
     "Resources",
     "SystemSpec",
     "UnknownSystemError",
@@ -102,10 +112,88 @@ class _Entry:
 ENTRY_POINT_GROUP = "memsim.systems"
 """The entry-point group an installed package names its systems in (``name = "package.module:Class"``)."""
 
-SYSTEMS = Registry("memory system", plural="systems", group=ENTRY_POINT_GROUP)
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "memsim.memory.naive",
+    "memsim.memory.gated",
+    "memsim.memory.neuroplastic_published",
+    "memsim.memory.neuroplastic",
+    "memsim.memory.fullcontext",
+    "memsim.memory.lexical",
+    "memsim.memory.variants",
+    "memsim.memory.http",
+    "memsim.memory.mem0",
+    "memsim.memory.controls",
+    "memsim.memory.inject",
+)
+"""The modules whose ``REGISTRATIONS`` are memsim's own systems, in registration order.
+
+Each is imported the first time a system is looked up or listed, so each keeps its heavy imports (torch, FAISS,
+spaCy, mem0, polars, ...) inside the functions that need them: ``memsim list`` imports every one of them."""
+
+_BUILTINS_LOCK = threading.RLock()
+_builtins = {"loaded": False, "loading": False}
+
+
+def _load_builtins() -> None:
+    """Register the ``REGISTRATIONS`` of ``BUILTIN_MODULES``, once per process (a no-op while they are being read)."""
+    if _builtins["loaded"]:
+        return
+    with _BUILTINS_LOCK:
+        if _builtins["loaded"] or _builtins["loading"]:
+            return
+        _builtins["loading"] = True
+        try:
+            listed: list[tuple[str, Registration]] = []
+            for module in map(importlib.import_module, BUILTIN_MODULES):
+                for r in module.REGISTRATIONS:
+                    attr = r.factory.__name__
+                    if getattr(module, attr, None) is not r.factory:
+                        raise ValueError(f"memory system {r.name!r}: {module.__name__} has no {attr} to build it with")
+                    listed.append((f"{module.__name__}:{attr}", r))
+            for target, r in listed:
+                _add(r.name, target, r.description, r.defaults, r.standalone, r.learns, r.role, r.requires, "memsim")
+            _builtins["loaded"] = True
+        finally:
+            _builtins["loading"] = False
+
+
+class _Systems(Registry):
+    """The generic registry, with memsim's own systems registered before anything reads or adds a name."""
+
+    def register(self, name: str, target: Any, *, description: str, origin: str | None = None, **meta: Any) -> None:
+        _load_builtins()
+        super().register(name, target, description=description, origin=origin or caller_origin(1), **meta)
+
+    def unregister(self, name: str) -> None:
+        _load_builtins()
+        super().unregister(name)
+
+    def registered_entry(self, name: str) -> Entry | None:
+        _load_builtins()
+        return super().registered_entry(name)
+
+    def registered(self) -> list[str]:
+        _load_builtins()
+        return super().registered()
+
+    def entry_points(self) -> dict[str, importlib.metadata.EntryPoint]:
+        _load_builtins()
+        return super().entry_points()
+
+    def __contains__(self, name: object) -> bool:
+        _load_builtins()
+        return super().__contains__(name)
+
+    def entry(self, name: str, *, where: str = "") -> Entry:
+        _load_builtins()
+        return super().entry(name, where=where)
+
+
+SYSTEMS: Registry = _Systems("memory system", plural="systems", group=ENTRY_POINT_GROUP)
 """Registered systems (``memsim.core.registry``); each entry's ``meta["entry"]`` holds what a system is built with.
 Entry points and ``module:attr`` names are resolved by ``_entry`` below (their arguments are checked against the
-factory's signature)."""
+factory's signature). Reading it first registers memsim's own systems (``BUILTIN_MODULES``)."""
 
 
 class _Registered(Mapping[str, _Entry]):
@@ -154,14 +242,30 @@ def register_memory(
     or instruments. ``requires=(module, extra)`` names an optional module the
     system needs and the extra that installs it: where the module is absent the
     system is not standalone (the demo leaves it out and says which extra to
-    install). A duplicate name is an error.
+    install). A duplicate name is an error (memsim's own systems are registered
+    first, so none of theirs can be taken).
     """
+    _load_builtins()
+    _add(name, target, description, defaults, standalone, learns, role, requires, caller_origin(1))
+
+
+def _add(
+    name: str,
+    target: str,
+    description: str,
+    defaults: Mapping[str, Any] | None,
+    standalone: bool,
+    learns: bool | None,
+    role: str,
+    requires: tuple[str, str] | None,
+    origin: str,
+) -> None:
     if ":" not in target:
         raise ValueError(f"target {target!r} must look like 'module:attribute'")
     if role not in ROLES:
         raise ValueError(f"memory system {name!r}: role {role!r} is not one of {', '.join(ROLES)}")
     entry = _Entry(target, description, dict(defaults or {}), standalone, learns, role, requires)
-    SYSTEMS.register(name, target, description=description, origin=caller_origin(1), entry=entry)
+    SYSTEMS.register(name, target, description=description, origin=origin, entry=entry)
 
 
 def unregister_memory(name: str) -> None:
@@ -371,213 +475,3 @@ def parse_system(text: str) -> SystemSpec:
     label = args.pop("label", label)
     check_system_args(name, args)
     return SystemSpec(name=name, args=args, label=str(label))
-
-
-def _register_builtin() -> None:
-    register_memory(
-        "naive",
-        "memsim.memory.naive:NaiveMemory",
-        description="every turn stored as one memory; top-k by cosine",
-        learns=False,
-        role="baseline",
-    )
-    register_memory(
-        "surprise",
-        "memsim.memory.gated:SurpriseMemory",
-        description="as published: turn stored when 1 - max cosine to its speaker's memories >= 0.2; first 3 per speaker kept",
-        learns=False,
-    )
-    register_memory(
-        "surprise-adaptive",
-        "memsim.memory.gated:SurpriseMemory",
-        description="as published, adaptive: threshold = the 50th percentile of every novelty the speaker's gate scored",
-        defaults={"adaptive": True, "threshold": 0.5},
-        learns=False,
-    )
-    register_memory(
-        "surprise-adaptive-window",
-        "memsim.memory.gated:SurpriseMemory",
-        description="memsim's adaptive gate: median of the last 200 earlier novelties (current one left out)",
-        defaults={"adaptive": True, "percentile": 50.0, "window": 200},
-        learns=False,
-    )
-    register_memory(
-        "multisignal",
-        "memsim.memory.gated:MultiSignalMemory",
-        description="as published: surprise OR temporal markers OR a novel (text, label) entity (spaCy), seen once checked",
-        learns=False,
-        requires=("spacy", "nlp"),
-    )
-    register_memory(
-        "multisignal-extended",
-        "memsim.memory.gated:MultiSignalMemory",
-        description="memsim's multisignal: wider temporal vocabulary, entities by text, known only from stored turns",
-        defaults={"markers": "extended", "entity_key": "text", "entity_seen": "stored"},
-        learns=False,
-        requires=("spacy", "nlp"),
-    )
-    register_memory(
-        "neuroplastic",
-        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
-        description="published mechanism on the multi-signal gate: strengthening with decay every 10 questions, "
-        "Hebbian links, belief revision by inhibition, consolidation by inhibiting near-duplicates",
-        requires=("spacy", "nlp"),
-    )
-    # Ablations as published: each mechanism off in turn (no-ltp also stops the periodic decay).
-    for mechanism in ("ltp", "associations", "inhibition", "consolidation"):
-        register_memory(
-            f"neuroplastic-no-{mechanism}",
-            "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
-            description=f"neuroplastic with {mechanism} switched off"
-            + (" (and with it the periodic decay)" if mechanism == "ltp" else ""),
-            defaults={mechanism: False},
-            role="ablation",
-            requires=("spacy", "nlp"),
-        )
-    register_memory(
-        "neuroplastic-no-abstractions",
-        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
-        description="neuroplastic whose consolidation adds no abstraction memories",
-        defaults={"abstractions": False},
-        role="ablation",
-    )
-    register_memory(
-        "neuroplastic-inhibition-only",
-        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
-        description="the published inhibition-only mode: on the gate, only revision, a fixed 0.8 for every older "
-        "memory above 0.85 to a later one",
-        defaults={"ltp": False, "associations": False, "consolidation": False, "inhibition_fixed": 0.8},
-        role="ablation",
-    )
-    register_memory(
-        "neuroplastic-decay-only",
-        "memsim.memory.neuroplastic_published:PublishedNeuroplasticMemory",
-        description="neuroplastic without strengthening from feedback, decay kept (ageing without learning)",
-        defaults={"strengthen": False},
-        role="ablation",
-        requires=("spacy", "nlp"),
-    )
-    register_memory(
-        "neuroplastic-daily-decay",
-        "memsim.memory.neuroplastic:DailyDecayNeuroplasticMemory",
-        description="memsim's earlier port: every turn stored, decay at every daily tick, merges that delete",
-    )
-    register_memory(
-        "fullcontext",
-        "memsim.memory.fullcontext:FullContextMemory",
-        description="no retrieval: the newest turns that fit 2048 tokens, newest first",
-        learns=False,
-        role="baseline",
-    )
-    register_memory(
-        "bm25",
-        "memsim.memory.lexical:BM25Memory",
-        description="every turn stored; top-k by BM25 per user (bm25s)",
-        learns=False,
-        role="baseline",
-        requires=("bm25s", "lexical"),
-    )
-    register_memory(
-        "hybrid",
-        "memsim.memory.lexical:HybridMemory",
-        description="BM25 and dense cosine rankings fused by reciprocal rank",
-        learns=False,
-        role="baseline",
-        requires=("bm25s", "lexical"),
-    )
-    register_memory(
-        "recency",
-        "memsim.memory.variants:PositionRecencyMemory",
-        description="as published: any system (inner=NAME), score x (1 + 0.15 x position in the user's history), 2k candidates",
-        standalone=False,
-        learns=None,
-    )
-    register_memory(
-        "recency-halflife",
-        "memsim.memory.variants:RecencyMemory",
-        description="memsim's recency: any system (inner=NAME), score + 0.1 x 0.5^(age days / 30)",
-        standalone=False,
-        learns=None,
-    )
-    register_memory(
-        "rerank",
-        "memsim.memory.variants:RerankMemory",
-        description="any system (inner=NAME): 50 candidates reranked by a local cross-encoder (model=PATH), top k",
-        standalone=False,
-        learns=None,
-    )
-    register_memory(
-        "per-speaker",
-        "memsim.memory.variants:PerSpeakerMemory",
-        description="as published for LoCoMo: any system (inner=NAME), one store per speaker, top 30 of each",
-        standalone=False,
-        learns=None,
-    )
-    register_memory(
-        "naive+recency",
-        "memsim.memory.variants:PositionRecencyMemory",
-        description="naive with the published position boost: score x (1 + 0.15 x position)",
-        defaults={"inner": "naive"},
-        learns=None,
-    )
-    register_memory(
-        "naive+recency-halflife",
-        "memsim.memory.variants:RecencyMemory",
-        description="naive with memsim's recency boost (half-life 30 days)",
-        defaults={"inner": "naive"},
-        learns=None,
-    )
-    register_memory(
-        "naive+rerank",
-        "memsim.memory.variants:RerankMemory",
-        description="naive top-50 reranked by a local cross-encoder (model=PATH), top k",
-        standalone=False,
-        defaults={"inner": "naive"},
-        learns=None,
-    )
-    # Outside systems: optional dependencies, imported only when built.
-    register_memory(
-        "http",
-        "memsim.memory.http:HttpMemory",
-        description="any system served over memsim's HTTP protocol (url=http://host:port; memsim serve NAME)",
-        standalone=False,
-        learns=None,
-    )
-    register_memory(
-        "mem0",
-        "memsim.memory.mem0:Mem0Memory",
-        description="Mem0 open-source Memory (mem0ai, offline: local MiniLM, Qdrant on disk; infer=false stores turns)",
-        standalone=importlib.util.find_spec("mem0") is not None,
-        learns=False,
-    )
-    # Instruments (control- prefix): known effects that check the benchmark, not systems to use.
-    register_memory(
-        "control-static",
-        "memsim.memory.controls:StaticControl",
-        description="instrument: naive under another name (A/A: DiD against naive is exactly zero)",
-        learns=False,
-        role="instrument",
-    )
-    register_memory(
-        "control-learner",
-        "memsim.memory.controls:LearnerControl",
-        description="instrument: naive re-ranked by centred credit from feedback on questions like it (known positive gain over its twin, null placebo)",
-        role="instrument",
-    )
-    register_memory(
-        "control-decay",
-        "memsim.memory.controls:DecayControl",
-        description="instrument: naive that forgets a growing share of old memories (known negative DiD)",
-        learns=False,
-        role="instrument",
-    )
-    register_memory(
-        "control-inject",
-        "memsim.memory.inject:InjectedEffect",
-        description="instrument: any system (inner=NAME) plus an oracle that puts missed gold on top, p rising over time",
-        learns=None,
-        role="instrument",
-    )
-
-
-_register_builtin()

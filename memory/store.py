@@ -16,26 +16,24 @@ import os
 import re
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 
-from memsim.memory.index import FLAT, IndexSpec, make_index, train_index, tune_index
+from memsim.memory.index import FAISS_THREADS_ENV, FLAT, IndexSpec, load_faiss, make_index, train_index, tune_index
 from memsim.core.errors import UserError
 from memsim.core.files import write_text_atomic
+
+if TYPE_CHECKING:
+    import faiss
 
 __all__ = ["VectorStore", "MANIFEST_NAME", "FAISS_THREADS_ENV"]
 
 MANIFEST_NAME = "manifest.json"
 """File in a saved store's folder that maps user ids to index files."""
 
-FAISS_THREADS_ENV = "MEMSIM_FAISS_THREADS"
-"""Environment variable: OpenMP threads FAISS may use (default 1)."""
-
-# Per-user flat indexes are small and searched one query at a time: FAISS's
-# OpenMP threads only add overhead there, and on a busy machine they made a
-# single search about 100x slower. One thread unless the user asks for more.
-faiss.omp_set_num_threads(max(1, int(os.environ.get(FAISS_THREADS_ENV, "1") or 1)))
+# FAISS is imported when the first store is made (``load_faiss``: one OpenMP thread unless
+# $MEMSIM_FAISS_THREADS asks for more), so importing this module costs nothing.
 
 _FORMAT = "memsim.vectorstore"
 _VERSION = 1
@@ -54,6 +52,7 @@ class VectorStore:
     def __init__(self, dim: int, index: IndexSpec | None = None) -> None:
         if int(dim) < 1:
             raise ValueError(f"dim must be at least 1, got {dim}")
+        load_faiss()  # imported, its threads set, before any index of this store exists
         self.dim: int = int(dim)
         self.index_spec: IndexSpec = index or FLAT
         if not self.index_spec.exact:
@@ -77,6 +76,7 @@ class VectorStore:
             ValueError: shape or length mismatch, or an id already present for
                 this user (or repeated within ``ids``); nothing is added then.
         """
+        faiss = load_faiss()
         arr = np.ascontiguousarray(vectors, dtype=np.float32)
         if arr.ndim == 1 and arr.shape[0] == self.dim and len(ids) == 1:
             arr = arr.reshape(1, self.dim)
@@ -109,6 +109,7 @@ class VectorStore:
 
     def _rebuilt(self, index: faiss.IndexIDMap2, keep: np.ndarray) -> faiss.IndexIDMap2:
         """A partition of the store's chosen index holding the vectors of ``keep`` (ids) from ``index``."""
+        faiss = load_faiss()
         ids = faiss.vector_to_array(index.id_map).astype(np.int64)
         vectors = faiss.downcast_index(index.index).reconstruct_n(0, index.ntotal)
         rows = np.isin(ids, keep)
@@ -220,6 +221,7 @@ class VectorStore:
         The vectors are a read-only view of the index's own storage (no
         copy): valid only until the partition's next ``add`` or ``remove``.
         """
+        faiss = load_faiss()
         index = self._indexes.get(user_id)
         if index is None or index.ntotal == 0:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
@@ -235,6 +237,7 @@ class VectorStore:
 
     def ids(self, user_id: str) -> list[int]:
         """Ids of ``user_id``'s vectors in storage order (``[]`` for an unknown user)."""
+        faiss = load_faiss()
         index = self._indexes.get(user_id)
         if index is None:
             return []
@@ -269,6 +272,7 @@ class VectorStore:
         manifest maps each user id to its file. Index files of an earlier save
         that the new manifest no longer names are deleted.
         """
+        faiss = load_faiss()
         root = Path(folder)
         root.mkdir(parents=True, exist_ok=True)
         entries = []
@@ -292,6 +296,7 @@ class VectorStore:
             UserError: the manifest or an index file is missing or does not
                 match (format, dimension, count), naming the file.
         """
+        faiss = load_faiss()
         root = Path(folder)
         manifest_path = root / MANIFEST_NAME
         try:

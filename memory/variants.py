@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memsim.memory.base import MemoryStats, Retrieved, Turn
+from memsim.memory.registration import Registration
 from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -373,3 +374,58 @@ class PerSpeakerMemory(_Forward):
         """Forget in every store of the user."""
         for speaker in self._speakers.get(user_id, ()):
             self.inner.forget(turn_ids, user_id=self.store_of(user_id, speaker), now=now)
+
+
+REGISTRATIONS = (
+    Registration(
+        "recency",
+        PositionRecencyMemory,
+        description="as published: any system (inner=NAME), score x (1 + 0.15 x position in the user's history), 2k candidates",
+        standalone=False,
+        learns=None,
+    ),
+    Registration(
+        "recency-halflife",
+        RecencyMemory,
+        description="memsim's recency: any system (inner=NAME), score + 0.1 x 0.5^(age days / 30)",
+        standalone=False,
+        learns=None,
+    ),
+    Registration(
+        "rerank",
+        RerankMemory,
+        description="any system (inner=NAME): 50 candidates reranked by a local cross-encoder (model=PATH), top k",
+        standalone=False,
+        learns=None,
+    ),
+    Registration(
+        "per-speaker",
+        PerSpeakerMemory,
+        description="as published for LoCoMo: any system (inner=NAME), one store per speaker, top 30 of each",
+        standalone=False,
+        learns=None,
+    ),
+    Registration(
+        "naive+recency",
+        PositionRecencyMemory,
+        description="naive with the published position boost: score x (1 + 0.15 x position)",
+        defaults={"inner": "naive"},
+        learns=None,
+    ),
+    Registration(
+        "naive+recency-halflife",
+        RecencyMemory,
+        description="naive with memsim's recency boost (half-life 30 days)",
+        defaults={"inner": "naive"},
+        learns=None,
+    ),
+    Registration(
+        "naive+rerank",
+        RerankMemory,
+        description="naive top-50 reranked by a local cross-encoder (model=PATH), top k",
+        standalone=False,
+        defaults={"inner": "naive"},
+        learns=None,
+    ),
+)
+"""The systems this module registers, in order (``memsim.memory.registry.BUILTIN_MODULES``)."""
