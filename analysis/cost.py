@@ -89,64 +89,79 @@ def cost_table(
         tl = state.filter(pl.col("system") == system)
         ss = sessions.filter(pl.col("system") == system)
         qs = questions.filter(pl.col("system") == system) if questions.height else questions
-        seen: set[str] = set()
-        before_calls = before_tokens = before_text = 0
-        for month in range(months):
-            seen.update(u for u in ss.filter(pl.col("month") == month)["user_id"].to_list() if u)
-            users = len(seen)
-            held = tl.filter(pl.col("month") <= month)
-            if held.height == 0 or users == 0:
-                continue
-            last = held.tail(1).row(0, named=True)
-            calls, tokens = int(last["llm_calls"] or 0), int(last["tokens"] or 0)
-            ingest_calls, ingest_tokens = calls - before_calls, tokens - before_tokens
-            before_calls, before_tokens = calls, tokens
-            m_sessions = ss.filter(pl.col("month") == month)
-            m_questions = qs.filter(pl.col("month") == month) if qs.height else qs
-            has_vectors = int(last["vector_bytes"] or 0) > 0
-            turns = int(m_sessions["turns"].fill_null(0).sum()) if m_sessions.height else 0
-            embed_calls = (turns + m_questions.height) if has_vectors else 0
-            text_now = int(last["text_bytes"] or 0)
-            # Text embedded at ingest: the growth of text held (a month with deletions counts what stayed).
-            embed_chars = max(0, text_now - before_text) if has_vectors else 0
-            before_text = text_now
-            if has_vectors and m_questions.height:
-                embed_chars += int(m_questions["question"].str.len_chars().sum())
-            embed_tokens = embed_chars / _CHARS_PER_TOKEN
-            q_prompt = _sum(m_questions, "prompt_tokens")
-            q_completion = _sum(m_questions, "completion_tokens")
-            q_calls = int(m_questions["prompt_tokens"].is_not_null().sum()) if "prompt_tokens" in m_questions.columns else 0
-            index_bytes = int(last["items"] or 0) * _ID_BYTES if has_vectors else 0
-            total_bytes = int(last["bytes"] or 0) + index_bytes
-            usd_question = (q_prompt * reader[0] + q_completion * reader[1]) / 1e6
-            usd_ingest = ingest_tokens * ingest[0] / 1e6
-            usd_embed = embed_tokens * a.embed_usd_per_million / 1e6
-            usd_storage = total_bytes / 1e9 * a.storage_usd_per_gb_month
-            usd = usd_question + usd_ingest + usd_embed + usd_storage
-            out.append(
-                {
-                    "system": system,
-                    "month": month + 1,
-                    "users": users,
-                    "memories": int(last["items"] or 0) / users,
-                    "vector_bytes": int(last["vector_bytes"] or 0) / users,
-                    "text_bytes": int(last["text_bytes"] or 0) / users,
-                    "metadata_bytes": int(last["metadata_bytes"] or 0) / users,
-                    "index_bytes": index_bytes / users,
-                    "bytes": total_bytes / users,
-                    "ingest_llm_calls": ingest_calls / users,
-                    "ingest_tokens": ingest_tokens / users,
-                    "question_llm_calls": q_calls / users,
-                    "question_prompt_tokens": q_prompt / users,
-                    "question_completion_tokens": q_completion / users,
-                    "embedding_calls": embed_calls / users,
-                    "usd_question": usd_question / users,
-                    "usd_ingest": usd_ingest / users,
-                    "usd_embedding": usd_embed / users,
-                    "usd_storage": usd_storage / users,
-                    "usd": usd / users,
-                }
-            )
+        out.extend(_system_rows(system, tl, ss, qs, months, reader=reader, ingest=ingest, assumptions=a))
+    return out
+
+
+def _system_rows(system: str, tl: pl.DataFrame, ss: pl.DataFrame, qs: pl.DataFrame, months: int, *,
+                 reader: tuple[float, float], ingest: tuple[float, float],
+                 assumptions: CostAssumptions) -> list[dict[str, Any]]:
+    """One system's rows of ``cost_table``, month by month: its timeline ``tl``, sessions ``ss`` and questions ``qs``.
+
+    Each frame holds the system's rows with their ``month``; ``reader`` and ``ingest`` are the models'
+    (input, output) USD per million tokens. A month in which the system holds nothing, or no user has
+    spoken yet, has no row.
+    """
+    a = assumptions
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    before_calls = before_tokens = before_text = 0
+    for month in range(months):
+        seen.update(u for u in ss.filter(pl.col("month") == month)["user_id"].to_list() if u)
+        users = len(seen)
+        held = tl.filter(pl.col("month") <= month)
+        if held.height == 0 or users == 0:
+            continue
+        last = held.tail(1).row(0, named=True)
+        calls, tokens = int(last["llm_calls"] or 0), int(last["tokens"] or 0)
+        ingest_calls, ingest_tokens = calls - before_calls, tokens - before_tokens
+        before_calls, before_tokens = calls, tokens
+        m_sessions = ss.filter(pl.col("month") == month)
+        m_questions = qs.filter(pl.col("month") == month) if qs.height else qs
+        has_vectors = int(last["vector_bytes"] or 0) > 0
+        turns = int(m_sessions["turns"].fill_null(0).sum()) if m_sessions.height else 0
+        embed_calls = (turns + m_questions.height) if has_vectors else 0
+        text_now = int(last["text_bytes"] or 0)
+        # Text embedded at ingest: the growth of text held (a month with deletions counts what stayed).
+        embed_chars = max(0, text_now - before_text) if has_vectors else 0
+        before_text = text_now
+        if has_vectors and m_questions.height:
+            embed_chars += int(m_questions["question"].str.len_chars().sum())
+        embed_tokens = embed_chars / _CHARS_PER_TOKEN
+        q_prompt = _sum(m_questions, "prompt_tokens")
+        q_completion = _sum(m_questions, "completion_tokens")
+        q_calls = int(m_questions["prompt_tokens"].is_not_null().sum()) if "prompt_tokens" in m_questions.columns else 0
+        index_bytes = int(last["items"] or 0) * _ID_BYTES if has_vectors else 0
+        total_bytes = int(last["bytes"] or 0) + index_bytes
+        usd_question = (q_prompt * reader[0] + q_completion * reader[1]) / 1e6
+        usd_ingest = ingest_tokens * ingest[0] / 1e6
+        usd_embed = embed_tokens * a.embed_usd_per_million / 1e6
+        usd_storage = total_bytes / 1e9 * a.storage_usd_per_gb_month
+        usd = usd_question + usd_ingest + usd_embed + usd_storage
+        out.append(
+            {
+                "system": system,
+                "month": month + 1,
+                "users": users,
+                "memories": int(last["items"] or 0) / users,
+                "vector_bytes": int(last["vector_bytes"] or 0) / users,
+                "text_bytes": int(last["text_bytes"] or 0) / users,
+                "metadata_bytes": int(last["metadata_bytes"] or 0) / users,
+                "index_bytes": index_bytes / users,
+                "bytes": total_bytes / users,
+                "ingest_llm_calls": ingest_calls / users,
+                "ingest_tokens": ingest_tokens / users,
+                "question_llm_calls": q_calls / users,
+                "question_prompt_tokens": q_prompt / users,
+                "question_completion_tokens": q_completion / users,
+                "embedding_calls": embed_calls / users,
+                "usd_question": usd_question / users,
+                "usd_ingest": usd_ingest / users,
+                "usd_embedding": usd_embed / users,
+                "usd_storage": usd_storage / users,
+                "usd": usd / users,
+            }
+        )
     return out
 
 

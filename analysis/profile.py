@@ -143,43 +143,8 @@ def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | 
     rendered = [render_turn(t) for t in turn_by_id.values()]
     naive.embedder.encode(list(dict.fromkeys([*rendered, *texts, *(q.text for q in scored)])))
 
-    store: dict[str, int] = Counter()
-    deleted: set[str] = set()
-    held_at: dict[str, int] = {}
-    ranks: dict[str, tuple[int | None, int | None, float]] = {}
-    for e in stream.events:  # time-ordered: what the naive store holds when each question is asked
-        if isinstance(e, Session):
-            naive.ingest(e.turns, user_id=e.user_id, now=e.time)
-            store[e.user_id] += len(e.turns)
-        elif isinstance(e, Deletion):
-            gone = [t for t in e.turn_ids if t not in deleted and t in turn_by_id]
-            deleted.update(gone)
-            store[e.user_id] -= len(gone)
-            naive.forget(e.turn_ids, user_id=e.user_id, now=e.time)
-        elif isinstance(e, Question):
-            held_at[e.question_id] = store[e.user_id]
-            if _scored(e):
-                hits = naive.probe(e.text, user_id=e.user_id, now=e.time, k=max(1, store[e.user_id]))
-                prov = [h.source_turn_ids for h in hits]
-                first = first_evidence_rank(prov, e.evidence)
-                found = [i for i, p in enumerate(prov, start=1) if set(p) & set(e.evidence)]
-                covered = set().union(*prov) >= set(e.evidence) if prov else False
-                ranks[e.question_id] = (first, found[-1] if covered and found else None,
-                                        evidence_scores(prov, e.evidence, ks=(k,))[f"recall_all@{k}"])
-
-    vec = naive.embedder
-    cosines: list[float] = []
-    overlaps: list[float] = []
-    for q in scored:
-        ev = [turn_by_id[t] for t in q.evidence if t in turn_by_id]
-        if not ev:
-            continue
-        qv = vec.encode_one(q.text)
-        cosines.extend(float(np.dot(qv, v)) for v in vec.encode([t.text for t in ev]))
-        words = content_words(q.text)
-        if words:
-            said = set().union(*(content_words(t.text) for t in ev))
-            overlaps.append(len(words & said) / len(words))
+    held_at, ranks = _replay(stream, naive, turn_by_id, k)
+    cosines, overlaps = _similarity(scored, turn_by_id, naive.embedder)
 
     n_ev = Counter(len(q.evidence) for q in scored)
     half = _halves(scored)
@@ -210,16 +175,73 @@ def profile(stream: ScenarioStream, *, k: int = 10, system: Callable[[], Any] | 
                                       "not_found": sum(r is None for r in firsts)},
         "naive_all_evidence_rank": {**_spread([r for r in lasts if r is not None]),
                                     "not_found": sum(r is None for r in lasts)},
-        f"naive_recall_all@{k}": {
-            "all": _mean(recall.values()),
-            "first_half": _mean(v for q, v in recall.items() if half[q] == 0),
-            "second_half": _mean(v for q, v in recall.items() if half[q] == 1),
-            "by_kind": {kind: {"n": sum(q.kind == kind for q in scored),
-                               "all": _mean(recall[q.question_id] for q in scored if q.kind == kind),
-                               "first_half": _mean(recall[q.question_id] for q in scored if q.kind == kind and half[q.question_id] == 0),
-                               "second_half": _mean(recall[q.question_id] for q in scored if q.kind == kind and half[q.question_id] == 1)}
-                        for kind in kinds},
-        },
+        f"naive_recall_all@{k}": _recall_summary(scored, recall, half, kinds),
+    }
+
+
+def _replay(stream: ScenarioStream, naive: Any, turn_by_id: Mapping[str, Any],
+            k: int) -> tuple[dict[str, int], dict[str, tuple[int | None, int | None, float]]]:
+    """Replay the stream into the store, probing it at each scored question with the whole store as ``k``.
+
+    Returns:
+        ``question_id -> turns the asking user's store holds`` (every question), and ``question_id ->
+        (rank of the first evidence turn, rank where all evidence is covered, recall_all@k)`` (scored ones).
+    """
+    store: dict[str, int] = Counter()
+    deleted: set[str] = set()
+    held_at: dict[str, int] = {}
+    ranks: dict[str, tuple[int | None, int | None, float]] = {}
+    for e in stream.events:  # time-ordered: what the naive store holds when each question is asked
+        if isinstance(e, Session):
+            naive.ingest(e.turns, user_id=e.user_id, now=e.time)
+            store[e.user_id] += len(e.turns)
+        elif isinstance(e, Deletion):
+            gone = [t for t in e.turn_ids if t not in deleted and t in turn_by_id]
+            deleted.update(gone)
+            store[e.user_id] -= len(gone)
+            naive.forget(e.turn_ids, user_id=e.user_id, now=e.time)
+        elif isinstance(e, Question):
+            held_at[e.question_id] = store[e.user_id]
+            if _scored(e):
+                hits = naive.probe(e.text, user_id=e.user_id, now=e.time, k=max(1, store[e.user_id]))
+                prov = [h.source_turn_ids for h in hits]
+                first = first_evidence_rank(prov, e.evidence)
+                found = [i for i, p in enumerate(prov, start=1) if set(p) & set(e.evidence)]
+                covered = set().union(*prov) >= set(e.evidence) if prov else False
+                ranks[e.question_id] = (first, found[-1] if covered and found else None,
+                                        evidence_scores(prov, e.evidence, ks=(k,))[f"recall_all@{k}"])
+    return held_at, ranks
+
+
+def _similarity(scored: Sequence[Question], turn_by_id: Mapping[str, Any], vec: Any) -> tuple[list[float], list[float]]:
+    """Question-evidence cosines (one per evidence turn) and content-word overlaps (one per question)."""
+    cosines: list[float] = []
+    overlaps: list[float] = []
+    for q in scored:
+        ev = [turn_by_id[t] for t in q.evidence if t in turn_by_id]
+        if not ev:
+            continue
+        qv = vec.encode_one(q.text)
+        cosines.extend(float(np.dot(qv, v)) for v in vec.encode([t.text for t in ev]))
+        words = content_words(q.text)
+        if words:
+            said = set().union(*(content_words(t.text) for t in ev))
+            overlaps.append(len(words & said) / len(words))
+    return cosines, overlaps
+
+
+def _recall_summary(scored: Sequence[Question], recall: Mapping[str, float], half: Mapping[str, int],
+                    kinds: Sequence[str]) -> dict[str, Any]:
+    """``recall_all@k`` over every scored question, by half and by kind (each by half)."""
+    return {
+        "all": _mean(recall.values()),
+        "first_half": _mean(v for q, v in recall.items() if half[q] == 0),
+        "second_half": _mean(v for q, v in recall.items() if half[q] == 1),
+        "by_kind": {kind: {"n": sum(q.kind == kind for q in scored),
+                           "all": _mean(recall[q.question_id] for q in scored if q.kind == kind),
+                           "first_half": _mean(recall[q.question_id] for q in scored if q.kind == kind and half[q.question_id] == 0),
+                           "second_half": _mean(recall[q.question_id] for q in scored if q.kind == kind and half[q.question_id] == 1)}
+                    for kind in kinds},
     }
 
 
