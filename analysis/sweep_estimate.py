@@ -113,7 +113,7 @@ def _calibrate(cells: Sequence[Cell], sized: Sequence[tuple[dict[str, Any], list
         cell, (w, episodes, stream) = cells[i], sized[i]
         system = next(s for s in cell.spec["systems"] if _system_key(s) == key)
         alone = RunSpec.model_validate(cell.spec).model_copy(update={"answer": None})
-        alone = alone.model_copy(update={"systems": tuple(s for s in alone.systems if _system_key(s.model_dump()) == key)})
+        alone = alone.model_copy(update={"systems": tuple(s for s in alone.systems if _system_key({"name": s.name, "args": dict(s.args), "label": s.label}) == key)})
         units = (w["turns"] + w["questions"]) * _arms(cell.spec, system)
         unit_s[key], first_use_s[key] = _warm_rate(alone, episodes, stream, units, calibrate_s / len(first))
     texts = upfront_texts(sized[0][1])

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memsim.sim.answer.options import AnswerOptions
 from memsim.core.errors import UserError
-from memsim.sim.spec import ScenarioEntry, SystemEntry
+from memsim.sim.spec import ScenarioEntry
 
 __all__ = ["MAX_SEEDS", "SweepSettings", "SystemGrid", "ScenarioGrid", "SweepSpec", "Cell", "expand", "in_source",
            "SWEEP_FILE", "INDEX_FILE", "CELL_FILE", "CELLS"]
@@ -70,9 +70,14 @@ class SweepSettings(BaseModel):
         return v
 
 
-class SystemGrid(SystemEntry):
+class SystemGrid(BaseModel):
     """One ``[[systems]]`` entry: a registered system, its arguments and label, a grid over them, its ablations."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    label: str = ""
     grid: dict[str, tuple[Any, ...]] = Field(default_factory=dict, description="argument -> values (one system per combination)")
     ablations: bool = Field(False, description="also every registered '<name>-no-*' ablation of this system")
 

@@ -29,7 +29,7 @@ import json
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memsim.core.registry import Entry, Registry, caller_origin
 from memsim.memory.registration import Registration
@@ -65,7 +65,14 @@ class UnknownSystemError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SystemSpec:
-    """A system under test as a run records it."""
+    """A system under test: the one type from ``--system NAME:k=v`` (``parse_system``) to a run's ``spec.json``.
+
+    A run records each system with its ``label`` set to its ``display`` (``memsim.sim.spec.system_entries``), so the
+    key of its rows never changes with how the label was derived; in a spec it is validated like a pydantic model
+    (unknown keys are errors).
+    """
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
     name: str
     """Registered name of the factory."""

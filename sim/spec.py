@@ -21,6 +21,7 @@ from memsim.sim.answer.options import AnswerOptions
 from memsim.core.errors import UserError
 from memsim.sim.load import LoadSettings
 from memsim.core.validate import bounded, validate_args
+from memsim.memory.registry import SystemSpec
 
 FEEDBACK_CHANNELS = ("evidence", "answer", "none", "noisy:P", "correction", "implicit", "implicit:P")
 """What a system is told after a question (``RunSpec.feedback_from``); see ``check_channel``."""
@@ -143,19 +144,8 @@ class RunSettings(BaseModel):
         return self.retrieve_k or self.k
 
 
-class SystemEntry(BaseModel):
-    """A system under test: registered name, arguments, and its label in tables."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    label: str = ""
-
-    @property
-    def display(self) -> str:
-        """The key of the system in rows and tables."""
-        return self.label or self.name
+SystemEntry = SystemSpec
+"""A run's system: the registry's ``SystemSpec`` (one type from the command line to ``spec.json``)."""
 
 
 class ScenarioEntry(BaseModel):
@@ -249,6 +239,6 @@ def spec_diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> l
     return out
 
 
-def system_entries(specs: Sequence[Any]) -> tuple[SystemEntry, ...]:
-    """``SystemEntry`` values from registry ``SystemSpec`` objects (name, args, display label)."""
-    return tuple(SystemEntry(name=s.name, args=dict(s.args), label=s.display) for s in specs)
+def system_entries(specs: Sequence[SystemSpec]) -> tuple[SystemSpec, ...]:
+    """The systems as a run records them: each with its label fixed to its display (``SystemSpec.display``)."""
+    return tuple(SystemSpec(s.name, dict(s.args), s.display) for s in specs)
