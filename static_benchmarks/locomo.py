@@ -406,107 +406,112 @@ def _load_record(
                 counts["orphan_session_dates"] += 1
             continue
         m = _SESSION_KEY.fullmatch(key)
-        if m is None:
-            continue
-        number = int(m.group(1))
-        turns_raw = _require(path, f"{where} conversation", conv, key, list)
-        date_key = f"{key}_date_time"
-        date_text = _require(path, f"{where} conversation", conv, date_key, str)
-        try:
-            started_at = parse_locomo_date(date_text)
-        except ValueError:
-            raise _shape_error(
-                path,
-                f"{where} conversation",
-                f"field {date_key!r} = {date_text!r} is not a date like '1:56 pm on 8 May, 2023'",
-            ) from None
-        turns: list[LocomoTurn] = []
-        for t_index, raw in enumerate(turns_raw):
-            t_where = f"{where} {key}[{t_index}]"
-            if not isinstance(raw, dict):
-                raise _shape_error(path, t_where, f"expected a turn object, got {type(raw).__name__}")
-            dia_raw = _require(path, t_where, raw, "dia_id", str)
-            m_id = _LOOSE_ID.fullmatch(dia_raw.strip())
-            if m_id is None:
-                raise _shape_error(path, t_where, f"field 'dia_id' = {dia_raw!r} is not like 'D1:3'")
-            dia_id = f"D{int(m_id.group(1))}:{int(m_id.group(2))}"
-            if dia_id in known:
-                raise _shape_error(path, t_where, f"duplicate dia_id {dia_id!r}")
-            known.add(dia_id)
-            speaker = _require(path, t_where, raw, "speaker", str)
-            text = _require(path, t_where, raw, "text", str)
-            img = raw.get("img_url")
-            img_urls = tuple(str(u) for u in img) if isinstance(img, list) else ((str(img),) if img else ())
-            caption = raw.get("blip_caption")
-            caption = str(caption) if caption else None
-            if img_urls or caption:
-                counts["turns_with_image"] += 1
-            turns.append(
-                LocomoTurn(
-                    turn_id=f"{sample_id}:{dia_id}",
-                    dia_id=dia_id,
-                    speaker=speaker,
-                    text=text,
-                    img_urls=img_urls,
-                    blip_caption=caption,
-                )
-            )
-        sessions.append(LocomoSession(number, date_text, started_at, tuple(turns)))
+        if m is not None:
+            sessions.append(_session(path, where, sample_id, conv, key, int(m.group(1)), known, counts))
     if not sessions:
         raise _shape_error(path, f"{where} conversation", "no 'session_N' turn lists")
     sessions.sort(key=lambda s: s.number)
+    questions = [_question(path, f"{where} qa[{q_index}]", sample_id, q_index, raw, known, counts, per_category)
+                 for q_index, raw in enumerate(qa)]
+    return LocomoConversation(sample_id, speaker_a, speaker_b, tuple(sessions)), questions
 
-    questions: list[LocomoQuestion] = []
-    for q_index, raw in enumerate(qa):
-        q_where = f"{where} qa[{q_index}]"
+
+def _session(path: Path, where: str, sample_id: str, conv: dict[str, Any], key: str, number: int, known: set[str],
+             counts: Counter[str]) -> LocomoSession:
+    """One ``session_N`` of a conversation checked: its date and its turns (``known`` collects their dia_ids)."""
+    turns_raw = _require(path, f"{where} conversation", conv, key, list)
+    date_key = f"{key}_date_time"
+    date_text = _require(path, f"{where} conversation", conv, date_key, str)
+    try:
+        started_at = parse_locomo_date(date_text)
+    except ValueError:
+        raise _shape_error(
+            path,
+            f"{where} conversation",
+            f"field {date_key!r} = {date_text!r} is not a date like '1:56 pm on 8 May, 2023'",
+        ) from None
+    turns: list[LocomoTurn] = []
+    for t_index, raw in enumerate(turns_raw):
+        t_where = f"{where} {key}[{t_index}]"
         if not isinstance(raw, dict):
-            raise _shape_error(path, q_where, f"expected a question object, got {type(raw).__name__}")
-        question = _require(path, q_where, raw, "question", str)
-        category = _require(path, q_where, raw, "category", int)
-        if category not in CATEGORY_LABELS["locomo"]:
-            raise _shape_error(path, q_where, f"field 'category' = {category!r}; valid: 1, 2, 3, 4, 5")
-        evidence_raw = _require(path, q_where, raw, "evidence", list)
-        if not all(isinstance(e, str) for e in evidence_raw):
-            raise _shape_error(path, q_where, "field 'evidence' must be a list of strings like 'D1:3'")
-        adversarial = raw.get("adversarial_answer")
-        adversarial = None if adversarial is None else str(adversarial)
-        if "answer" in raw and raw["answer"] is not None:
-            answer_value = raw["answer"]
-            if (isinstance(answer_value, bool) or not isinstance(answer_value, (str, int, float))
-                    or isinstance(answer_value, float) and not math.isfinite(answer_value)):
-                raise _shape_error(
-                    path, q_where, f"field 'answer' must be a string or finite number, got {answer_value!r}"
-                )
-            if not isinstance(answer_value, str):
-                counts["answers_int"] += 1
-            answer, answer_field = str(answer_value), "answer"
-        elif adversarial is not None:
-            counts["answers_from_adversarial"] += 1
-            answer, answer_field = adversarial, "adversarial_answer"
-        else:
-            raise _shape_error(path, q_where, "missing field 'answer' (and no 'adversarial_answer')")
-        dia_ids, ev_counts = clean_evidence(evidence_raw, known)
-        counts.update(ev_counts)
-        if not evidence_raw:
-            counts["questions_empty_evidence"] += 1
-        if not dia_ids:
-            counts["questions_without_usable_evidence"] += 1
-        per_category[category] += 1
-        questions.append(
-            LocomoQuestion(
-                question_id=f"{sample_id}:q{q_index}",
-                sample_id=sample_id,
-                index=q_index,
-                question=question,
-                answer=answer,
-                answer_field=answer_field,
-                adversarial_answer=adversarial,
-                category=category,
-                raw_evidence=tuple(evidence_raw),
-                evidence=tuple(f"{sample_id}:{d}" for d in dia_ids),
+            raise _shape_error(path, t_where, f"expected a turn object, got {type(raw).__name__}")
+        dia_raw = _require(path, t_where, raw, "dia_id", str)
+        m_id = _LOOSE_ID.fullmatch(dia_raw.strip())
+        if m_id is None:
+            raise _shape_error(path, t_where, f"field 'dia_id' = {dia_raw!r} is not like 'D1:3'")
+        dia_id = f"D{int(m_id.group(1))}:{int(m_id.group(2))}"
+        if dia_id in known:
+            raise _shape_error(path, t_where, f"duplicate dia_id {dia_id!r}")
+        known.add(dia_id)
+        speaker = _require(path, t_where, raw, "speaker", str)
+        text = _require(path, t_where, raw, "text", str)
+        img = raw.get("img_url")
+        img_urls = tuple(str(u) for u in img) if isinstance(img, list) else ((str(img),) if img else ())
+        caption = raw.get("blip_caption")
+        caption = str(caption) if caption else None
+        if img_urls or caption:
+            counts["turns_with_image"] += 1
+        turns.append(
+            LocomoTurn(
+                turn_id=f"{sample_id}:{dia_id}",
+                dia_id=dia_id,
+                speaker=speaker,
+                text=text,
+                img_urls=img_urls,
+                blip_caption=caption,
             )
         )
-    return LocomoConversation(sample_id, speaker_a, speaker_b, tuple(sessions)), questions
+    return LocomoSession(number, date_text, started_at, tuple(turns))
+
+
+def _question(path: Path, q_where: str, sample_id: str, q_index: int, raw: Any, known: set[str],
+              counts: Counter[str], per_category: Counter[int]) -> LocomoQuestion:
+    """One ``qa`` entry checked: its category, evidence and answer (an adversarial answer where it has none)."""
+    if not isinstance(raw, dict):
+        raise _shape_error(path, q_where, f"expected a question object, got {type(raw).__name__}")
+    question = _require(path, q_where, raw, "question", str)
+    category = _require(path, q_where, raw, "category", int)
+    if category not in CATEGORY_LABELS["locomo"]:
+        raise _shape_error(path, q_where, f"field 'category' = {category!r}; valid: 1, 2, 3, 4, 5")
+    evidence_raw = _require(path, q_where, raw, "evidence", list)
+    if not all(isinstance(e, str) for e in evidence_raw):
+        raise _shape_error(path, q_where, "field 'evidence' must be a list of strings like 'D1:3'")
+    adversarial = raw.get("adversarial_answer")
+    adversarial = None if adversarial is None else str(adversarial)
+    if "answer" in raw and raw["answer"] is not None:
+        answer_value = raw["answer"]
+        if (isinstance(answer_value, bool) or not isinstance(answer_value, (str, int, float))
+                or isinstance(answer_value, float) and not math.isfinite(answer_value)):
+            raise _shape_error(
+                path, q_where, f"field 'answer' must be a string or finite number, got {answer_value!r}"
+            )
+        if not isinstance(answer_value, str):
+            counts["answers_int"] += 1
+        answer, answer_field = str(answer_value), "answer"
+    elif adversarial is not None:
+        counts["answers_from_adversarial"] += 1
+        answer, answer_field = adversarial, "adversarial_answer"
+    else:
+        raise _shape_error(path, q_where, "missing field 'answer' (and no 'adversarial_answer')")
+    dia_ids, ev_counts = clean_evidence(evidence_raw, known)
+    counts.update(ev_counts)
+    if not evidence_raw:
+        counts["questions_empty_evidence"] += 1
+    if not dia_ids:
+        counts["questions_without_usable_evidence"] += 1
+    per_category[category] += 1
+    return LocomoQuestion(
+        question_id=f"{sample_id}:q{q_index}",
+        sample_id=sample_id,
+        index=q_index,
+        question=question,
+        answer=answer,
+        answer_field=answer_field,
+        adversarial_answer=adversarial,
+        category=category,
+        raw_evidence=tuple(evidence_raw),
+        evidence=tuple(f"{sample_id}:{d}" for d in dia_ids),
+    )
 
 
 def _turn(conv: LocomoConversation, session: LocomoSession, turn: LocomoTurn, captions: bool) -> Turn:
