@@ -40,6 +40,9 @@ which was done.
 
 Every file the recorder writes or reads is named in its error: a full disk
 or a damaged part says which file (``memsim.core.errors.naming_file``).
+
+Rows become frames in ``memsim.sim.row_frames``; the redaction of a row or a
+frame is ``memsim.sim.redaction``'s.
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ import polars as pl
 
 from memsim.core.errors import UserError, naming_file
 from memsim.core.files import write_atomic, write_text_atomic
-from memsim.sim.erasure import REDACTED_COPY, CopyFinder
+from memsim.sim.erasure import CopyFinder
+from memsim.sim.redaction import REDACTED, frame_ids, frame_texts, redact_frame, redact_row, redacted_rows
+from memsim.sim.row_frames import concat_frames, rows_frame
 from memsim.sim.spec import RunSpec, spec_diff
 
 __all__ = ["Recorder", "RunFolderRefused", "PROBE_SCHEMA", "TIMELINE_SCHEMA", "RUN_FILES", "REDACTED"]
@@ -126,13 +131,6 @@ TIMELINE_SCHEMA: dict[str, Any] = {
     "error": pl.Utf8,
 }
 """Columns of the timeline (one row per session, tick or deletion per system)."""
-
-REDACTED = "[redacted: from a deleted turn]"
-"""What stands in the run folder for text that came from a turn a user asked to forget."""
-_TEXT_COLUMNS = ("gold", "answer", "answer_raw")
-"""Text columns of a row whose evidence or memories came from a deleted turn (besides ``retrieved_text``)."""
-_MARKS = (REDACTED, REDACTED_COPY)
-"""What redaction leaves: never searched again, never counted as text."""
 
 ARMS = {"given": "system", "withheld": "twin", "shuffled": "placebo", "false": "always_false", "true": "always_true"}
 """A system's arm by the feedback it gets: itself, its twin (told nothing), its placebo (told its system's bits
@@ -277,7 +275,7 @@ class Recorder:
             self._probes.append(row)  # redacted once, when taken
             self.n_probes += 1
             return
-        if (self._deleted or self._copies) and _redact_row(row, self._deleted, self._copies):
+        if (self._deleted or self._copies) and redact_row(row, self._deleted, self._copies):
             self.redacted += 1
         self._probes.append(row)
         self.n_probes += 1
@@ -299,10 +297,10 @@ class Recorder:
             return  # every row is redacted of every deletion once, when taken: the same rows, one pass
         new = CopyFinder(texts)
         copies = new if new else None
-        self.redacted += sum(_redact_row(row, gone, copies) for row in self._probes)
+        self.redacted += sum(redact_row(row, gone, copies) for row in self._probes)
         if self.out_dir is None:
             for key, (pf, tf, meta) in list(self._memory_parts.items()):
-                changed, pf = _redact_frame(pf, gone, copies)
+                changed, pf = redact_frame(pf, gone, copies)
                 self.redacted += changed
                 self._memory_parts[key] = (pf, tf, meta)
             return
@@ -311,14 +309,14 @@ class Recorder:
             ids, held = self._part_ids.get(stem), self._part_texts.get(stem)
             if ids is None or held is None:  # a part committed by an earlier process
                 frame = _read_parquet(path, "reading run part")
-                ids, held = self._part_ids[stem], self._part_texts[stem] = _frame_ids(frame), _frame_texts(frame)
+                ids, held = self._part_ids[stem], self._part_texts[stem] = frame_ids(frame), frame_texts(frame)
             if ids.isdisjoint(gone) and not (copies is not None and any(copies.holds(t) for t in held)):
                 continue
-            changed, frame = _redact_frame(_read_parquet(path, "reading run part"), gone, copies)
+            changed, frame = redact_frame(_read_parquet(path, "reading run part"), gone, copies)
             if changed:
                 with naming_file(path, "writing run part"):
                     write_atomic(path, frame.write_parquet)
-                self._part_texts[stem] = _frame_texts(frame)
+                self._part_texts[stem] = frame_texts(frame)
                 self.redacted += changed
 
     def timeline(self, row: Mapping[str, Any]) -> None:
@@ -364,8 +362,8 @@ class Recorder:
         self._probes, self._timeline, self._failures = [], [], []
         if self.defer_redaction and (self._deleted or self._copies):
             gone, copies = frozenset(self._deleted), (self._copies if self._copies else None)
-            self.redacted += sum(_redact_row(row, gone, copies) for row in probes)
-        return _frame(probes, PROBE_SCHEMA), _frame(timeline, TIMELINE_SCHEMA), failures
+            self.redacted += sum(redact_row(row, gone, copies) for row in probes)
+        return rows_frame(probes, PROBE_SCHEMA), rows_frame(timeline, TIMELINE_SCHEMA), failures
 
     def commit_frames(
         self, key: str, probes: pl.DataFrame, timeline: pl.DataFrame, failures: Sequence[Mapping[str, Any]] = (),
@@ -404,8 +402,8 @@ class Recorder:
         assert self.out_dir is not None
         if probes.height:
             if not self._keep_text:
-                self._part_ids[stem] = _frame_ids(probes)
-                self._part_texts[stem] = _frame_texts(probes)
+                self._part_ids[stem] = frame_ids(probes)
+                self._part_texts[stem] = frame_texts(probes)
             _write_parquet(self.out_dir / "parts" / f"{stem}.probes.parquet", probes, "writing run part")
         if timeline.height:
             _write_parquet(self.out_dir / "parts" / f"{stem}.timeline.parquet", timeline, "writing run part")
@@ -447,11 +445,11 @@ class Recorder:
         wanted = set(keys)
         if self.out_dir is None:
             frames = [self._memory_parts[k][0] for k in sorted(self._memory_parts) if k in wanted]
-            return _concat(frames, PROBE_SCHEMA)
+            return concat_frames(frames, PROBE_SCHEMA)
         if self.finished:
             return _read_parquet(self.out_dir / "probes.parquet", "reading rows")
         metas = [m for m in self.parts() if m.get("key") in wanted]
-        return _concat(_read_parts(self.out_dir / "parts", metas, "probes"), PROBE_SCHEMA)
+        return concat_frames(_read_parts(self.out_dir / "parts", metas, "probes"), PROBE_SCHEMA)
 
     def parts(self) -> list[dict[str, Any]]:
         """The committed parts' JSON, in key order."""
@@ -474,8 +472,8 @@ class Recorder:
         run_info = {**run_info, "deleted_text": "kept (keep_deleted_text)" if self._keep_text else "redacted"}
         if self.out_dir is None:
             keys = sorted(self._memory_parts)
-            probes = _concat([self._memory_parts[k][0] for k in keys], PROBE_SCHEMA)
-            timeline = _concat([self._memory_parts[k][1] for k in keys], TIMELINE_SCHEMA)
+            probes = concat_frames([self._memory_parts[k][0] for k in keys], PROBE_SCHEMA)
+            timeline = concat_frames([self._memory_parts[k][1] for k in keys], TIMELINE_SCHEMA)
             metas = [self._memory_parts[k][2] for k in keys]
             return probes, timeline, _run_info(run_info, metas, complete)
         if self.finished:
@@ -487,10 +485,10 @@ class Recorder:
             )
         parts_dir = self.out_dir / "parts"
         metas = self.parts()
-        probes = _concat(_read_parts(parts_dir, metas, "probes"), PROBE_SCHEMA)
-        timeline = _concat(_read_parts(parts_dir, metas, "timeline"), TIMELINE_SCHEMA)
+        probes = concat_frames(_read_parts(parts_dir, metas, "probes"), PROBE_SCHEMA)
+        timeline = concat_frames(_read_parts(parts_dir, metas, "timeline"), TIMELINE_SCHEMA)
         info = _run_info(run_info, metas, complete)
-        info["redacted_rows"] = _redacted_rows(probes)
+        info["redacted_rows"] = redacted_rows(probes)
         complete = info["complete"]
         _write_parquet(self.out_dir / "probes.parquet", probes, "writing rows")
         _write_parquet(self.out_dir / "timeline.parquet", timeline, "writing the timeline")
@@ -517,114 +515,6 @@ def _run_info(run_info: Mapping[str, Any], metas: list[dict[str, Any]], complete
         **dict(run_info), "complete": complete and not failed, "failures": failures,
         "failed_systems": failed, "parts": parts,
     }
-
-
-def _redact_row(row: dict[str, Any], gone: set[str] | frozenset[str], copies: CopyFinder | None = None) -> bool:
-    """Redact, in place, the text of ``row`` that came from turns in ``gone`` or holds a text ``copies`` finds.
-
-    Returns whether anything changed.
-    """
-    hit = [not gone.isdisjoint(s or ()) for s in row.get("retrieved_sources") or ()]
-    from_deleted = any(hit) or any(t in gone for t in (row.get("evidence_ids") or ()))
-    changed = False
-    texts = row.get("retrieved_text")
-    if from_deleted and texts is not None:
-        row["retrieved_text"] = texts = [REDACTED if h else t for t, h in zip(texts, hit)] + list(texts[len(hit):])
-        changed = True
-    if copies:
-        if texts is not None:
-            cleaned = [REDACTED_COPY if isinstance(t, str) and t not in _MARKS and copies.holds(t) else t for t in texts]
-            if cleaned != list(texts):
-                row["retrieved_text"] = cleaned
-                changed = True
-    said = row.get("evidence_text")
-    if said is not None:
-        ids = list(row.get("evidence_ids") or ())
-        cleaned = [REDACTED if i < len(ids) and ids[i] in gone else
-                   REDACTED_COPY if copies and isinstance(t, str) and t not in _MARKS and copies.holds(t) else t
-                   for i, t in enumerate(said)]
-        if cleaned != list(said):
-            row["evidence_text"] = cleaned
-            changed = True
-    for column in _TEXT_COLUMNS:
-        value = row.get(column)
-        if value is None or value in _MARKS:
-            continue
-        if from_deleted:
-            row[column] = REDACTED
-            changed = True
-        elif copies and isinstance(value, str) and copies.holds(value):
-            row[column] = REDACTED_COPY
-            changed = True
-    return changed or from_deleted
-
-
-def _redacted_rows(probes: pl.DataFrame) -> int:
-    """Rows of the run whose text was redacted after a deletion."""
-    if probes.height == 0:
-        return 0
-    marked = pl.lit(False)
-    for mark in _MARKS:
-        marked = marked | pl.col("retrieved_text").list.contains(mark).fill_null(False) | (pl.col("gold") == mark).fill_null(False)
-    return probes.filter(marked).height
-
-
-def _frame_ids(frame: pl.DataFrame) -> frozenset[str]:
-    """Every turn id a frame's rows were derived from (evidence and memory sources)."""
-    ids: set[str] = set()
-    if "evidence_ids" in frame.columns:
-        ids.update(frame["evidence_ids"].explode().drop_nulls().to_list())
-    if "retrieved_sources" in frame.columns:
-        ids.update(frame["retrieved_sources"].explode().explode().drop_nulls().to_list())
-    return frozenset(ids)
-
-
-def _frame_texts(frame: pl.DataFrame) -> frozenset[str]:
-    """Every distinct text a frame's rows carry that may hold a deleted turn's text (memories, gold, answers)."""
-    texts: set[str] = set()
-    for column in ("retrieved_text", "evidence_text"):
-        if column in frame.columns:
-            texts.update(frame[column].explode().drop_nulls().unique().to_list())
-    for column in _TEXT_COLUMNS:
-        if column in frame.columns and frame[column].dtype == pl.Utf8:
-            texts.update(frame[column].drop_nulls().unique().to_list())
-    return frozenset(texts - set(_MARKS))
-
-
-def _redact_frame(
-    frame: pl.DataFrame, gone: frozenset[str], copies: CopyFinder | None = None
-) -> tuple[int, pl.DataFrame]:
-    """(rows changed, the frame with their text redacted); the frame itself when nothing came from ``gone``.
-
-    The rows derived from ``gone`` are found by one vectorised pass, those holding a text
-    ``copies`` finds by one pass over the frame's distinct texts; only those rows are rebuilt.
-    """
-    if frame.height == 0:
-        return 0, frame
-    ids = list(gone)
-    hit = pl.lit(False)
-    if copies:
-        found = [t for t in _frame_texts(frame) if copies.holds(t)]
-        if found:
-            for column in ("retrieved_text", "evidence_text"):
-                if column in frame.columns:
-                    hit = hit | pl.col(column).list.eval(pl.element().is_in(found)).list.any().fill_null(False)
-            for column in _TEXT_COLUMNS:
-                if column in frame.columns and frame[column].dtype == pl.Utf8:
-                    hit = hit | pl.col(column).is_in(found).fill_null(False)
-    if "evidence_ids" in frame.columns:
-        hit = hit | pl.col("evidence_ids").list.eval(pl.element().is_in(ids)).list.any().fill_null(False)
-    if "retrieved_sources" in frame.columns:
-        sources = pl.element().list.eval(pl.element().is_in(ids)).list.any()
-        hit = hit | pl.col("retrieved_sources").list.eval(sources).list.any().fill_null(False)
-    indexed = frame.with_row_index("_row")
-    touched = indexed.filter(hit)
-    if touched.height == 0:
-        return 0, frame
-    rows = touched.drop("_row").to_dicts()
-    changed = sum(_redact_row(row, gone, copies) for row in rows)
-    patch = pl.DataFrame(rows, schema=frame.schema, strict=False).insert_column(0, touched["_row"])
-    return changed, pl.concat([indexed.filter(~hit), patch]).sort("_row").drop("_row")
 
 
 def _read_parts(parts_dir: Path, metas: list[dict[str, Any]], kind: str) -> list[pl.DataFrame]:
@@ -673,61 +563,3 @@ def _read_json(path: Path, what: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: unreadable {what} ({exc}); delete or repair it, or choose another --out") from None
-
-
-_NESTED = pl.List(pl.List(pl.Utf8))
-_SEP = "\x1f"
-
-
-def _frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
-    # Extra columns take their type from their first non-null value.
-    extra: dict[str, Any] = {}
-    for row in rows:
-        for key, value in row.items():
-            if key in schema or (key in extra and extra[key] is not None):
-                continue
-            extra[key] = None if value is None else _dtype(value)
-    full = {**schema, **{k: (v or pl.Float64) for k, v in extra.items()}}
-    if not rows:
-        return pl.DataFrame(schema=full)
-    columns: dict[str, Any] = {name: [row.get(name) for row in rows] for name in full}
-    for name, dtype in full.items():
-        if dtype == _NESTED:
-            columns[name] = _nested_strings(name, columns[name])
-    return pl.DataFrame(columns, schema=full, strict=False)
-
-
-
-def _nested_strings(name: str, values: list[Any]) -> pl.Series | list[Any]:
-    """A list-of-lists-of-strings column, built from joined strings (polars builds nested lists row by row, slowly).
-
-    Falls back to the values as given when a row is missing or an inner list
-    is empty or holds the separator.
-    """
-    joined: list[list[str]] = []
-    for row in values:
-        if row is None:
-            return values
-        out = []
-        for inner in row:
-            if not inner or any(_SEP in t for t in inner):
-                return values
-            out.append(_SEP.join(inner))
-        joined.append(out)
-    return pl.Series(name, joined, dtype=pl.List(pl.Utf8)).list.eval(pl.element().str.split(_SEP))
-
-
-def _concat(frames: list[pl.DataFrame], schema: Mapping[str, Any]) -> pl.DataFrame:
-    if not frames:
-        return pl.DataFrame(schema=dict(schema))
-    return pl.concat(frames, how="diagonal_relaxed")
-
-
-def _dtype(value: Any) -> Any:
-    if isinstance(value, bool):
-        return pl.Boolean
-    if isinstance(value, str):
-        return pl.Utf8
-    if isinstance(value, int):
-        return pl.Int64
-    return pl.Float64

@@ -298,7 +298,8 @@ def test_cut_offs_above_the_memories_fetched_are_not_reported():
 
 def test_recorder_keeps_nested_provenance_exactly() -> None:
     """Provenance lists (memories x source turns) survive the recorder's fast path and its fallbacks."""
-    from memsim.sim.recorder import PROBE_SCHEMA, _frame
+    from memsim.sim.recorder import PROBE_SCHEMA
+    from memsim.sim.row_frames import rows_frame as _frame
 
     cases = [
         [["t1"], ["t2", "t3"]],

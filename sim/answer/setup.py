@@ -34,7 +34,13 @@ from memsim.sim.answer.llm import (
 )
 from memsim.sim.answer.meter import DryRunLLM, Meter, MeteredLLM, PriceTable
 from memsim.sim.answer.options import DEFAULT_LOCAL_CONTEXT, AnswerOptions
-from memsim.sim.answer.official import OfficialPrompts, load_official_prompts, load_prompt_file
+from memsim.sim.answer.official import (
+    OfficialPrompts,
+    PromptFile,
+    ReaderPrompt,
+    load_official_prompts,
+    load_prompt_file,
+)
 from memsim.sim.answer.readers import Reader
 from memsim.core.errors import UserError
 
@@ -234,13 +240,7 @@ def answer_setup(options: AnswerOptions | None, *, default_judges: Sequence[str]
     """
     if options is None or not options.enabled:
         return None
-    judge_names = list(dict.fromkeys(options.judge or default_judges))
-    if any(n in LLM_JUDGES for n in judge_names):
-        # An LLM judge is never alone: the deterministic judges run beside it.
-        judge_names += [n for n in default_judges if n not in LLM_JUDGES and n not in judge_names]
-    for name in judge_names:
-        if name not in JUDGE_NAMES:
-            raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")
+    judge_names = _judge_names(options, default_judges)
     prices = PriceTable.load(options.prices) if options.prices else PriceTable()
     meter = Meter(prices)
     common = dict(
@@ -265,10 +265,7 @@ def answer_setup(options: AnswerOptions | None, *, default_judges: Sequence[str]
         return MeteredLLM(client, meter, role=role)
 
     files = [load_prompt_file(path) for path in options.prompts or ()]
-    mine = next((f.readers[options.reader] for f in files if options.reader in f.readers), None)
-    if any(f.readers for f in files) and mine is None:
-        raise UserError(f"--prompts: no {options.reader} reader template in {', '.join(f.source for f in files)}; "
-                        f"found: {', '.join(sorted({v for f in files for v in f.readers})) or 'none'}")
+    mine = _reader_prompt(options, files)
     reader = Reader(wrap(base, "reader"), options.reader, options.max_answer_tokens,
                     template=mine.template if mine else None, layout=mine.layout if mine else "lines",
                     prompt_source=mine.source if mine else "")
@@ -282,13 +279,53 @@ def answer_setup(options: AnswerOptions | None, *, default_judges: Sequence[str]
     if llm_judges:
         raw = judge_client(options, base, **common)
         self_judging = raw is base or same_model(raw, base)
-        if self_judging and not options.allow_self_judging:
-            raise UserError(
-                f"--judge {', '.join(llm_judges)}: the judge would use the reader's own model ({base.model}); "
-                "name another with --judge-model, or pass --allow-self-judging (its figures are then marked "
-                "self-judging)"
-            )
+        _check_self_judging(options, llm_judges, base, self_judging)
         judge_llm = wrap(raw, "judge")
+    judges = _judges(judge_names, judge_llm, official)
+    return AnswerSetup(reader, judges, meter, caches=caches, self_judging=self_judging, dry_run=dry_run)
+
+
+def _judge_names(options: AnswerOptions, default_judges: Sequence[str]) -> list[str]:
+    """The judges a run uses, in order: those named (else the defaults), with the deterministic ones beside an LLM's.
+
+    Raises:
+        UserError: an unknown judge.
+    """
+    judge_names = list(dict.fromkeys(options.judge or default_judges))
+    if any(n in LLM_JUDGES for n in judge_names):
+        # An LLM judge is never alone: the deterministic judges run beside it.
+        judge_names += [n for n in default_judges if n not in LLM_JUDGES and n not in judge_names]
+    for name in judge_names:
+        if name not in JUDGE_NAMES:
+            raise UserError(f"--judge: unknown judge {name!r}; choose from: {', '.join(JUDGE_NAMES)}")
+    return judge_names
+
+
+def _reader_prompt(options: AnswerOptions, files: Sequence[PromptFile]) -> ReaderPrompt | None:
+    """The reader template the ``--prompts`` files hold for the options' reader; None when they hold none.
+
+    Raises:
+        UserError: the files hold reader templates, but none for this reader.
+    """
+    mine = next((f.readers[options.reader] for f in files if options.reader in f.readers), None)
+    if any(f.readers for f in files) and mine is None:
+        raise UserError(f"--prompts: no {options.reader} reader template in {', '.join(f.source for f in files)}; "
+                        f"found: {', '.join(sorted({v for f in files for v in f.readers})) or 'none'}")
+    return mine
+
+
+def _check_self_judging(options: AnswerOptions, llm_judges: Sequence[str], base: LLMClient, self_judging: bool) -> None:
+    """Refuse LLM judges on the reader's own model unless the options allow it."""
+    if self_judging and not options.allow_self_judging:
+        raise UserError(
+            f"--judge {', '.join(llm_judges)}: the judge would use the reader's own model ({base.model}); "
+            "name another with --judge-model, or pass --allow-self-judging (its figures are then marked "
+            "self-judging)"
+        )
+
+
+def _judges(judge_names: Sequence[str], judge_llm: LLMClient | None, official: dict[str, OfficialPrompts]) -> list[Judge]:
+    """Build the judges named: LLM judges on ``judge_llm`` with their official templates where given."""
     judges: list[Judge] = []
     for name in judge_names:
         if name in LLM_JUDGES:
@@ -303,7 +340,7 @@ def answer_setup(options: AnswerOptions | None, *, default_judges: Sequence[str]
             )
         else:
             judges.append(make_judge(name))
-    return AnswerSetup(reader, judges, meter, caches=caches, self_judging=self_judging, dry_run=dry_run)
+    return judges
 
 
 def judge_client(options: AnswerOptions, reader_llm: LLMClient, **common: Any) -> LLMClient:
