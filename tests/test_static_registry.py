@@ -99,13 +99,18 @@ def test_a_protocol_in_one_module_plus_one_registration(tiny: StaticProtocol, ca
     assert "--labels" not in text and "--depth" not in text  # the other protocols' options are theirs
 
 
+def _play(args: list[str], out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    """``memsim static ARGS --out OUT`` with hash embeddings; what it printed."""
+    monkeypatch.setattr(static_cli, "_resources", lambda args: Resources(embedder_factory=lambda: HashEmbedder(64)))
+    assert cli.main(["static", *args, "--out", str(out), "--no-progress"]) == 0
+    return capsys.readouterr().out
+
+
 def test_the_registered_protocol_runs_with_its_scorer_in_the_tables(
     tiny: StaticProtocol, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(static_cli, "_resources", lambda args: Resources(embedder_factory=lambda: HashEmbedder(64)))
     out = tmp_path / "run"
-    assert cli.main(["static", "tiny", "--data", str(TINY_FILE), "--kind", "pets", "--out", str(out), "--no-progress"]) == 0
-    text = capsys.readouterr().out
+    text = _play(["tiny", "--data", str(TINY_FILE), "--kind", "pets"], out, monkeypatch, capsys)
     assert f"Tiny {TINY_FILE.resolve()} (sha256 " in text and "  2 dialogues" in text
     assert "2 episodes, 2 questions, k=2 (retrieved 3)" in text
     assert "gold_in_top" in text and "recall_all" in text and "pets" in text
@@ -260,10 +265,8 @@ def test_a_benchmark_in_one_module_is_listed_with_its_data_and_plays(
     assert cli.main(["data", "list"]) == 0
     assert f"  dialogs:                    {file}" in capsys.readouterr().out
     check_protocol(static_protocol("dialogs"), capsys)
-    monkeypatch.setattr(static_cli, "_resources", lambda args: Resources(embedder_factory=lambda: HashEmbedder(64)))
     out_dir = tmp_path / "run"
-    assert cli.main(["static", "dialogs", "--data", str(file), "--limit", "1", "--out", str(out_dir), "--no-progress"]) == 0
-    text = capsys.readouterr().out
+    text = _play(["dialogs", "--data", str(file), "--limit", "1"], out_dir, monkeypatch, capsys)
     assert f"Dialogs {file.resolve()} (sha256 " in text and "read by the dialogs module" in text
     assert "1 episodes, 3 questions, k=2" in text
     spec = json.loads((out_dir / "spec.json").read_text())
