@@ -8,7 +8,7 @@ random source. Same generator state, same stream. The registries are in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -16,10 +16,12 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from memsim.core.registry import load_target
 from memsim.core.validate import validate_args
 from memsim.sim.events import Deletion, Episode, Event, Question, Session, episodes_by_user
+from memsim.sim.spec import DEFAULT_KS
 
-__all__ = ["Scenario", "ScenarioStream", "StaticRun", "StaticOptions", "FileScenario"]
+__all__ = ["Scenario", "ScenarioStream", "StaticRun", "StaticOptions", "StaticProtocol", "FileScenario"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,59 @@ class StaticOptions(BaseModel):
     def plan(self, run: StaticRun) -> StaticRun:
         """The run these options make of ``run``."""
         return replace(run, scenario_args={**self.model_dump(mode="json"), **run.scenario_args})
+
+
+@dataclass(frozen=True, slots=True)
+class StaticProtocol:
+    """A static benchmark: its loader, its options and the settings it is published with.
+
+    Attributes:
+        name: command (``memsim static NAME``), scenario and run-folder name.
+        title: how the command names the benchmark above its tables.
+        scenario: ``"module:Class"``, the loader of the file into episodes: a scenario whose
+            ``spec_args`` name the ``data`` read and whose ``meta`` holds its ``sha256`` (and ``load_lines``).
+        options: ``"module:Model"``, a ``StaticOptions`` model: one flag per field, its description the help.
+        description: one line for ``memsim list`` and ``memsim static --help``.
+        data: help of ``--data``: what it names, where the file is found when it is not given.
+        k: headline cut-off (memories the reader sees) when ``-k`` is not given.
+        ks: cut-offs scored; depth: memories fetched per question (a run fetches ``max(depth, k, max(ks))``).
+        scorers: registered scorers; metric: the headline column (``{k}`` stands for the run's cut-off).
+        judges: judges of answers when ``--judge`` is not given.
+        checks_judges: its ``--data`` file is a LoCoMo file, from which the judges' check set draws items.
+    """
+
+    name: str
+    title: str
+    scenario: str
+    options: str
+    description: str
+    data: str = "the benchmark file"
+    k: int = 30
+    ks: tuple[int, ...] = DEFAULT_KS
+    depth: int = max(DEFAULT_KS)
+    scorers: tuple[str, ...] = ("evidence",)
+    metric: str = "recall_all@{k}"
+    judges: tuple[str, ...] = ("contains",)
+    checks_judges: bool = False
+
+    def options_model(self) -> type[StaticOptions]:
+        """The options model (imported on first use)."""
+        return load_target(self.options)  # type: ignore[no-any-return]
+
+    def plan(self, options: Mapping[str, Any], *, systems: Sequence[Any], data: str | None = None,
+             k: int | None = None, seed: int = 0, answer: Any = None) -> StaticRun:
+        """What ``options`` (the options model's fields; absent ones default) make of a run of this protocol.
+
+        ``data`` None: the scenario finds the file; ``k`` None: the protocol's; ``answer`` None: retrieval only.
+        A bad option value or combination raises ``UserError``.
+        """
+        chosen = validate_args(self.options_model(), options, what="option", source="")
+        judges = tuple((answer.judge if answer is not None else None) or self.judges)
+        return chosen.plan(StaticRun(  # type: ignore[attr-defined]
+            scenario_args={} if data is None else {"data": str(data)}, systems=tuple(systems),
+            k=self.k if k is None else k, ks=self.ks, depth=self.depth, scorers=self.scorers, metric=self.metric,
+            seed=seed, answer=answer, judges=judges,
+        ))
 
 
 class FileScenario:

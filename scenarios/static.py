@@ -6,7 +6,8 @@ scenarios only read the official files into episodes (through the loaders of
 ``static_benchmarks``, with their quirk reports); the engine, recorder,
 scorers and summariser are the same as for every longitudinal run. The
 options models are the flags of ``memsim static locomo|longmemeval`` and what
-they make of a run (both protocols are registered in ``memsim.scenarios.registry``).
+they make of a run. Both protocols are declared in ``PROTOCOLS`` at the end,
+which ``memsim.scenarios.registry`` registers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from memsim.scenarios.base import FileScenario, ScenarioStream, StaticOptions, StaticRun
+from memsim.scenarios.base import FileScenario, ScenarioStream, StaticOptions, StaticProtocol, StaticRun
 from memsim.scenarios.locomo_stream import default_locomo_path
 from memsim.scenarios.longmemeval_stream import LongMemEvalFileArgs
 from memsim.core.errors import UserError
@@ -28,7 +29,7 @@ from memsim.static_benchmarks.longmemeval import QUESTION_TYPES, RETRIEVAL_KS
 
 __all__ = [
     "LocomoConfig", "LocomoBenchmark", "LocomoOptions", "LongMemEvalConfig", "LongMemEvalBenchmark",
-    "LongMemEvalOptions", "default_locomo_path",
+    "LongMemEvalOptions", "default_locomo_path", "PROTOCOLS",
 ]
 
 
@@ -333,3 +334,22 @@ class LongMemEvalOptions(StaticOptions):
             return run  # the official retrieval figures rank a declared depth (--depth)
         run = true_k(run)
         return split_by_speaker(run, "role") if self.per_role else run
+
+
+PROTOCOLS = (
+    StaticProtocol(
+        name="locomo", title="LoCoMo", scenario="memsim.scenarios.static:LocomoBenchmark", options="memsim.scenarios.static:LocomoOptions",
+        description="static LoCoMo: each conversation ingested into fresh systems, then its questions",
+        data="locomo10.json, a path or a `memsim data` name (default: $MEMSIM_LOCOMO, the fetched copy, ../shared/data/locomo/)",
+        judges=("contains", "f1_locomo"), checks_judges=True,
+    ),
+    StaticProtocol(
+        name="longmemeval", title="LongMemEval",
+        scenario="memsim.scenarios.static:LongMemEvalBenchmark", options="memsim.scenarios.static:LongMemEvalOptions",
+        description="static LongMemEval: each instance's haystack ingested into fresh systems, then its question",
+        data="longmemeval_s.json, _m, _oracle or a *_cleaned.json release, a path or a `memsim data` name "
+        "(default: $MEMSIM_LONGMEMEVAL, the fetched S file; streamed)",
+        ks=RETRIEVAL_KS, scorers=("lme_turn", "lme_session"), metric="turn_recall_all@{k}", judges=("contains", "f1_mem0"),
+    ),
+)
+"""The static protocols of this module, registered by ``memsim.scenarios.registry`` (``memsim static locomo|longmemeval``)."""

@@ -3,10 +3,15 @@
 ``fetch(name)`` downloads one official file from its public home (LoCoMo's
 GitHub repository at a fixed commit, LongMemEval's Hugging Face dataset
 repositories) with pooch into memsim's data folder, checks its sha256 and
-refuses a file whose hash differs. Where the table below has no hash, the
+refuses a file whose hash differs. Where a dataset declares no hash, the
 first fetch records the file's hash in ``hashes.json`` (trust on first use)
 and every later fetch must match it. ``locate`` is how ``--data`` options
 and scenario configs find a file when none is named.
+
+Each kind of file (``register_kind``: its environment variable, its default
+datasets, its ``../shared`` path) and each fetchable file (``register_dataset``)
+is one registration call: LoCoMo's and LongMemEval's are below, and a new
+benchmark's module makes its own.
 
 Where files are looked for, in order: the path given (or a dataset name
 given instead of a path, e.g. ``--data longmemeval-m``), the environment
@@ -25,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO
 
 from memsim.core.errors import UserError
 from memsim.core.files import write_text_atomic
@@ -33,6 +38,11 @@ from memsim.core.files import write_text_atomic
 __all__ = [
     "Dataset",
     "DATASETS",
+    "DataKind",
+    "KINDS",
+    "register_kind",
+    "register_dataset",
+    "unregister_kind",
     "FetchResult",
     "data_dir",
     "cached_path",
@@ -55,12 +65,14 @@ __all__ = [
     "LONGMEMEVAL_DEPTH",
 ]
 
-Kind = Literal["locomo", "longmemeval"]
-
 _LOCOMO_COMMIT = "3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376"
 _HF = "https://huggingface.co/datasets"
 _LOCOMO_LICENCE = "CC BY-NC 4.0 (Creative Commons Attribution-NonCommercial 4.0; snap-research/LoCoMo)"
 _LME_LICENCE = "MIT (the LongMemEval repository's licence, xiaowu0162/LongMemEval)"
+
+
+Kind = str
+"""A kind of benchmark file: which loader reads it (``locomo``, ``longmemeval``; ``register_kind`` adds one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,43 +95,89 @@ class Dataset:
     """One line for ``memsim data list``."""
 
 
-DATASETS: dict[str, Dataset] = {
-    d.name: d
-    for d in (
-        Dataset(
-            "locomo", "locomo", f"https://raw.githubusercontent.com/snap-research/LoCoMo/{_LOCOMO_COMMIT}/data/locomo10.json",
-            "locomo10.json", "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4", _LOCOMO_LICENCE,
-            "LoCoMo: 10 conversations with QA (snap-research/LoCoMo at 3eb6f2c)",
-        ),
-        # The LongMemEval files on Hugging Face: no published hash, so the first fetch records it.
-        *(
-            Dataset(name, "longmemeval", f"{_HF}/xiaowu0162/{path}", filename, None, _LME_LICENCE, description)
-            for name, path, filename, description in (
-                ("longmemeval-s", "longmemeval/resolve/main/longmemeval_s", "longmemeval_s.json",
-                 "LongMemEval_S as in the paper (~40 sessions per instance)"),
-                ("longmemeval-m", "longmemeval/resolve/main/longmemeval_m", "longmemeval_m.json",
-                 "LongMemEval_M as in the paper (~500 sessions per instance, 2.7 GB)"),
-                ("longmemeval-oracle", "longmemeval/resolve/main/longmemeval_oracle", "longmemeval_oracle.json",
-                 "LongMemEval with only the evidence sessions"),
-                ("longmemeval-s-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_s_cleaned.json",
-                 "longmemeval_s_cleaned.json", "LongMemEval_S, cleaned release (2025-09)"),
-                ("longmemeval-m-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_m_cleaned.json",
-                 "longmemeval_m_cleaned.json", "LongMemEval_M, cleaned release (2025-09)"),
-                ("longmemeval-oracle-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_oracle.json",
-                 "longmemeval_oracle_cleaned.json", "LongMemEval oracle, cleaned release (2025-09)"),
-            )
-        ),
-    )
-}
-"""Every fetchable file, by name."""
+@dataclass(frozen=True, slots=True)
+class DataKind:
+    """Where ``locate`` looks for the file of one kind when none is named."""
 
-_DEFAULTS: dict[Kind, tuple[str, ...]] = {
-    "locomo": ("locomo",),
-    "longmemeval": ("longmemeval-s-cleaned", "longmemeval-s"),
-}
-"""Which cached files stand in when no file is named (first present wins)."""
+    name: str
+    env: str
+    """The environment variable that names the file (``MEMSIM_LOCOMO``)."""
+    defaults: tuple[str, ...]
+    """Datasets whose fetched copy stands in, first present wins; the first is the one the hint fetches."""
+    shared: tuple[str, ...] = ()
+    """The file's path under ``../shared/data`` beside the repository, looked at last (empty: not looked for)."""
 
-_ENV: dict[Kind, str] = {"locomo": "MEMSIM_LOCOMO", "longmemeval": "MEMSIM_LONGMEMEVAL"}
+
+DATASETS: dict[str, Dataset] = {}
+"""Every fetchable file, by name, in the order registered (``register_dataset``)."""
+
+KINDS: dict[str, DataKind] = {}
+"""Every kind of file, by name (``register_kind``)."""
+
+
+def register_kind(kind: str, *, env: str, defaults: tuple[str, ...], shared: tuple[str, ...] = ()) -> None:
+    """Declare a kind of benchmark file: its environment variable, its default datasets and its ``../shared`` path.
+
+    The datasets in ``defaults`` are registered after it (``register_dataset``); a duplicate is a ``ValueError``.
+    """
+    if kind in KINDS:
+        raise ValueError(f"data kind {kind!r} is already registered")
+    if not defaults:
+        raise ValueError(f"data kind {kind!r} needs at least one default dataset (the one its hint fetches)")
+    KINDS[kind] = DataKind(kind, env, tuple(defaults), tuple(shared))
+
+
+def register_dataset(dataset: Dataset) -> None:
+    """Add a fetchable file of a registered kind; a duplicate name or an unknown kind is a ``ValueError``."""
+    if dataset.name in DATASETS:
+        raise ValueError(f"dataset {dataset.name!r} is already registered")
+    if dataset.kind not in KINDS:
+        raise ValueError(f"dataset {dataset.name!r}: unknown data kind {dataset.kind!r}; register_kind it first")
+    DATASETS[dataset.name] = dataset
+
+
+def unregister_kind(kind: str) -> None:
+    """Remove a kind and its datasets (a test undoes its registration with it)."""
+    del KINDS[kind]
+    for name in [n for n, d in DATASETS.items() if d.kind == kind]:
+        del DATASETS[name]
+
+
+def _kind(kind: Kind) -> DataKind:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown data kind {kind!r}; known: {', '.join(KINDS)}") from None
+
+
+register_kind("locomo", env="MEMSIM_LOCOMO", defaults=("locomo",), shared=("locomo", "locomo10.json"))
+register_dataset(Dataset(
+    "locomo", "locomo", f"https://raw.githubusercontent.com/snap-research/LoCoMo/{_LOCOMO_COMMIT}/data/locomo10.json",
+    "locomo10.json", "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4", _LOCOMO_LICENCE,
+    "LoCoMo: 10 conversations with QA (snap-research/LoCoMo at 3eb6f2c)",
+))
+# Which fetched files stand in when no file is named: the cleaned S release, else the paper's.
+register_kind("longmemeval", env="MEMSIM_LONGMEMEVAL", defaults=("longmemeval-s-cleaned", "longmemeval-s"))
+# The LongMemEval files on Hugging Face: no published hash, so the first fetch records it.
+
+
+def _lme(name: str, path: str, filename: str, description: str) -> Dataset:
+    return Dataset(name, "longmemeval", f"{_HF}/xiaowu0162/{path}", filename, None, _LME_LICENCE, description)
+
+
+register_dataset(_lme("longmemeval-s", "longmemeval/resolve/main/longmemeval_s", "longmemeval_s.json",
+                      "LongMemEval_S as in the paper (~40 sessions per instance)"))
+register_dataset(_lme("longmemeval-m", "longmemeval/resolve/main/longmemeval_m", "longmemeval_m.json",
+                      "LongMemEval_M as in the paper (~500 sessions per instance, 2.7 GB)"))
+register_dataset(_lme("longmemeval-oracle", "longmemeval/resolve/main/longmemeval_oracle", "longmemeval_oracle.json",
+                      "LongMemEval with only the evidence sessions"))
+register_dataset(_lme("longmemeval-s-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_s_cleaned.json",
+                      "longmemeval_s_cleaned.json", "LongMemEval_S, cleaned release (2025-09)"))
+register_dataset(_lme("longmemeval-m-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_m_cleaned.json",
+                      "longmemeval_m_cleaned.json", "LongMemEval_M, cleaned release (2025-09)"))
+register_dataset(_lme("longmemeval-oracle-cleaned", "longmemeval-cleaned/resolve/main/longmemeval_oracle.json",
+                      "longmemeval_oracle_cleaned.json", "LongMemEval oracle, cleaned release (2025-09)"))
+
 _HASHES = "hashes.json"
 
 
@@ -252,8 +310,8 @@ def fetch(name: str, *, mirror: str | None = None, root: Path | None = None, pro
 
 def fetch_hint(kind: Kind) -> str:
     """The sentence an error about a missing file ends with."""
-    name = _DEFAULTS[kind][0]
-    return f"get it with `memsim data fetch {name}`, or set {_ENV[kind]}"
+    declared = _kind(kind)
+    return f"get it with `memsim data fetch {declared.defaults[0]}`, or set {declared.env}"
 
 
 def resolve_given(given: str, kind: Kind) -> Path:
@@ -280,21 +338,22 @@ def resolve_given(given: str, kind: Kind) -> Path:
 
 def env_path(kind: Kind) -> Path | None:
     """The file the environment variable of ``kind`` names (``$MEMSIM_LOCOMO``), or None when unset."""
-    env = os.environ.get(_ENV[kind])
+    env = os.environ.get(_kind(kind).env)
     return Path(env).expanduser() if env else None
 
 
 def locate(kind: Kind) -> Path | None:
-    """The file to read when none is named: the environment variable, the data folder, ../shared (LoCoMo)."""
-    env = os.environ.get(_ENV[kind])
+    """The file to read when none is named: the environment variable, the data folder, ../shared (where declared)."""
+    declared = _kind(kind)
+    env = os.environ.get(declared.env)
     if env:
         return Path(env).expanduser()
-    for name in _DEFAULTS[kind]:
+    for name in declared.defaults:
         cached = cached_path(name)
         if cached.is_file():
             return cached
-    if kind == "locomo":
-        shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+    if declared.shared:
+        shared = shared_file(*declared.shared)
         if shared.is_file():
             return shared
     return None

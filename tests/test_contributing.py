@@ -21,6 +21,7 @@ REGISTRARS = {
     "register_scorer": "memsim.sim.scorers",
     "register_judge": "memsim.sim.answer.judges",
     "register_dataset": "memsim.static_benchmarks.data",
+    "register_kind": "memsim.static_benchmarks.data",
 }
 """Each registration call a contributor may be told to write, and the module that defines it."""
 

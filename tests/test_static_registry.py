@@ -99,13 +99,18 @@ def test_a_protocol_in_one_module_plus_one_registration(tiny: StaticProtocol, ca
     assert "--labels" not in text and "--depth" not in text  # the other protocols' options are theirs
 
 
+def _play(args: list[str], out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    """``memsim static ARGS --out OUT`` with hash embeddings; what it printed."""
+    monkeypatch.setattr(static_cli, "_resources", lambda args: Resources(embedder_factory=lambda: HashEmbedder(64)))
+    assert cli.main(["static", *args, "--out", str(out), "--no-progress"]) == 0
+    return capsys.readouterr().out
+
+
 def test_the_registered_protocol_runs_with_its_scorer_in_the_tables(
     tiny: StaticProtocol, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(static_cli, "_resources", lambda args: Resources(embedder_factory=lambda: HashEmbedder(64)))
     out = tmp_path / "run"
-    assert cli.main(["static", "tiny", "--data", str(TINY_FILE), "--kind", "pets", "--out", str(out), "--no-progress"]) == 0
-    text = capsys.readouterr().out
+    text = _play(["tiny", "--data", str(TINY_FILE), "--kind", "pets"], out, monkeypatch, capsys)
     assert f"Tiny {TINY_FILE.resolve()} (sha256 " in text and "  2 dialogues" in text
     assert "2 episodes, 2 questions, k=2 (retrieved 3)" in text
     assert "gold_in_top" in text and "recall_all" in text and "pets" in text
@@ -142,3 +147,138 @@ def test_only_locomo_declares_its_data_as_the_judge_check_file() -> None:
     # answer_options reads this field, where it once compared the benchmark's name with "locomo".
     declared = {name for name in protocol_names() if static_protocol(name).checks_judges}
     assert declared == {"locomo"}
+
+
+# A whole benchmark as a user's package would ship it: one module (its file kind and dataset, its loader and
+# options, its protocol) and one entry point; memsim itself is not touched.
+DIALOGS_MODULE = '''
+"""Dialogs: a static benchmark in one module."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from memsim.core.errors import UserError
+from memsim.core.validate import validate_args
+from memsim.memory.base import Turn
+from memsim.scenarios.base import ScenarioStream, StaticOptions, StaticProtocol
+from memsim.sim.events import Episode, Question, Session
+from memsim.static_benchmarks.data import Dataset, fetch_hint, locate, register_dataset, register_kind, resolve_given
+
+register_kind("dialogs", env="MEMSIM_DIALOGS", defaults=("dialogs-v1",))
+register_dataset(Dataset("dialogs-v1", "dialogs", "https://example.org/dialogs/v1/dialogs.json", "dialogs.json", None,
+                         "CC0", "Dialogs: short dialogues, questions after each"))
+
+
+class DialogsOptions(StaticOptions):
+    limit: int | None = Field(None, description="only the first N dialogues")
+
+
+class DialogsConfig(DialogsOptions):
+    data: str = Field("", description="a dialogs file or a memsim data name")
+
+
+class DialogsBenchmark:
+    name = "dialogs"
+
+    def __init__(self, config):
+        self.config = config
+        self.path = resolve_given(config.data, "dialogs") if config.data else locate("dialogs")
+        if self.path is None or not self.path.is_file():
+            raise UserError(f"no dialogs file {self.path}; {fetch_hint('dialogs')}")
+        self.raw = self.path.read_bytes()
+
+    @classmethod
+    def from_args(cls, args, *, source=""):
+        return cls(validate_args(DialogsConfig, args, what="scenario", source=source))
+
+    def spec_args(self):
+        return {**self.config.model_dump(mode="json"), "data": str(self.path.resolve())}
+
+    def meta(self):
+        return {"sha256": hashlib.sha256(self.raw).hexdigest(), "load_lines": ["read by the dialogs module"]}
+
+    def episodes(self):
+        for d in json.loads(self.raw)["dialogues"][: self.config.limit]:
+            at, uid = datetime.fromisoformat(d["date"]), d["id"]
+            turns = tuple(Turn(f"{uid}:T{i}", uid, "user", t, at, uid) for i, t in enumerate(d["turns"]))
+            asked = tuple(Question(f"{uid}:q{j}", uid, at + timedelta(hours=1), q["q"], q["a"], q["kind"],
+                                   tuple(f"{uid}:T{i}" for i in q["evidence"])) for j, q in enumerate(d["questions"]))
+            yield Episode(uid, (Session(uid, uid, at, turns), *asked))
+
+    def generate(self, rng):
+        return ScenarioStream(start=None, end=None, meta=self.meta(), streamed=self.episodes())
+
+
+PROTOCOL = StaticProtocol(
+    name="dialogs", title="Dialogs", scenario=f"{__name__}:DialogsBenchmark", options=f"{__name__}:DialogsOptions",
+    description="dialogs: short dialogues, questions after each", data="a dialogs file or a memsim data name",
+    k=2, ks=(1, 2), depth=2,
+)
+'''
+
+
+@pytest.fixture
+def dialogs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The dialogs module in a folder on ``sys.path`` with its ``memsim.benchmarks`` entry point; undone after."""
+    import sys
+
+    from memsim.scenarios.registry import BENCHMARKS
+    from memsim.static_benchmarks import data
+
+    site = tmp_path / "site"
+    info = site / "memsim_dialogs-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "memsim_dialogs.py").write_text(DIALOGS_MODULE, encoding="utf-8")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: memsim-dialogs\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[memsim.benchmarks]\ndialogs = memsim_dialogs:PROTOCOL\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("MEMSIM_DATA_DIR", str(tmp_path / "data-home"))
+    monkeypatch.delenv("MEMSIM_DIALOGS", raising=False)
+    try:
+        yield site
+    finally:
+        if BENCHMARKS.registered_entry("dialogs") is not None:
+            unregister_protocol("dialogs")
+        if "dialogs" in data.KINDS:
+            data.unregister_kind("dialogs")
+        sys.modules.pop("memsim_dialogs", None)
+
+
+def test_a_benchmark_in_one_module_is_listed_with_its_data_and_plays(
+    dialogs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["list", "static"]) == 0
+    assert "dialogs" in capsys.readouterr().out
+    # memsim data imports the installed benchmarks: the module's kind and dataset are known, with their hint
+    assert cli.main(["data", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "dialogs-v1" in out and "Dialogs: short dialogues, questions after each" in out
+    assert "dialogs:" in out and "none: get it with `memsim data fetch dialogs-v1`, or set MEMSIM_DIALOGS" in out
+    file = tmp_path / "dialogs.json"
+    file.write_bytes(TINY_FILE.read_bytes())
+    monkeypatch.setenv("MEMSIM_DIALOGS", str(file))
+    assert cli.main(["data", "list"]) == 0
+    assert f"  dialogs:                    {file}" in capsys.readouterr().out
+    check_protocol(static_protocol("dialogs"), capsys)
+    out_dir = tmp_path / "run"
+    text = _play(["dialogs", "--data", str(file), "--limit", "1"], out_dir, monkeypatch, capsys)
+    assert f"Dialogs {file.resolve()} (sha256 " in text and "read by the dialogs module" in text
+    assert "1 episodes, 3 questions, k=2" in text
+    spec = json.loads((out_dir / "spec.json").read_text())
+    assert spec["scenario"]["name"] == "dialogs" and spec["scenario"]["args"]["limit"] == 1
+
+
+def test_data_registration_is_strict() -> None:
+    from memsim.static_benchmarks.data import Dataset, register_dataset, register_kind
+
+    with pytest.raises(ValueError, match="data kind 'locomo' is already registered"):
+        register_kind("locomo", env="MEMSIM_X", defaults=("locomo",))
+    with pytest.raises(ValueError, match="dataset 'locomo' is already registered"):
+        register_dataset(Dataset("locomo", "locomo", "https://x", "x.json", None, "-", "-"))
+    with pytest.raises(ValueError, match="unknown data kind 'nosuch'; register_kind it first"):
+        register_dataset(Dataset("x", "nosuch", "https://x", "x.json", None, "-", "-"))

@@ -7,10 +7,18 @@ import argparse
 __all__ = ["data_arguments", "data_main"]
 
 
+def _registered() -> None:
+    """Import every static benchmark, so that the datasets a benchmark's module registers are known."""
+    from memsim.scenarios.registry import load_protocols
+
+    load_protocols()
+
+
 def data_arguments(parser: argparse.ArgumentParser) -> None:
     """``fetch NAME...`` and ``list``."""
     from memsim.static_benchmarks.data import DATASETS
 
+    _registered()
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sub.add_parser("fetch", help="download official files into the data folder and verify their sha256")
     p.add_argument("names", nargs="+", metavar="NAME", choices=sorted(DATASETS), help=", ".join(DATASETS))
@@ -25,6 +33,7 @@ def data_main(args: argparse.Namespace) -> int:
     """Fetch or list; a refused or failed download raises ``UserError``."""
     from memsim.static_benchmarks.data import DATASETS, data_dir, env_path, fetch, fetch_hint, locate, sha256_file, status
 
+    _registered()
     if args.action == "fetch":
         for name in args.names:
             got = fetch(name, mirror=args.mirror, progress=not args.no_progress)
