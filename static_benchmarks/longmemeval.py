@@ -180,7 +180,7 @@ def select_indices(
     """File positions to run: the named ids, filtered by type, then a stratified sample, then the first ``limit``.
 
     The sample keeps each type's share (largest remainders, ties by type
-    order) and draws within each type with ``numpy.random.default_rng(seed)``,
+    order) and draws within each type with ``memsim.core.streams.seeded(seed)`` (numpy's generator seeded by ``seed``),
     so the same seed picks the same instances.
 
     Args:
