@@ -401,7 +401,7 @@ def demo_world():
 
 def test_a_past_partner_gets_no_couples_follow_on(demo_world) -> None:
     """After a breakup the ex's news is told like anyone's: "they make me laugh constantly" is for a partner now."""
-    from memsim.scenarios.life_text import _FOLLOW_ON
+    from memsim.scenarios.life_facts import FOLLOW_ON as _FOLLOW_ON
 
     stream = demo_world
     couple = _FOLLOW_ON["partner"]
@@ -427,7 +427,7 @@ def test_a_past_partner_gets_no_couples_follow_on(demo_world) -> None:
 
 def test_a_new_diet_is_told_as_a_switch_and_articles_fit(demo_world) -> None:
     """"I went gluten-free" read as on top of "I am vegetarian"; a new diet replaces the old, so it says so."""
-    from memsim.scenarios.life_text import _a
+    from memsim.scenarios.life_words import a_or_an as _a
 
     stream = demo_world
     text = {t.turn_id: t.text.lower() for t in _turns(stream)}
