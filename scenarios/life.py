@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memsim.memory.base import Turn
 from memsim.scenarios import life_text as X
+from memsim.scenarios import life_gold as G
 from memsim.scenarios import life_truth as W
 from memsim.scenarios.base import ScenarioStream
 from memsim.scenarios.claims import Claim
@@ -48,7 +49,7 @@ from memsim.core.streams import keyed_random, spawn, spawn_random
 
 __all__ = ["LifeConfig", "LifeScenario", "QUESTION_WEIGHTS", "check_world"]
 
-check_world = W.check_world
+check_world = G.check_world
 
 _MIRROR_SHARE = 0.2
 _QUOTE_SHARE = 0.05  # of turn pairs quoting someone else in the user's own constructions (life_text.quote)
@@ -431,14 +432,14 @@ class _Life(UserTruth):
         iso, rng = when.isoformat(), self.fixes
         options: list[dict[str, Any]] = []
         for attr in ("city", "employer"):
-            said = W.told(self.index, "me", attr, iso)
+            said = G.told(self.index, "me", attr, iso)
             right = self.value_on("me", attr, day)
             if said and said[-1]["value"] == right and self.never.get(attr):
                 options.append({"attr": attr, "right": str(right), "wrong": X.pick(rng, self.never[attr]), "rel": "",
                                 "telling": {"subject": "me", "attr": attr, "value": right, "aspect": "holds"}})
         names = {p["name"] for p in self.people.values()}
         for pid, p in sorted(self.people.items()):
-            if p["relation"] in RELATIVES[1:] and W.told(self.index, pid, "name", iso):
+            if p["relation"] in RELATIVES[1:] and G.told(self.index, pid, "name", iso):
                 fits = [n for n in W.names_for(p["relation"]) if n not in names]
                 if fits:
                     options.append({"attr": "name", "right": p["name"], "wrong": X.pick(rng, fits), "rel": p["relation"],
@@ -455,7 +456,7 @@ class _Life(UserTruth):
     def _forget_in_text(self, when: datetime, said_day: date, add: Any) -> None:
         """A turn pair in which the user asks, in plain words, to forget a topic they told; its tellings go from then on."""
         iso = when.isoformat()
-        topics = [a for a in X.FORGET_PHRASES if W.told(self.index, "me", a, iso)]
+        topics = [a for a in X.FORGET_PHRASES if G.told(self.index, "me", a, iso)]
         if not topics:
             return
         attr = topics[self.asks.randrange(len(topics))]
@@ -471,7 +472,7 @@ class _Life(UserTruth):
         tid = add("user", text, [Claim(subject="me", attr=attr, value="", time=said_day.isoformat(), aspect="holds",
                                        polarity="forgets", said_as=phrase).to_json()])
         add("assistant", reply, [])
-        forgotten = W.told(self.index, "me", attr, iso)
+        forgotten = G.told(self.index, "me", attr, iso)
         gone = {t["turn"] for t in forgotten}
         for t in forgotten:
             t["deleted"] = iso  # what was said of the topic no longer counts, though systems still hold the turns
@@ -512,11 +513,11 @@ class _Life(UserTruth):
         out: list[Deletion] = []
         for day, hour in sorted(zip((int(x) for x in rng.uniform(0.0, self.span, size=n)), self._hours(n))):
             when = self.instant(day, hour).isoformat()
-            options = [a for a in _DELETABLE if W.told(self.index, "me", a, when)]
+            options = [a for a in _DELETABLE if G.told(self.index, "me", a, when)]
             if not options:
                 continue
             attr = options[int(rng.integers(len(options)))]
-            gone = {t["turn"] for t in W.told(self.index, "me", attr, when)}
+            gone = {t["turn"] for t in G.told(self.index, "me", attr, when)}
             for t in self.truth["tellings"]:
                 if t["turn"] in gone and (t["deleted"] is None or t["deleted"] > when):
                     t["deleted"] = when  # everything the deleted turns said goes with them (a later forget request may have come first)
@@ -540,7 +541,7 @@ class _Life(UserTruth):
                 kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
                 # A candidate the tellings leave ambiguous (two titles, an undated change) is not asked; one
                 # about a fact that changed is asked three times as often (what a memory must keep up with).
-                golds = [(spec, ctx, W.derive(self.index, spec, when, self.offset)) for spec, ctx in options[kind]]
+                golds = [(spec, ctx, G.derive(self.index, spec, when, self.offset)) for spec, ctx in options[kind]]
                 answerable = [g for g in golds if g[2] is not None]
                 if not answerable:
                     del options[kind]

@@ -3,7 +3,7 @@
 ``question_candidates`` lists, by kind, the questions worth trying at a
 moment with the context their wording needs; the scenario draws a kind by
 ``QUESTION_WEIGHTS``, derives the gold of each candidate
-(``life_truth.derive``) and asks one of those answerable.
+(``life_gold.derive``) and asks one of those answerable.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import date, timedelta
 from typing import Any
 
+from memsim.scenarios import life_gold as G
 from memsim.scenarios import life_truth as W
 from memsim.scenarios.life_user import UserTruth
 
@@ -34,7 +35,7 @@ def question_candidates(user: UserTruth, when: str) -> dict[str, list[tuple[dict
     index = user.index
 
     def told(subject: str, attr: str) -> list[Any]:
-        return W.by_valid(W.told(index, subject, attr, when))
+        return G.by_valid(G.told(index, subject, attr, when))
 
     for attr in ("city", "employer", "occupation", "partner", "music"):
         t = told("me", attr)
@@ -76,7 +77,7 @@ def question_candidates(user: UserTruth, when: str) -> dict[str, list[tuple[dict
         for attr in ("city", "employer", "occupation"):
             out["hop"].append(({"kind": "hop", "subject": pid, "attr": attr, "rel": rel}, {"rel": rel}))
     for attr in ("book", "film"):
-        for genre in sorted({t["genre"] for t in W.told(index, "assistant", attr, when)}):
+        for genre in sorted({t["genre"] for t in G.told(index, "assistant", attr, when)}):
             out["assistant"].append(({"kind": "assistant", "attr": attr, "genre": genre}, {"cur": genre}))
     for topic in _ABSTAIN_TOPICS:
         out["abstain"].append(({"kind": "abstain", "attr": topic}, {}))

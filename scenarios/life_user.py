@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from memsim.scenarios import life_gold as G
 from memsim.scenarios import life_truth as W
 
 __all__ = ["UserTruth"]
@@ -31,7 +32,7 @@ class UserTruth:
         start_people = copy.deepcopy(sampled["people"])
         life_events = W.sample_events(rng, sampled, span_days, event_rate)
         self.offset = float(W.UTC_OFFSETS[sampled["attributes"]["city"]])
-        self.day0 = date.fromisoformat(W.local_day(start, self.offset))
+        self.day0 = date.fromisoformat(G.local_day(start, self.offset))
         # Every person who ever appears, with their attributes when they first do (a partner met later too).
         self.people = {**start_people, **{e["participants"][1]: e["details"]["person"]
                                           for e in life_events if e["type"] == "relationship"}}
@@ -40,7 +41,7 @@ class UserTruth:
             "attributes": sampled["attributes"], "people": copy.deepcopy(self.people), "events": self.events,
             "utc_offset": self.offset, "tellings": [], "deletions": [],
         }
-        # The tellings said so far, by subject and attribute (``life_truth.told`` reads it).
+        # The tellings said so far, by subject and attribute (``life_gold.told`` reads it).
         self.index: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.never = self._never_held()
         self.news = self._event_tellings()

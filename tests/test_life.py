@@ -365,7 +365,7 @@ def test_books_and_films_are_recommended_only_when_asked_and_keep_their_genre(st
 
 def test_elapsed_time_is_said_in_calendar_days_then_weeks_then_half_months() -> None:
     """The world and its checker say an elapsed time alike, and as a reader of the two dates would."""
-    from memsim.scenarios.life_truth import _months_text
+    from memsim.scenarios.life_gold import _months_text
     from memsim.scenarios.world_check import _elapsed
 
     assert [_elapsed(d) for d in (0, 1, 2, 10, 11, 55, 56, 106, 120)] == [
