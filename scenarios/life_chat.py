@@ -220,6 +220,7 @@ ASIDES = (
 
 
 def context(rng: random.Random, theme: str, d: Mapping[str, Any]) -> str:
+    """A second sentence for a task request: the circumstances of the task, an aside, or small talk."""
     r = rng.random()
     if r < 0.12:
         # The sentences said after a fact are said without one too: none of them marks a turn that bears a fact.

@@ -15,6 +15,7 @@ def pick(rng: random.Random, options: Sequence[Any]) -> Any:
 
 
 def a_or_an(noun: str) -> str:
+    """``noun`` with its indefinite article, as it sounds ("an apology email", "a UX researcher")."""
     low = noun.lower()
     vowel = low[:1] in "aeiou" and not low.startswith(("ux", "uni", "use", "usu", "eu", "one"))  # "a UX researcher"
     return ("an " if vowel else "a ") + noun
