@@ -1,8 +1,9 @@
 """The ``life`` world: synthetic users whose lives unfold over months of mostly task chat.
 
-Truth first (``memsim.scenarios.life_truth``): each user and the people in
-their life are drawn from a network of dependent attributes, then live
-through dated events. Text second (``memsim.scenarios.life_text``): sessions
+Truth first (``memsim.scenarios.life_truth``, one user's in
+``memsim.scenarios.life_user``): each user and the people in their life are
+drawn from a network of dependent attributes, then live through dated
+events. Text second (``memsim.scenarios.life_text``): sessions
 are task chat (recipes, writing, code, budgets, planning, reading...), and
 the user mentions what is going on in their life in passing, one fact per
 turn at most, among hypotheticals, denials and other people's news written
@@ -11,9 +12,9 @@ answers with specifics and recommends books and films.
 
 What the user tells is recorded as the truth's *tellings*, each said as the
 truth stands on the day it is said (news with its date, in the order it
-happened); questions are asked from the second stretch of each user's months
-on, and their gold answers, evidence, support and superseded turns come from
-``derive`` on the tellings. Users sometimes ask to forget a topic: its turns
+happened); questions (``memsim.scenarios.life_asking``) are asked from the
+second stretch of each user's months on, and their gold answers, evidence,
+support and superseded turns come from ``derive`` on the tellings. Users sometimes ask to forget a topic: its turns
 are deleted, and later gold no longer counts them. ``meta["truth"]`` holds
 each user's truth (JSON), ``meta["claims"]`` the claims every turn's text
 makes (``memsim.scenarios.claims``), ``meta["facts"]`` the strings that carry
@@ -25,20 +26,22 @@ Ids are opaque and turns carry no metadata.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections.abc import Mapping
-from datetime import date, datetime, time, timedelta, timezone
-from typing import Annotated, Any
+from datetime import date, datetime, timedelta, timezone
+from typing import Annotated, Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memsim.memory.base import Turn
 from memsim.scenarios import life_text as X
+from memsim.scenarios import life_gold as G
 from memsim.scenarios import life_truth as W
 from memsim.scenarios.base import ScenarioStream
 from memsim.scenarios.claims import Claim
+from memsim.scenarios.life_asking import QUESTION_WEIGHTS, RELATIVES, question_candidates, question_extra
+from memsim.scenarios.life_user import UserTruth
 from memsim.scenarios.voice import draw_voice
 from memsim.core.validate import bounded, validate_args
 from memsim.sim.events import Deletion, Event, Question, Session, sort_events
@@ -46,21 +49,59 @@ from memsim.core.streams import keyed_random, spawn, spawn_random
 
 __all__ = ["LifeConfig", "LifeScenario", "QUESTION_WEIGHTS", "check_world"]
 
-check_world = W.check_world
-
-QUESTION_WEIGHTS: Mapping[str, float] = {
-    "current": 0.15, "previous": 0.11, "as_of": 0.07, "since": 0.09, "count": 0.14, "latest": 0.04,
-    "preference": 0.08, "hop": 0.16, "assistant": 0.07, "abstain": 0.06, "name": 0.03,
-}
-"""How often each kind of question is asked, among those a user's tellings make answerable."""
+check_world = G.check_world
 
 _MIRROR_SHARE = 0.2
 _QUOTE_SHARE = 0.05  # of turn pairs quoting someone else in the user's own constructions (life_text.quote)
 _TEASER_SHARE = 0.25  # of news told in a turn after a teaser ("guess what happened")
 """Share of user turns without a fact of the user's that are built around someone else's news instead."""
 _DELETABLE = ("city", "partner", "illnesses", "employer")
-_ABSTAIN_TOPICS = ("car", "school", "allergy", "salary", "anniversary")
-_RELATIVES = ("partner", "sister", "brother", "mother", "father", "daughter", "son")
+
+
+class _Plan(NamedTuple):
+    """Which of a session's turn pairs tell what."""
+
+    tellings: dict[int, dict[str, Any]]
+    """Pair -> the user's telling it tells."""
+    mirrors: set[int]
+    """Pairs built around someone else's news (``mirror``)."""
+    quotes: set[int]
+    """Pairs that quote someone else (``quote``)."""
+    news: set[int]
+    """Pairs that tell news (the user's, dated or planned, or someone else's): the assistant may react."""
+    teased: set[int]
+    """Pairs whose news the pair before announces."""
+
+
+class _News(NamedTuple):
+    """The news a user turn is built around, as drawn."""
+
+    clause: str | None
+    """Its sentences, or None for a turn without news."""
+    said_as: str
+    """The string of them that carries the user's fact ("" for none)."""
+    when_as: str
+    """The date phrase of dated news, or ""."""
+    other: tuple[str, dict[str, str]] | None
+    """Someone else's news and its claim, or None."""
+    keep: list[str]
+    """Strings the user's voice must leave letter for letter."""
+    topic: str
+    """What the assistant reacts to (``reaction``)."""
+
+
+class _Pair(NamedTuple):
+    """A turn pair's texts as drawn, with what its claims are made from."""
+
+    text: str
+    reply: str
+    title: str | None
+    """The book or film the reply recommends, or None."""
+    d: dict[str, Any]
+    """The session details its task chat was written with."""
+    news: _News
+    distract: tuple[str, dict[str, str]] | None
+    """The distractor in the user's turn and its claim, or None."""
 
 
 class LifeConfig(BaseModel):
@@ -168,160 +209,23 @@ class LifeScenario:
                                     "accumulating": [*W.ACCUMULATING, "trip_plans"]})
 
 
-class _Life:
+class _Life(UserTruth):
     """One user's months: truth, then sessions that tell it, then deletions and questions."""
 
     def __init__(self, cfg: LifeConfig, user_id: str, rng: np.random.Generator, ids: _Ids, seen: set[str],
                  span_days: float) -> None:
-        self.cfg, self.user_id, self.rng, self.ids, self.seen, self.span = cfg, user_id, rng, ids, seen, span_days
+        self.cfg, self.user_id, self.ids, self.seen = cfg, user_id, ids, seen
         self.words = spawn_random(rng)  # the text's choices (life_text)
         self.voice = draw_voice(self.words, X.COMMON_STARTS)  # how this user writes (voice)
         self.greets = X.greetings_of(self.words)
         self.echoes: list[tuple[str, str, str, str]] = []  # shapes of tellings a quote has yet to echo (life_text.quote)
         self.last_task: tuple[str, dict[str, Any]] | None = None  # the previous session's theme and details
         self.titles: dict[str, str] = {}  # book or film -> the genre it was recommended for (it keeps it)
-        sampled = W.sample_user(rng)
-        start_people = copy.deepcopy(sampled["people"])
-        life_events = W.sample_events(rng, sampled, span_days, cfg.event_rate)
-        self.offset = float(W.UTC_OFFSETS[sampled["attributes"]["city"]])
-        self.day0 = date.fromisoformat(W.local_day(cfg.start, self.offset))
-        # Every person who ever appears, with their attributes when they first do (a partner met later too).
-        self.people = {**start_people, **{e["participants"][1]: e["details"]["person"]
-                                          for e in life_events if e["type"] == "relationship"}}
-        self.events = [{**e, "date": self._date(e["day"])} for e in life_events]
-        self.truth: dict[str, Any] = {
-            "attributes": sampled["attributes"], "people": copy.deepcopy(self.people), "events": self.events,
-            "utc_offset": self.offset, "tellings": [], "deletions": [],
-        }
-        self.index: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        super().__init__(rng, cfg.start, span_days, cfg.event_rate)  # the truth: drawn after the text's generator
         self.facts: dict[str, list[str]] = {}
         self.claims: dict[str, list[dict[str, str]]] = {}
         self.specs: dict[str, dict[str, Any]] = {}
-        self.never = self._never_held()
         self.strangers = [n for n in W.NAMES if n not in {p["name"] for p in self.people.values()}]
-        self.news = self._event_tellings()
-        self.state = self._initial_tellings()
-
-    def _date(self, day: float) -> str:
-        return (self.day0 + timedelta(days=int(day))).isoformat()
-
-    def _instant(self, day: int, hour: float) -> datetime:
-        """The UTC instant of the user's local ``hour`` on their ``day``."""
-        local = datetime.combine(self.day0 + timedelta(days=day), time(0), tzinfo=timezone.utc)
-        return local + timedelta(hours=hour - self.offset)
-
-    # -- the truth on a given day -------------------------------------------------------
-
-    def _state(self, subject: str, attr: str, day: int) -> Any:
-        """What the initial attributes and the events up to ``day`` make true of ``subject``'s ``attr``."""
-        start = self.truth["attributes"] if subject == "me" else self.truth["people"][subject]
-        value = start.get(attr)
-        if subject == "me" and attr == "partner" and value is None:
-            value = "single"
-        for e in self.events:
-            if e["day"] > day:
-                break
-            for c in e["consequences"]:
-                if c["subject"] == subject and c["attr"] == attr:
-                    value = c["value"]
-        return value
-
-    def _never_held(self) -> dict[str, list[str]]:
-        """Values of each distractor attribute the user never holds (nor plans), so a denial never contradicts them."""
-        a = self.truth["attributes"]
-        pools = {"city": W.CITIES, "employer": [x for v in W.SECTORS.values() for x in v], "music": list(W.MUSIC),
-                 "trips": W.DESTINATIONS, "purchases": W.PURCHASES, "diet": list(W.DIETS),
-                 "occupation": list(W.OCCUPATIONS), "cuisine": list(W.CUISINES),
-                 "habits": list(W.HABITS), "illnesses": W.ILLNESSES}
-        held: dict[str, set[str]] = {k: set() for k in pools}
-        for k in held:
-            v = a.get(k)
-            held[k].update(v if isinstance(v, (list, tuple)) else [v] if v else [])
-        for e in self.events:
-            for c in e["consequences"]:
-                if c["subject"] == "me" and c["attr"] in held:
-                    held[c["attr"]].add(c["value"])
-        never = {k: [v for v in dict.fromkeys(pool) if v not in held[k]] for k, pool in pools.items()}
-        never["trip_plans"] = never["trips"]
-        own_pets = {str(p).split(" the ")[0] for p in a.get("pets", ())} | {
-            str(c["value"]).split(" the ")[0] for e in self.events for c in e["consequences"] if c["attr"] == "pets"}
-        never["pets"] = [f"{n} the {sp}" for n in W.PET_NAMES if n not in own_pets for sp in W.PET_SPECIES]
-        return never
-
-    # -- what there is to tell ---------------------------------------------------
-
-    def _initial_tellings(self) -> list[dict[str, Any]]:
-        """What was so before the conversations: each said as it stands on the day it is said (``resolve``)."""
-        a, rng = self.truth["attributes"], self.rng
-        out: list[dict[str, Any]] = []
-
-        def tell(subject: str, attr: str, aspect: str = "holds", **extra: Any) -> None:
-            out.append({"subject": subject, "attr": attr, "aspect": aspect, **extra})
-
-        for attr in ("city", "employer", "occupation", "music", "diet", "diet", "cuisine", "cuisine"):
-            tell("me", attr)
-        for attr in ("pets", "habits"):
-            for v in a[attr]:
-                tell("me", attr, "long", value=v)
-        for pid, p in self.truth["people"].items():
-            if p["relation"] == "partner":
-                tell("me", "partner", person=pid, value=p["name"])
-            else:
-                tell(pid, "name", intro=True, value=p["name"])
-            for attr in ("city", "employer", "occupation"):
-                if p.get(attr) and (attr != "city" or p["relation"] != "partner"):
-                    tell(pid, attr, after=pid)
-        order = rng.permutation(len(out))
-        return [out[int(i)] for i in order]
-
-    def _event_tellings(self) -> list[dict[str, Any]]:
-        """The news of each event, dated, in the order it happened (a trip: a plan before, the trip once back)."""
-        out: list[dict[str, Any]] = []
-        for e in self.events:
-            day = int(e["day"])
-            if e["type"] == "trip":
-                lead = int(self.rng.integers(5, 30))
-                if day - lead > 0:
-                    out.append({"subject": "me", "attr": "trip_plans", "value": e["consequences"][0]["value"],
-                                "aspect": "plan", "day": day - lead, "until": day,
-                                "with_partner": e["details"]["companion"] is not None})
-                day += int(e["details"]["nights"])
-            for c in e["consequences"]:
-                if c["subject"] != "me" and e["type"] == "move":
-                    continue  # "we moved" tells the partner's city too; no separate telling
-                base = {"subject": c["subject"], "attr": c["attr"], "value": c["value"], "aspect": "began", "day": day}
-                if e["type"] == "trip":
-                    comp = e["details"]["companion"]
-                    base.update(nights=e["details"]["nights"], companion_name=self.people[comp]["name"] if comp else None)
-                if e["type"] in ("move", "adoption"):
-                    base["with_partner"] = len(e["participants"]) > 1
-                if e["type"] == "relationship":
-                    pid = e["participants"][1]
-                    out.append({**base, "person": pid})
-                    for attr in ("employer", "occupation"):
-                        out.append({"subject": pid, "attr": attr, "aspect": "holds", "day": day, "after": pid})
-                    continue
-                out.append(base)
-        return sorted(out, key=lambda t: t["day"])
-
-    def _resolve(self, telling: dict[str, Any], day: int) -> dict[str, Any] | None:
-        """The telling as it may be said on ``day``, or None when it no longer may (a stale plan, a past partner).
-
-        A telling of what *is* takes its value from the truth on the day it is said: the only source of
-        what a turn may assert.
-        """
-        t = dict(telling)
-        if t["aspect"] == "plan":
-            return t if day < t["until"] else None
-        if t["aspect"] == "long" or t["aspect"] == "began" or t.get("intro"):
-            return t
-        value = self._state(t["subject"], t["attr"], day)
-        if t["attr"] == "partner" and value != t["value"]:
-            return None  # the partner of the first weeks is not introduced once they are gone
-        if value is None:
-            return None
-        t["value"] = value
-        return t
 
     # -- playing the months ---------------------------------------------------------
 
@@ -365,14 +269,15 @@ class _Life:
         chosen: list[dict[str, Any]] = []
         for t in ready[:n_facts]:
             (self.news if t in self.news else self.state).remove(t)
-            resolved = self._resolve(t, day)
+            resolved = self.resolve(t, day)
             if resolved is not None:
                 chosen.append(resolved)
         return chosen
 
     def _session(self, day: int, hour: float, introduced: set[str]) -> Session:
+        """One session on the user's ``day`` at their local ``hour``: turn pairs of task chat that tell what is due."""
         cfg, rng, words = self.cfg, self.rng, self.words
-        when = self._instant(day, hour)
+        when = self.instant(day, hour)
         said_day = self.day0 + timedelta(days=day)
         sid = self.ids("s")
         n_pairs = max(2, int(rng.poisson(cfg.turns_per_session / 2)))
@@ -380,11 +285,10 @@ class _Life:
         slots = set(int(i) for i in rng.choice(n_pairs, size=len(chosen), replace=False))
         theme = X.pick(words, X.THEMES)
         # A past partner is nobody's "my partner" (nor a name task chat drops): only the one the user is with now.
-        now = self._state("me", "partner", day)
+        now = self.value_on("me", "partner", day)
         known = [p for p in self.people.values() if p["id"] in introduced
                  and (p["relation"] != "partner" or p["name"] == now)]
-        relations = sorted({p["relation"] for p in known if p["name"]})
-        names = sorted(p["name"] for p in known)
+        people = (sorted({p["relation"] for p in known if p["name"]}), sorted(p["name"] for p in known))
         turns: list[Turn] = []
 
         def add(speaker: str, text: str, claims: list[dict[str, str]]) -> str:
@@ -393,107 +297,131 @@ class _Life:
             self.claims[tid] = claims
             return tid
 
-        plan = dict(zip(sorted(slots), chosen))
-        mirrors = {p for p in range(n_pairs) if p not in plan and words.random() < _MIRROR_SHARE}
-        # Someone else's words in the constructions the user's own facts are told with: one for each fact told
-        # (``echoes``), a few more at random.
-        free = [p for p in range(n_pairs) if p not in plan and p not in mirrors]
-        quotes = set(words.sample(free, min(len(free), len(self.echoes))))
-        quotes |= {p for p in free if words.random() < _QUOTE_SHARE}
-        news = {p for p in range(n_pairs) if p in mirrors or (p in plan and plan[p]["aspect"] in ("began", "plan"))}
-        # A teaser in one turn ("guess what happened"), the news itself in the next: for the user's news and
-        # someone else's alike.
-        teased = {p for p in news if p > 0 and words.random() < _TEASER_SHARE}
+        plan = self._plan(n_pairs, dict(zip(sorted(slots), chosen)))
         fix = self._slip(day, when) if self.fixes.random() < cfg.correction_rate else None
         for p in range(n_pairs):
-            telling = plan.get(p)
-            for _ in range(12):  # redraw until the text is new: no turn text repeats
-                d = X.session_details(words, relations, names)
-                clause, said_as, when_as = None, "", ""
-                other = None
-                keep: list[str] = []
-                topic = ""
-                if p in mirrors:
-                    other = X.mirror(words, self.never, said_day, self.strangers)
-                    clause = other[0]
-                    keep += [other[1]["said_as"], other[1].get("when_as", "")]
-                    topic = "person"
-                if p in quotes:
-                    shape = self.echoes[0] if self.echoes else None
-                    other = X.quote(words, self.never, said_day, self.strangers, shape)
-                    clause = other[0]
-                    keep += [other[1]["said_as"], other[1].get("when_as", "")]
-                if telling is not None:
-                    who = self.people.get(telling["subject"]) if telling["subject"] != "me" else None
-                    if telling["aspect"] == "began":
-                        when_as = X.when_phrase(date.fromisoformat(self._date(telling["day"])), said_day)
-                    still = telling["aspect"] != "began" or self._state(telling["subject"], telling["attr"], day) == telling["value"]
-                    clause, said_as = X.fact_clause(words, telling, who, when_as, still and telling["attr"] != "trips",
-                                                    partnered=who is None or who["name"] == now)
-                    keep += [said_as, when_as]
-                    topic = "person" if who is not None else X.news_topic(telling)
-                distract = X.distractor(words, self.never) if words.random() < cfg.distractor_rate else None
-                if distract is not None:
-                    keep.append(distract[1]["said_as"])
-                text, asked = X.user_turn(words, theme, d, clause, distract[0] if distract else None)
-                if p in teased:
-                    text = X.reveal(words, text)
-                if p + 1 in teased:
-                    text = f"{text} {X.teaser(words).capitalize()}."
-                text = self.voice.say(words, text, keep)
-                if fix is not None and p == 1:
-                    text = f"{fix['correction']} {text}"
-                if p == 0 and words.random() < 0.5:
-                    text = X.greet(words, X.greeting(words, int(hour), self.greets), text)
-                react = X.reaction(words, topic) if p in news and words.random() < (0.3 if p in mirrors else 0.7) else ""
-                after = X.news_prompt(words) if p + 1 in teased else ""
-                if not after and p == 0 and self.last_task is not None and words.random() < 0.3:
-                    after = X.recall(words, *self.last_task)
-                reply, title = X.assistant_turn(words, theme, d, react, after, asked, self.titles)
-                if fix is not None and p == 0:
-                    reply = f"{reply} {fix['slip']}"
-                if text not in self.seen and reply not in self.seen:
-                    break
-            self.seen.update((text, reply))
-            claims: list[dict[str, str]] = []
-            if other is not None:
-                claims.append(Claim(**{"time": said_day.isoformat(), **other[1]}).to_json())
-            if distract is not None:
-                claims.append(Claim(time=said_day.isoformat(), **distract[1]).to_json())
-            tid = add("user", text, claims)
-            if p in quotes and self.echoes:
-                self.echoes.pop(0)
-            if fix is not None and p == 1:
-                claims[:0] = self._record(fix["telling"], tid, when, said_day, fix["right"], "")
-                claims.append(Claim(subject=fix["telling"]["subject"], attr=fix["attr"], value=fix["wrong"],
-                                    time=said_day.isoformat(), aspect="holds", polarity="denies",
-                                    said_as=fix["wrong"]).to_json())
-            if telling is not None:
-                who = self.people.get(telling["subject"])
-                value = "" if who or telling["attr"] == "pets" or (telling["attr"] == "partner" and telling["value"] != "single") \
-                    else str(telling["value"])  # never the user's own pet or partner in someone else's mouth
-                shape = (telling["attr"], telling["aspect"], who["relation"] if who else "", value)
-                self.echoes.extend([shape] * (2 + (words.random() < 0.6)))
-                claims[:0] = self._record(telling, tid, when, said_day, said_as, when_as)
-                introduced.add(telling["subject"])
-                if telling.get("person"):
-                    introduced.add(telling["person"])
-            rid = add("assistant", reply, [])
-            if title is not None:
-                attr = "book" if theme == "reading" else "film"
-                genre = d["genre"] if theme == "reading" else d["film_genre"]
-                self.titles[title] = genre
-                self.claims[rid] = self._record({"subject": "assistant", "attr": attr, "value": title, "aspect": "holds",
-                                                 "genre": genre}, rid, when, said_day, title, "")
-            if fix is not None and p == 0:
-                self.claims[rid].append(Claim(subject=fix["telling"]["subject"], attr=fix["attr"], value=fix["wrong"],
-                                              time=said_day.isoformat(), aspect="holds", polarity="mistaken",
-                                              said_as=fix["wrong"]).to_json())
+            pair = self._pair(p, plan, theme, people, day, hour, now, fix)
+            self.seen.update((pair.text, pair.reply))
+            self._record_pair(p, pair, plan, theme, fix, add, when, said_day, introduced)
         if self.ask_days and self.ask_days[0] <= day:
             self.ask_days.pop(0)
             self._forget_in_text(when, said_day, add)
-        self.last_task = (theme, d)
+        self.last_task = (theme, pair.d)
         return Session(session_id=sid, user_id=self.user_id, time=when, turns=tuple(turns))
+
+    def _plan(self, n_pairs: int, tellings: dict[int, dict[str, Any]]) -> _Plan:
+        """Which of a session's pairs tell what: the tellings' pairs, someone else's news, quotes and teasers."""
+        words = self.words
+        mirrors = {p for p in range(n_pairs) if p not in tellings and words.random() < _MIRROR_SHARE}
+        # Someone else's words in the constructions the user's own facts are told with: one for each fact told
+        # (``echoes``), a few more at random.
+        free = [p for p in range(n_pairs) if p not in tellings and p not in mirrors]
+        quotes = set(words.sample(free, min(len(free), len(self.echoes))))
+        quotes |= {p for p in free if words.random() < _QUOTE_SHARE}
+        news = {p for p in range(n_pairs) if p in mirrors or (p in tellings and tellings[p]["aspect"] in ("began", "plan"))}
+        # A teaser in one turn ("guess what happened"), the news itself in the next: for the user's news and
+        # someone else's alike.
+        teased = {p for p in news if p > 0 and words.random() < _TEASER_SHARE}
+        return _Plan(tellings, mirrors, quotes, news, teased)
+
+    def _pair(self, p: int, plan: _Plan, theme: str, people: tuple[list[str], list[str]], day: int, hour: float,
+              now: Any, fix: dict[str, Any] | None) -> _Pair:
+        """The texts of pair ``p``: the user's turn and the assistant's reply, redrawn until neither repeats."""
+        cfg, words = self.cfg, self.words
+        for _ in range(12):  # redraw until the text is new: no turn text repeats
+            d = X.session_details(words, *people)
+            news = self._news(p, plan, day, now)
+            distract = X.distractor(words, self.never) if words.random() < cfg.distractor_rate else None
+            keep = news.keep + ([distract[1]["said_as"]] if distract is not None else [])
+            text, asked = X.user_turn(words, theme, d, news.clause, distract[0] if distract else None)
+            if p in plan.teased:
+                text = X.reveal(words, text)
+            if p + 1 in plan.teased:
+                text = f"{text} {X.teaser(words).capitalize()}."
+            text = self.voice.say(words, text, keep)
+            if fix is not None and p == 1:
+                text = f"{fix['correction']} {text}"
+            if p == 0 and words.random() < 0.5:
+                text = X.greet(words, X.greeting(words, int(hour), self.greets), text)
+            reacts = p in plan.news and words.random() < (0.3 if p in plan.mirrors else 0.7)
+            react = X.reaction(words, news.topic) if reacts else ""
+            after = X.news_prompt(words) if p + 1 in plan.teased else ""
+            if not after and p == 0 and self.last_task is not None and words.random() < 0.3:
+                after = X.recall(words, *self.last_task)
+            reply, title = X.assistant_turn(words, theme, d, react, after, asked, self.titles)
+            if fix is not None and p == 0:
+                reply = f"{reply} {fix['slip']}"
+            if text not in self.seen and reply not in self.seen:
+                break
+        return _Pair(text, reply, title, d, news, distract)
+
+    def _news(self, p: int, plan: _Plan, day: int, now: Any) -> _News:
+        """The news pair ``p``'s user turn is built around: someone else's, the user's telling, or none."""
+        words, said_day = self.words, self.day0 + timedelta(days=day)
+        clause, said_as, when_as = None, "", ""
+        other = None
+        keep: list[str] = []
+        topic = ""
+        if p in plan.mirrors:
+            other = X.mirror(words, self.never, said_day, self.strangers)
+            clause = other[0]
+            keep += [other[1]["said_as"], other[1].get("when_as", "")]
+            topic = "person"
+        if p in plan.quotes:
+            shape = self.echoes[0] if self.echoes else None
+            other = X.quote(words, self.never, said_day, self.strangers, shape)
+            clause = other[0]
+            keep += [other[1]["said_as"], other[1].get("when_as", "")]
+        telling = plan.tellings.get(p)
+        if telling is not None:
+            who = self.people.get(telling["subject"]) if telling["subject"] != "me" else None
+            if telling["aspect"] == "began":
+                when_as = X.when_phrase(date.fromisoformat(self.date_of(telling["day"])), said_day)
+            still = telling["aspect"] != "began" or self.value_on(telling["subject"], telling["attr"], day) == telling["value"]
+            clause, said_as = X.fact_clause(words, telling, who, when_as, still and telling["attr"] != "trips",
+                                            partnered=who is None or who["name"] == now)
+            keep += [said_as, when_as]
+            topic = "person" if who is not None else X.news_topic(telling)
+        return _News(clause, said_as, when_as, other, keep, topic)
+
+    def _record_pair(self, p: int, pair: _Pair, plan: _Plan, theme: str, fix: dict[str, Any] | None, add: Any,
+                     when: datetime, said_day: date, introduced: set[str]) -> None:
+        """Add pair ``p``'s turns with the claims they make, and log its telling (and a correction's) in the truth."""
+        telling, other, distract = plan.tellings.get(p), pair.news.other, pair.distract
+        claims: list[dict[str, str]] = []
+        if other is not None:
+            claims.append(Claim(**{"time": said_day.isoformat(), **other[1]}).to_json())
+        if distract is not None:
+            claims.append(Claim(time=said_day.isoformat(), **distract[1]).to_json())
+        tid = add("user", pair.text, claims)
+        if p in plan.quotes and self.echoes:
+            self.echoes.pop(0)
+        if fix is not None and p == 1:
+            claims[:0] = self._record(fix["telling"], tid, when, said_day, fix["right"], "")
+            claims.append(Claim(subject=fix["telling"]["subject"], attr=fix["attr"], value=fix["wrong"],
+                                time=said_day.isoformat(), aspect="holds", polarity="denies",
+                                said_as=fix["wrong"]).to_json())
+        if telling is not None:
+            who = self.people.get(telling["subject"])
+            value = "" if who or telling["attr"] == "pets" or (telling["attr"] == "partner" and telling["value"] != "single") \
+                else str(telling["value"])  # never the user's own pet or partner in someone else's mouth
+            shape = (telling["attr"], telling["aspect"], who["relation"] if who else "", value)
+            self.echoes.extend([shape] * (2 + (self.words.random() < 0.6)))
+            claims[:0] = self._record(telling, tid, when, said_day, pair.news.said_as, pair.news.when_as)
+            introduced.add(telling["subject"])
+            if telling.get("person"):
+                introduced.add(telling["person"])
+        rid = add("assistant", pair.reply, [])
+        if pair.title is not None:
+            attr = "book" if theme == "reading" else "film"
+            genre = pair.d["genre"] if theme == "reading" else pair.d["film_genre"]
+            self.titles[pair.title] = genre
+            self.claims[rid] = self._record({"subject": "assistant", "attr": attr, "value": pair.title, "aspect": "holds",
+                                             "genre": genre}, rid, when, said_day, pair.title, "")
+        if fix is not None and p == 0:
+            self.claims[rid].append(Claim(subject=fix["telling"]["subject"], attr=fix["attr"], value=fix["wrong"],
+                                          time=said_day.isoformat(), aspect="holds", polarity="mistaken",
+                                          said_as=fix["wrong"]).to_json())
 
     def _slip(self, day: int, when: datetime) -> dict[str, Any] | None:
         """What the assistant may misremember at the start of a session, and the user's correction, or None.
@@ -504,14 +432,14 @@ class _Life:
         iso, rng = when.isoformat(), self.fixes
         options: list[dict[str, Any]] = []
         for attr in ("city", "employer"):
-            said = W.told(self.index, "me", attr, iso)
-            right = self._state("me", attr, day)
+            said = G.told(self.index, "me", attr, iso)
+            right = self.value_on("me", attr, day)
             if said and said[-1]["value"] == right and self.never.get(attr):
                 options.append({"attr": attr, "right": str(right), "wrong": X.pick(rng, self.never[attr]), "rel": "",
                                 "telling": {"subject": "me", "attr": attr, "value": right, "aspect": "holds"}})
         names = {p["name"] for p in self.people.values()}
         for pid, p in sorted(self.people.items()):
-            if p["relation"] in _RELATIVES[1:] and W.told(self.index, pid, "name", iso):
+            if p["relation"] in RELATIVES[1:] and G.told(self.index, pid, "name", iso):
                 fits = [n for n in W.names_for(p["relation"]) if n not in names]
                 if fits:
                     options.append({"attr": "name", "right": p["name"], "wrong": X.pick(rng, fits), "rel": p["relation"],
@@ -528,7 +456,7 @@ class _Life:
     def _forget_in_text(self, when: datetime, said_day: date, add: Any) -> None:
         """A turn pair in which the user asks, in plain words, to forget a topic they told; its tellings go from then on."""
         iso = when.isoformat()
-        topics = [a for a in X.FORGET_PHRASES if W.told(self.index, "me", a, iso)]
+        topics = [a for a in X.FORGET_PHRASES if G.told(self.index, "me", a, iso)]
         if not topics:
             return
         attr = topics[self.asks.randrange(len(topics))]
@@ -544,7 +472,7 @@ class _Life:
         tid = add("user", text, [Claim(subject="me", attr=attr, value="", time=said_day.isoformat(), aspect="holds",
                                        polarity="forgets", said_as=phrase).to_json()])
         add("assistant", reply, [])
-        forgotten = W.told(self.index, "me", attr, iso)
+        forgotten = G.told(self.index, "me", attr, iso)
         gone = {t["turn"] for t in forgotten}
         for t in forgotten:
             t["deleted"] = iso  # what was said of the topic no longer counts, though systems still hold the turns
@@ -554,7 +482,7 @@ class _Life:
                 when_as: str) -> list[dict[str, str]]:
         """Log a telling in the truth and return the claims its turn makes."""
         aspect = telling["aspect"]
-        valid = {"began": self._date(telling.get("day", 0)), "long": self.day0.isoformat()}.get(aspect, said_day.isoformat())
+        valid = {"began": self.date_of(telling.get("day", 0)), "long": self.day0.isoformat()}.get(aspect, said_day.isoformat())
         rel = self.people[telling["subject"]]["relation"] if telling["attr"] == "name" else ""
         told = {k: v for k, v in telling.items() if k not in ("day", "after", "until", "intro")}
         told.update(turn=turn_id, valid=valid, said=when.isoformat(), deleted=None, **({"relation": rel} if rel else {}))
@@ -584,12 +512,12 @@ class _Life:
         n = int(rng.poisson(cfg.deletion_rate * self.span / 30.0))
         out: list[Deletion] = []
         for day, hour in sorted(zip((int(x) for x in rng.uniform(0.0, self.span, size=n)), self._hours(n))):
-            when = self._instant(day, hour).isoformat()
-            options = [a for a in _DELETABLE if W.told(self.index, "me", a, when)]
+            when = self.instant(day, hour).isoformat()
+            options = [a for a in _DELETABLE if G.told(self.index, "me", a, when)]
             if not options:
                 continue
             attr = options[int(rng.integers(len(options)))]
-            gone = {t["turn"] for t in W.told(self.index, "me", attr, when)}
+            gone = {t["turn"] for t in G.told(self.index, "me", attr, when)}
             for t in self.truth["tellings"]:
                 if t["turn"] in gone and (t["deleted"] is None or t["deleted"] > when):
                     t["deleted"] = when  # everything the deleted turns said goes with them (a later forget request may have come first)
@@ -598,84 +526,14 @@ class _Life:
                                 turn_ids=tuple(sorted(gone)), topic=attr))
         return out
 
-    def _candidates(self, when: str) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
-        """Question specs worth trying at ``when`` by kind, each with the context its wording needs."""
-        out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {k: [] for k in QUESTION_WEIGHTS}
-        index = self.index
-
-        def told(subject: str, attr: str) -> list[Any]:
-            return W.by_valid(W.told(index, subject, attr, when))
-
-        for attr in ("city", "employer", "occupation", "partner", "music"):
-            t = told("me", attr)
-            if not t:
-                continue
-            cur = t[-1]["value"]
-            out["current"].append(({"kind": "current", "attr": attr}, {}))
-            if attr != "partner":
-                out["previous"].append(({"kind": "previous", "attr": attr, "value": cur}, {"cur": cur}))
-            if attr in ("city", "employer"):
-                out["since"].append(({"kind": "since", "attr": attr, "value": cur}, {"cur": cur}))
-                changes = [i for i in range(1, len(t)) if t[i]["aspect"] == "began" and t[i]["value"] != t[i - 1]["value"]]
-                if changes:
-                    i = changes[int(self.rng.integers(len(changes)))]
-                    lo, hi = date.fromisoformat(t[i - 1]["valid"]), date.fromisoformat(t[i]["valid"])
-                    if (hi - lo).days >= 3:
-                        at_day = lo + timedelta(days=int(self.rng.integers(1, (hi - lo).days)))
-                        at = self._instant((at_day - self.day0).days, 12.0)
-                        out["as_of"].append(({"kind": "as_of", "attr": attr, "at": at.isoformat()},
-                                             {"date": f"{at_day.day} {at_day:%B %Y}"}))
-        for attr in W.ACCUMULATING:
-            t = told("me", attr)
-            if not t:
-                continue
-            out["count"].append(({"kind": "count", "attr": attr}, {}))
-            out["latest"].append(({"kind": "latest", "attr": attr}, {}))
-            if attr in ("trips", "illnesses", "purchases"):
-                v = t[int(self.rng.integers(len(t)))]["value"]
-                out["since"].append(({"kind": "since", "attr": attr, "value": v}, {"cur": v}))
-        for attr in ("diet", "cuisine"):
-            if told("me", attr):
-                out["preference"].append(({"kind": "preference", "attr": attr}, {}))
-        relations = [p["relation"] for p in self.people.values()]
-        for pid, p in self.people.items():
-            rel = p["relation"]
-            if relations.count(rel) != 1 or rel not in _RELATIVES:
-                continue
-            out["name"].append(({"kind": "current", "subject": pid, "attr": "name", "rel": rel}, {"rel": rel}))
-            for attr in ("city", "employer", "occupation"):
-                out["hop"].append(({"kind": "hop", "subject": pid, "attr": attr, "rel": rel}, {"rel": rel}))
-        for attr in ("book", "film"):
-            for genre in sorted({t["genre"] for t in W.told(index, "assistant", attr, when)}):
-                out["assistant"].append(({"kind": "assistant", "attr": attr, "genre": genre}, {"cur": genre}))
-        for topic in _ABSTAIN_TOPICS:
-            out["abstain"].append(({"kind": "abstain", "attr": topic}, {}))
-        for d in self.truth["deletions"]:
-            # A topic forgotten at the user's request: nothing said of it counts any more.
-            if d.get("in_text") and d["time"] < when:
-                out["abstain"].append(({"kind": "abstain", "attr": d["topic"]}, {}))
-        for rel in ("sister", "brother"):
-            if rel not in relations:
-                out["abstain"].append(({"kind": "abstain", "attr": "relative", "rel": rel}, {"rel": rel}))
-        return {k: v for k, v in out.items() if v}
-
-    def _extra(self, gold: dict[str, Any], when: str) -> dict[str, Any]:
-        """A question's ``extra``: its support groups and, once the user has asked in words to forget a topic,
-        the turns that told it (``forgotten``: what the run counts in ``forgotten_leaks``; never shown to systems)."""
-        extra: dict[str, Any] = {"support": tuple(tuple(g) for g in gold["support"])}
-        forgotten = sorted({t for d in self.truth["deletions"] if d.get("in_text") and d["time"] < when for t in d["turns"]})
-        if forgotten:
-            extra["forgotten"] = tuple(forgotten)
-        return extra
-
     def _questions(self) -> list[Question]:
         cfg, rng = self.cfg, self.rng
         first = cfg.questions_from * self.span
         n = int(rng.poisson(cfg.questions_per_week / 7.0 * (self.span - first)))
         out: list[Question] = []
         for day, hour in sorted(zip((int(x) for x in rng.uniform(first, self.span, size=n)), self._hours(n))):
-            when = self._instant(day, hour).isoformat()
-            options = self._candidates(when)
+            when = self.instant(day, hour).isoformat()
+            options = question_candidates(self, when)
             found = None
             while options and found is None:
                 kinds = sorted(options)
@@ -683,7 +541,7 @@ class _Life:
                 kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
                 # A candidate the tellings leave ambiguous (two titles, an undated change) is not asked; one
                 # about a fact that changed is asked three times as often (what a memory must keep up with).
-                golds = [(spec, ctx, W.derive(self.index, spec, when, self.offset)) for spec, ctx in options[kind]]
+                golds = [(spec, ctx, G.derive(self.index, spec, when, self.offset)) for spec, ctx in options[kind]]
                 answerable = [g for g in golds if g[2] is not None]
                 if not answerable:
                     del options[kind]
@@ -702,6 +560,6 @@ class _Life:
                 text=X.question_text(self.words, spec, ctx), gold=gold["gold"], kind=spec["kind"],
                 evidence=tuple(gold["evidence"]), superseded=tuple(gold["superseded"]), topic=topic,
                 excluded="abstention" if spec["kind"] == "abstain" else None,
-                extra=self._extra(gold, when),
+                extra=question_extra(self, gold, when),
             ))
         return out

@@ -13,28 +13,22 @@ and events of the other people), each with participants and consequences.
 What the user *tells* is part of the truth too: every telling records which
 turn stated which value of which attribute of whom, the date it refers to
 (``valid``, the user's calendar day), its aspect and when it was said. Gold
-answers are derived from the tellings (``derive``), never from the text, and
-``check_world`` re-derives them from the JSON written into the stream's
-``meta["truth"]``; the claims the text makes are checked apart, by
-``memsim.scenarios.world_check``, which shares none of this code.
+answers are derived from the tellings, never from the text, in
+``memsim.scenarios.life_gold``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
 
-from memsim.scenarios.base import ScenarioStream
-from memsim.sim.events import Deletion, Question, Session
-
 __all__ = [
     "CITIES", "SECTORS", "OCCUPATIONS", "NAMES", "DESTINATIONS", "ILLNESSES", "PURCHASES", "HABITS",
     "DIETS", "CUISINES", "MUSIC", "BOOK_GENRES", "PET_SPECIES", "PET_NAMES", "REPLACING", "ACCUMULATING",
-    "EVENT_RATES", "ABSTAIN", "UTC_OFFSETS", "FEMALE_NAMES", "MALE_NAMES", "NEUTRAL_NAMES", "names_for", "Index", "sample_user",
-    "sample_events", "index_tellings", "told", "by_valid", "local_day", "meant", "derive", "check_world",
+    "EVENT_RATES", "ABSTAIN", "UTC_OFFSETS", "FEMALE_NAMES", "MALE_NAMES", "NEUTRAL_NAMES", "names_for", "sample_user",
+    "sample_events",
 ]
 
 CITIES = (
@@ -263,348 +257,164 @@ def sample_events(rng: np.random.Generator, user: dict[str, Any], span_days: flo
     accumulating attribute, adds) a value. Participants are ``"me"`` and
     people ids; a relationship adds its new partner to ``user["people"]``.
     """
-    attrs, people = user["attributes"], user["people"]
-    state = {"city": attrs["city"], "employer": attrs["employer"], "occupation": attrs["occupation"],
-             "partner": next((p for p, v in people.items() if v["relation"] == "partner"), None),
-             "diet": attrs["diet"], "music": attrs["music"], "cuisine": attrs["cuisine"],
-             "pets": list(attrs["pets"]), "habits": list(attrs["habits"])}
-    st = _stage(attrs["age"])
+    months = _Months(rng, user, span_days)
+    for day, kind, who in _event_draws(rng, months.relatives, span_days, rate):
+        months.happen(day, kind, who)
+    return months.events
+
+
+def _event_draws(rng: np.random.Generator, relatives: Sequence[str], span_days: float,
+                 rate: float) -> list[tuple[float, str, str]]:
+    """The days events may happen on, with their kind and person, in order (``_Months.happen`` may skip one)."""
     draws: list[tuple[float, str, str]] = []
-    relatives = [p for p, v in people.items() if v["relation"] in ("sister", "brother", "mother", "father")]
     for kind, per_month in EVENT_RATES.items():
         for who in (relatives if kind == "relative_move" else ["me"]):
             n = int(rng.poisson(per_month * rate * span_days / 30.0))
             # Events happen on whole days (before that day's sessions), so a day's news and state agree.
             draws.extend((float(np.floor(t)), kind, who) for t in rng.uniform(0.0, span_days, size=n))
     # Two events of one kind for one person on one day would leave that day's value undecided: keep the first.
-    draws = sorted(set(draws))
-    busy_until = -1.0  # the day the last trip ends: trips never overlap
-    # Who has just moved or changed jobs rarely does it again within two months (a settling-in period).
-    settled: dict[tuple[str, str], float] = {}
-    had: dict[str, list[str]] = {"trips": [], "illnesses": [], "purchases": []}
-    events: list[dict[str, Any]] = []
+    return sorted(set(draws))
 
-    def add(day: float, kind: str, participants: list[str], consequences: list[dict[str, Any]], **details: Any) -> None:
-        events.append({"day": round(day, 4), "type": kind, "participants": participants,
-                       "consequences": consequences, "details": details})
 
-    taken_names = {v["name"] for v in people.values()}
-    for day, kind, who in draws:
-        partner = state["partner"]
+class _Months:
+    """One user's months as events happen: the state they change and the events so far, one step per kind."""
+
+    def __init__(self, rng: np.random.Generator, user: dict[str, Any], span_days: float) -> None:
+        attrs, people = user["attributes"], user["people"]
+        self.rng, self.attrs, self.people, self.span = rng, attrs, people, span_days
+        self.state = {"city": attrs["city"], "employer": attrs["employer"], "occupation": attrs["occupation"],
+                      "partner": next((p for p, v in people.items() if v["relation"] == "partner"), None),
+                      "diet": attrs["diet"], "music": attrs["music"], "cuisine": attrs["cuisine"],
+                      "pets": list(attrs["pets"]), "habits": list(attrs["habits"])}
+        self.stage = _stage(attrs["age"])
+        self.relatives = [p for p, v in people.items() if v["relation"] in ("sister", "brother", "mother", "father")]
+        self.busy_until = -1.0  # the day the last trip ends: trips never overlap
+        # Who has just moved or changed jobs rarely does it again within two months (a settling-in period).
+        self.settled: dict[tuple[str, str], float] = {}
+        self.had: dict[str, list[str]] = {"trips": [], "illnesses": [], "purchases": []}
+        self.events: list[dict[str, Any]] = []
+        self.taken_names = {v["name"] for v in people.values()}
+        self.steps = {"move": self._move, "job": self._job, "trip": self._trip, "illness": self._illness,
+                      "adoption": self._adoption, "purchase": self._purchase, "habit": self._habit,
+                      "relationship": self._relationship, "breakup": self._breakup, "diet": self._taste,
+                      "music": self._taste, "cuisine": self._taste, "partner_job": self._partner_job,
+                      "relative_move": self._relative_move}
+
+    def add(self, day: float, kind: str, participants: list[str], consequences: list[dict[str, Any]],
+            **details: Any) -> None:
+        self.events.append({"day": round(day, 4), "type": kind, "participants": participants,
+                            "consequences": consequences, "details": details})
+
+    def happen(self, day: float, kind: str, who: str) -> None:
+        """The event drawn for ``day``, unless its person is still settling in (or it cannot happen)."""
         if kind in _SETTLING:
-            if day < settled.get((kind, who), -1.0):
-                continue
-            settled[(kind, who)] = day + _SETTLING[kind]
-        if kind == "move":
-            # Most moves stay in the region (same time zone); the user's waking hours stay those of their first city.
-            near = [c for c in CITIES if UTC_OFFSETS[c] == UTC_OFFSETS[state["city"]] and c != state["city"]]
-            if not near:
-                continue  # no other city in the time zone: the user stays (their waking hours would not follow)
-            city = _weighted(rng, near)
-            state["city"] = city
-            cons = [{"subject": "me", "attr": "city", "value": city}]
-            if partner:
-                people[partner]["city"] = city
-                cons.append({"subject": partner, "attr": "city", "value": city})
-            add(day, kind, ["me", *([partner] if partner else [])], cons)
-        elif kind == "job":
-            occupation = state["occupation"]
-            cons = []
-            if rng.random() < 0.3:
-                occupation = _weighted(rng, [o for o, (s, _) in OCCUPATIONS.items()
-                                             if s == OCCUPATIONS[state["occupation"]][0] and o != state["occupation"]])
-                state["occupation"] = occupation
-                cons.append({"subject": "me", "attr": "occupation", "value": occupation})
-            employer = _weighted(rng, SECTORS[OCCUPATIONS[occupation][0]], exclude=[state["employer"]])
-            state["employer"] = employer
-            add(day, kind, ["me"], [{"subject": "me", "attr": "employer", "value": employer}, *cons])
-        elif kind == "trip":
-            companion = partner or (relatives[int(rng.integers(len(relatives)))] if relatives else None)
-            nights = int(rng.integers(3, 15))
-            if day <= busy_until + 7 or day + nights >= span_days or len(had["trips"]) == len(DESTINATIONS):
-                continue  # still away (or just back), or back after the span ends
-            busy_until = day + nights
-            dest = _weighted(rng, DESTINATIONS, exclude=had["trips"])
-            had["trips"].append(dest)
-            add(day, kind, ["me", *([companion] if companion else [])],
-                [{"subject": "me", "attr": "trips", "value": dest}], nights=nights, companion=companion)
-        elif kind == "illness":
-            if len(had["illnesses"]) < len(ILLNESSES):  # each illness once: "the flu" twice would count as one
-                had["illnesses"].append(_weighted(rng, ILLNESSES, exclude=had["illnesses"]))
-                add(day, kind, ["me"], [{"subject": "me", "attr": "illnesses", "value": had["illnesses"][-1]}],
-                    days_off=int(rng.integers(2, 15)))
-        elif kind == "adoption":
-            pet = _pet(rng, attrs["children"] > 0, [p.split(" the ")[0] for p in state["pets"]])
-            state["pets"].append(pet)
-            add(day, kind, ["me", *([partner] if partner else [])], [{"subject": "me", "attr": "pets", "value": pet}])
-        elif kind == "purchase":
-            if len(had["purchases"]) < len(PURCHASES):
-                had["purchases"].append(_weighted(rng, PURCHASES, exclude=had["purchases"]))
-                add(day, kind, ["me"], [{"subject": "me", "attr": "purchases", "value": had["purchases"][-1]}])
-        elif kind == "habit":
-            options = [h for h in HABITS if h not in state["habits"]]
-            if options:
-                habit = _weighted(rng, {h: HABITS[h] for h in options}, st)
-                state["habits"].append(habit)
-                add(day, kind, ["me"], [{"subject": "me", "attr": "habits", "value": habit}])
-        elif kind == "relationship" and partner is None:
-            pid = f"p{len(people) + 2}"
-            people[pid] = _person(rng, pid, "partner", taken_names, city=state["city"],
-                                  age=max(20, attrs["age"] + int(rng.integers(-5, 6))))
-            state["partner"] = pid
-            add(day, kind, ["me", pid], [{"subject": "me", "attr": "partner", "value": people[pid]["name"]}],
-                person=dict(people[pid]))
-        elif kind == "breakup" and partner is not None:
-            people[partner]["relation"] = "ex-partner"
-            state["partner"] = None
-            add(day, kind, ["me", partner], [{"subject": "me", "attr": "partner", "value": "single"}])
-        elif kind in ("diet", "music", "cuisine"):
-            if kind == "cuisine":
-                value = _weighted(rng, [c for c, d in CUISINES.items() if state["diet"] in d and c != state["cuisine"]])
-            elif kind == "diet":
-                value = _weighted(rng, [d for d in DIETS if d != state["diet"]])
-            else:
-                value = _weighted(rng, MUSIC, st, exclude=[state["music"]])
-            state[kind] = value
-            add(day, kind, ["me"], [{"subject": "me", "attr": kind, "value": value}])
-        elif kind == "partner_job" and partner is not None:
-            p = people[partner]
-            employer = _weighted(rng, SECTORS[OCCUPATIONS[p["occupation"]][0]], exclude=[p["employer"]])
-            p["employer"] = employer
-            add(day, kind, [partner], [{"subject": partner, "attr": "employer", "value": employer}])
-        elif kind == "relative_move":
-            city = _weighted(rng, CITIES, exclude=[people[who]["city"]])
-            people[who]["city"] = city
-            add(day, kind, [who], [{"subject": who, "attr": "city", "value": city}])
-    return events
+            if day < self.settled.get((kind, who), -1.0):
+                return
+            self.settled[(kind, who)] = day + _SETTLING[kind]
+        self.steps[kind](day, kind, who, self.state["partner"])
 
+    def _move(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        state, people = self.state, self.people
+        # Most moves stay in the region (same time zone); the user's waking hours stay those of their first city.
+        near = [c for c in CITIES if UTC_OFFSETS[c] == UTC_OFFSETS[state["city"]] and c != state["city"]]
+        if not near:
+            return  # no other city in the time zone: the user stays (their waking hours would not follow)
+        city = _weighted(self.rng, near)
+        state["city"] = city
+        cons = [{"subject": "me", "attr": "city", "value": city}]
+        if partner:
+            people[partner]["city"] = city
+            cons.append({"subject": partner, "attr": "city", "value": city})
+        self.add(day, kind, ["me", *([partner] if partner else [])], cons)
 
-# -- gold from the truth ------------------------------------------------------
+    def _job(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        state, rng = self.state, self.rng
+        occupation = state["occupation"]
+        cons = []
+        if rng.random() < 0.3:
+            occupation = _weighted(rng, [o for o, (s, _) in OCCUPATIONS.items()
+                                         if s == OCCUPATIONS[state["occupation"]][0] and o != state["occupation"]])
+            state["occupation"] = occupation
+            cons.append({"subject": "me", "attr": "occupation", "value": occupation})
+        employer = _weighted(rng, SECTORS[OCCUPATIONS[occupation][0]], exclude=[state["employer"]])
+        state["employer"] = employer
+        self.add(day, kind, ["me"], [{"subject": "me", "attr": "employer", "value": employer}, *cons])
 
+    def _trip(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        rng, relatives, had = self.rng, self.relatives, self.had
+        companion = partner or (relatives[int(rng.integers(len(relatives)))] if relatives else None)
+        nights = int(rng.integers(3, 15))
+        if day <= self.busy_until + 7 or day + nights >= self.span or len(had["trips"]) == len(DESTINATIONS):
+            return  # still away (or just back), or back after the span ends
+        self.busy_until = day + nights
+        dest = _weighted(rng, DESTINATIONS, exclude=had["trips"])
+        had["trips"].append(dest)
+        self.add(day, kind, ["me", *([companion] if companion else [])],
+                 [{"subject": "me", "attr": "trips", "value": dest}], nights=nights, companion=companion)
 
-Index = Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]
-"""A user's tellings by ``(subject, attr)``, in the order they were said (``index_tellings``)."""
+    def _illness(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        had = self.had
+        if len(had["illnesses"]) < len(ILLNESSES):  # each illness once: "the flu" twice would count as one
+            had["illnesses"].append(_weighted(self.rng, ILLNESSES, exclude=had["illnesses"]))
+            self.add(day, kind, ["me"], [{"subject": "me", "attr": "illnesses", "value": had["illnesses"][-1]}],
+                     days_off=int(self.rng.integers(2, 15)))
 
+    def _adoption(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        pet = _pet(self.rng, self.attrs["children"] > 0, [p.split(" the ")[0] for p in self.state["pets"]])
+        self.state["pets"].append(pet)
+        self.add(day, kind, ["me", *([partner] if partner else [])], [{"subject": "me", "attr": "pets", "value": pet}])
 
-def index_tellings(tellings: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
-    """A user's tellings (``meta["truth"][user]["tellings"]``) grouped by subject and attribute."""
-    out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for t in tellings:
-        out.setdefault((t["subject"], t["attr"]), []).append(t)
-    return out
+    def _purchase(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        had = self.had
+        if len(had["purchases"]) < len(PURCHASES):
+            had["purchases"].append(_weighted(self.rng, PURCHASES, exclude=had["purchases"]))
+            self.add(day, kind, ["me"], [{"subject": "me", "attr": "purchases", "value": had["purchases"][-1]}])
 
+    def _habit(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        options = [h for h in HABITS if h not in self.state["habits"]]
+        if options:
+            habit = _weighted(self.rng, {h: HABITS[h] for h in options}, self.stage)
+            self.state["habits"].append(habit)
+            self.add(day, kind, ["me"], [{"subject": "me", "attr": "habits", "value": habit}])
 
-def told(index: Index, subject: str, attr: str, when: str) -> list[Mapping[str, Any]]:
-    """Tellings of ``subject``'s ``attr`` said before ``when`` (ISO) and not deleted by then, as said."""
-    return [t for t in index.get((subject, attr), ()) if t["said"] < when and (t["deleted"] is None or t["deleted"] > when)]
+    def _relationship(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        if partner is not None:
+            return
+        people, attrs = self.people, self.attrs
+        pid = f"p{len(people) + 2}"
+        people[pid] = _person(self.rng, pid, "partner", self.taken_names, city=self.state["city"],
+                              age=max(20, attrs["age"] + int(self.rng.integers(-5, 6))))
+        self.state["partner"] = pid
+        self.add(day, kind, ["me", pid], [{"subject": "me", "attr": "partner", "value": people[pid]["name"]}],
+                 person=dict(people[pid]))
 
+    def _breakup(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        if partner is None:
+            return
+        self.people[partner]["relation"] = "ex-partner"
+        self.state["partner"] = None
+        self.add(day, kind, ["me", partner], [{"subject": "me", "attr": "partner", "value": "single"}])
 
-def by_valid(tellings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Tellings ordered by the date their value refers to, then as said."""
-    return sorted(tellings, key=lambda t: (t["valid"], t["said"], t["seq"]))
-
-
-def _months_text(days: int) -> str:
-    """Whole days from the date of the news to the day asked, as a reader of the two dates would say them:
-    days up to ten, then weeks up to eight, then months of 30 days to the nearest half."""
-    if days <= 0:
-        return "today"
-    if days <= 10:
-        return "1 day" if days == 1 else f"{days} days"
-    if days < 56:
-        return f"about {round(days / 7.0)} weeks"
-    halves = round(days / 15.0)
-    return f"about {halves // 2} months" if halves % 2 == 0 else f"about {halves // 2} and a half months"
-
-
-def _dedup(xs: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(xs))
-
-
-def _tail(said: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The last tellings that share the last one's value."""
-    k = len(said) - 1
-    while k > 0 and said[k - 1]["value"] == said[-1]["value"]:
-        k -= 1
-    return list(said[k:])
-
-
-def local_day(t: datetime, offset: float) -> str:
-    """The user's calendar day (ISO) of an instant, ``offset`` hours east of UTC."""
-    return (t.astimezone(timezone.utc) + timedelta(hours=offset)).date().isoformat()
-
-
-def meant(index: Index, rel: str, when: str) -> str | None:
-    """The person id the user means by "my <rel>" at ``when``: the partner they are with, or the one named relative."""
-    names = [t for (who, attr) in index if attr == "name" for t in told(index, who, "name", when)]
-    if rel == "partner":
-        now = by_valid(told(index, "me", "partner", when))
-        ids = {t["subject"] for t in names if now and t["value"] == now[-1]["value"]}
-    else:
-        ids = {t["subject"] for t in names if t.get("relation") == rel}
-    return next(iter(ids)) if len(ids) == 1 else None
-
-
-def derive(index: Index, spec: Mapping[str, Any], when: str, offset: float = 0.0) -> dict[str, Any] | None:
-    """The gold of one question from a user's tellings, or None where the tellings leave it ambiguous.
-
-    Args:
-        index: the user's tellings (``index_tellings`` of ``meta["truth"][user]["tellings"]``).
-        spec: the question's entry of ``meta["questions"]`` (``kind``, ``subject``, ``attr`` and ``at``,
-            ``value``, ``rel``, ``genre`` where used).
-        when: the question's time (ISO).
-        offset: the user's hours east of UTC (their calendar dates the tellings).
-
-    Returns:
-        ``{"gold", "evidence", "support", "superseded"}``: ``evidence`` the fewest turns that answer it,
-        ``support`` for each of them every turn that could stand in its place; empty for an abstention.
-    """
-    kind, subject, attr = spec["kind"], spec.get("subject", "me"), spec.get("attr", "")
-    out: dict[str, Any] = {"gold": ABSTAIN, "evidence": [], "support": [], "superseded": []}
-    if kind == "abstain":
-        if attr == "relative":
-            named = [t for (who, a) in index if a == "name" for t in told(index, who, a, when)]
-            return None if any(t.get("relation") == spec["rel"] for t in named) else out
-        return None if told(index, "me", attr, when) else out
-    if kind == "assistant":
-        # "The book you suggested when I wanted a short read": asked only while one title answers it.
-        recs = [t for t in told(index, "assistant", attr, when) if t["genre"] == spec["genre"]]
-        if len({t["value"] for t in recs}) != 1:
-            return None
-        return {"gold": recs[-1]["value"], "evidence": [recs[-1]["turn"]], "support": [_dedup([t["turn"] for t in recs])],
-                "superseded": []}
-    if (subject != "me" or kind == "hop") and meant(index, spec.get("rel", ""), when) != subject:
-        return None
-    said = by_valid(told(index, subject, attr, when))
-    if not said:
-        return None
-    cur, tail = said[-1], _tail(said)
-    stale = _dedup([t["turn"] for t in said if t["value"] != cur["value"]])
-    support = [_dedup([t["turn"] for t in tail])]
-    if kind in ("current", "preference"):
-        return {"gold": cur["value"], "evidence": [cur["turn"]], "support": support, "superseded": stale}
-    if kind == "previous":
-        before = said[:len(said) - len(tail)]
-        if not before or spec.get("value") != cur["value"] or any(t["value"] == cur["value"] for t in before):
-            return None
-        prev = _tail(before)
-        return {"gold": prev[-1]["value"], "evidence": [prev[-1]["turn"], cur["turn"]],
-                "support": [_dedup([t["turn"] for t in prev]), *support], "superseded": []}
-    if kind == "as_of":
-        at = local_day(datetime.fromisoformat(spec["at"]), offset)
-        then = [t for t in said if t["valid"] <= at]
-        if not then:
-            return None
-        hit = then[-1]
-        changes = [t for t in said[len(then):] if t["value"] != hit["value"]]
-        if changes and changes[0]["aspect"] != "began":
-            return None  # the change has no date: it may have come before or after the day asked
-        return {"gold": hit["value"], "evidence": [hit["turn"]], "support": [_dedup([t["turn"] for t in _tail(then)])],
-                "superseded": _dedup([t["turn"] for t in said if t["valid"] > at and t["value"] != hit["value"]])}
-    if kind == "since":
-        if attr in ("city", "employer"):
-            if spec.get("value") != cur["value"]:
-                return None
-            dated = [t for t in tail if t["aspect"] == "began"]
+    def _taste(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        state, rng = self.state, self.rng
+        if kind == "cuisine":
+            value = _weighted(rng, [c for c, d in CUISINES.items() if state["diet"] in d and c != state["cuisine"]])
+        elif kind == "diet":
+            value = _weighted(rng, [d for d in DIETS if d != state["diet"]])
         else:
-            stale = []
-            dated = [t for t in said if t["value"] == spec.get("value") and t["aspect"] == "began"]
-        if len({t["valid"] for t in dated}) != 1:
-            return None
-        # Calendar days in the user's time zone: "today" on the 16th, asked on the 18th, is 2 days.
-        asked = (datetime.fromisoformat(when) + timedelta(hours=offset)).date()
-        days = (asked - date.fromisoformat(dated[0]["valid"][:10])).days
-        return {"gold": _months_text(days), "evidence": [dated[-1]["turn"]], "support": [_dedup([t["turn"] for t in dated])],
-                "superseded": stale}
-    if kind == "latest":
-        # "The most recent pet / trip": the latest must be dated news, and alone on its date.
-        if cur["aspect"] != "began" or len({t["value"] for t in said if t["valid"] == cur["valid"]}) != 1:
-            return None
-        return {"gold": cur["value"], "evidence": [cur["turn"]],
-                "support": [_dedup([t["turn"] for t in said if t["value"] == cur["value"]])], "superseded": []}
-    if kind == "count":
-        values = _dedup([t["value"] for t in said])
-        groups = [_dedup([t["turn"] for t in said if t["value"] == v]) for v in values]
-        return {"gold": str(len(values)), "evidence": [g[-1] for g in groups], "support": groups, "superseded": []}
-    if kind == "hop":
-        # "Where does my sister work": who the relative is (the naming), then the relative's value.
-        names = by_valid(told(index, subject, "name", when))
-        return {"gold": cur["value"], "evidence": _dedup([names[-1]["turn"], cur["turn"]]),
-                "support": [_dedup([t["turn"] for t in names]), *support], "superseded": stale}
-    raise ValueError(f"unknown question kind {kind!r}")
+            value = _weighted(rng, MUSIC, self.stage, exclude=[state["music"]])
+        state[kind] = value
+        self.add(day, kind, ["me"], [{"subject": "me", "attr": kind, "value": value}])
 
+    def _partner_job(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        if partner is None:
+            return
+        p = self.people[partner]
+        employer = _weighted(self.rng, SECTORS[OCCUPATIONS[p["occupation"]][0]], exclude=[p["employer"]])
+        p["employer"] = employer
+        self.add(day, kind, [partner], [{"subject": partner, "attr": "employer", "value": employer}])
 
-def check_world(stream: ScenarioStream) -> list[str]:
-    """Problems with a ``life`` stream's gold against its truth (empty: every question checks out).
-
-    Re-derives each question's gold, evidence, support and superseded turns
-    from ``meta["truth"]`` and ``meta["questions"]``; checks that every
-    telling states what the events make true on its date, that every evidence
-    turn is the asking user's, said before the question and not deleted, and
-    that its text carries its fact (one of ``meta["facts"][turn]``,
-    case-insensitive); that abstention questions have no evidence; and that no
-    turn id repeats. The text's own check, from the claims as said, is
-    ``memsim.scenarios.world_check.check_claims``.
-    """
-    problems: list[str] = []
-    truth, facts, specs = stream.meta["truth"], stream.meta["facts"], stream.meta["questions"]
-    offsets = stream.meta.get("utc_offsets", {})
-    turns = {t.turn_id: t for e in stream.events if isinstance(e, Session) for t in e.turns}
-    n_turns = sum(len(e.turns) for e in stream.events if isinstance(e, Session))
-    if len(turns) != n_turns:
-        problems.append(f"{n_turns - len(turns)} turn ids repeat")
-    gone: dict[str, datetime] = {}
-    for e in stream.events:
-        if isinstance(e, Deletion):
-            for tid in e.turn_ids:
-                gone.setdefault(tid, e.time)
-    indexes = {uid: index_tellings(user["tellings"]) for uid, user in truth.items()}
-    for uid, user in truth.items():
-        for t in user["tellings"]:
-            if t["subject"] != "assistant" and not _holds(user, t):
-                problems.append(f"{uid}: turn {t['turn']} tells {t['subject']}.{t['attr']} = {t['value']!r}, "
-                                f"which the events do not give on {t['valid']}")
-    for q in (e for e in stream.events if isinstance(e, Question)):
-        spec = specs.get(q.question_id)
-        if spec is None:
-            problems.append(f"{q.question_id}: no entry in meta['questions']")
-            continue
-        want = derive(indexes[q.user_id], spec, q.time.isoformat(), float(offsets.get(q.user_id, 0.0)))
-        got = {"gold": q.gold, "evidence": list(q.evidence), "superseded": list(q.superseded),
-               "support": [list(g) for g in q.extra.get("support", ())]}
-        if got != want:
-            problems.append(f"{q.question_id} ({q.kind}): stream has {got}, the truth gives {want}")
-        if not q.evidence and (q.excluded != "abstention" or q.gold != ABSTAIN):
-            problems.append(f"{q.question_id}: no evidence but not an abstention")
-        for tid in (*q.evidence, *q.superseded):
-            t = turns.get(tid)
-            if t is None:
-                problems.append(f"{q.question_id}: turn {tid} is in no session")
-                continue
-            if t.user_id != q.user_id or t.created_at >= q.time or (tid in gone and gone[tid] <= q.time):
-                problems.append(f"{q.question_id}: turn {tid} is not in the asker's store at question time")
-            strings = facts.get(tid)
-            if not strings or not any(s.lower() in t.text.lower() for s in strings):
-                problems.append(f"{q.question_id}: turn {tid} does not carry its fact {strings}")
-    return problems
-
-
-def _holds(user: Mapping[str, Any], telling: Mapping[str, Any]) -> bool:
-    """Whether a telling states what the user's initial attributes and dated events make true on its date."""
-    subject, attr, value = telling["subject"], telling["attr"], telling["value"]
-    if attr == "name":
-        return bool(user["people"][subject]["name"] == value)
-    if attr == "trip_plans":  # a plan holds when the trip happens after it was made
-        return any(e["type"] == "trip" and e["date"] >= telling["valid"] and e["consequences"][0]["value"] == value
-                   for e in user["events"])
-    start = user["attributes"] if subject == "me" else user["people"][subject]
-    state: Any = list(start[attr]) if attr in ACCUMULATING else start[attr]
-    if subject == "me" and attr == "partner" and state is None:
-        state = "single"
-    for e in user["events"]:
-        if e["date"] > telling["valid"]:
-            break
-        for c in e["consequences"]:
-            if c["subject"] == subject and c["attr"] == attr:
-                state = [*state, c["value"]] if attr in ACCUMULATING else c["value"]
-    return value in state if attr in ACCUMULATING else bool(state == value)
+    def _relative_move(self, day: float, kind: str, who: str, partner: str | None) -> None:
+        city = _weighted(self.rng, CITIES, exclude=[self.people[who]["city"]])
+        self.people[who]["city"] = city
+        self.add(day, kind, [who], [{"subject": who, "attr": "city", "value": city}])

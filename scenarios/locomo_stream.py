@@ -55,9 +55,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memsim.scenarios.base import FileScenario, ScenarioStream
 from memsim.core.errors import UserError
-from memsim.sim.events import Event, Question, Session, sort_events
+from memsim.sim.events import Episode, Event, Question, Session, sort_events
 from memsim.static_benchmarks.data import fetch_hint, locate, resolve_given
-from memsim.static_benchmarks.locomo import QUESTION_DELAY, load_locomo, locomo_episodes
+from memsim.static_benchmarks.locomo import QUESTION_DELAY, LocomoDataset, load_locomo, locomo_episodes
 from memsim.core.streams import spawn
 
 __all__ = [
@@ -163,85 +163,14 @@ class LocomoStreamScenario(FileScenario):
         """Load the file and build every conversation's sessions and questions."""
         cfg = self.config
         dataset = load_locomo(cfg.path())
-        convs = locomo_episodes(dataset, captions=cfg.captions)
-        if cfg.conversations:
-            known = [c.episode_id for c in convs]
-            unknown = [c for c in cfg.conversations if c not in known]
-            if unknown:
-                raise UserError(
-                    f"scenario.conversations: unknown sample id(s) {unknown} in {cfg.path()}; valid: {', '.join(known)}"
-                )
-            wanted = set(cfg.conversations)
-            convs = [c for c in convs if c.episode_id in wanted]
-        if cfg.limit_conversations is not None:
-            convs = convs[: cfg.limit_conversations]
-
         events: list[Event] = []
         excluded = {"adversarial": 0, "no_usable_evidence": 0, "not_sampled": 0}
         per_user: dict[str, dict[str, int]] = {}
-        for conv in convs:
-            uid = conv.episode_id
-            sessions = [e for e in conv.events if isinstance(e, Session)]
-            questions = [e for e in conv.events if isinstance(e, Question)]
+        for conv in self._conversations(dataset):
             # One child generator per conversation, drawn in file order: a conversation's
             # questions do not depend on how many questions the ones before it had.
-            conv_rng = spawn(rng)
-            session_times = [s.time for s in sessions]
-            at = {t.turn_id: s.time for s in sessions for t in s.turns}
-            end = max(session_times) + QUESTION_DELAY
-            events.extend(sessions)
-            asked = 0
-            reasks = 0
-            for sq in questions:
-                if sq.excluded == "adversarial" and not cfg.include_adversarial:
-                    excluded["adversarial"] += 1
-                    continue
-                if not sq.evidence:
-                    excluded["no_usable_evidence"] += 1
-                    continue
-                # Draws happen for every candidate, kept or not, so the fraction only thins the stream.
-                keep = conv_rng.random() < cfg.question_fraction
-                when = self._ask_time(conv_rng, max(at[t] for t in sq.evidence), session_times, end)
-                reask = conv_rng.random() < cfg.reask_rate
-                re_delay = conv_rng.uniform(cfg.reask_min_days, cfg.reask_max_days) * _DAY
-                re_para = conv_rng.random() < cfg.paraphrase_rate
-                re_template = PARAPHRASES[int(conv_rng.integers(len(PARAPHRASES)))]
-                if not keep:
-                    excluded["not_sampled"] += 1
-                    continue
-                # Asked on the stream, an adversarial question keeps the file's answer and evidence.
-                gold = sq.extra.get("adversarial_answer", sq.gold)
-                first = Question(
-                    question_id=sq.question_id,
-                    user_id=uid,
-                    time=when,
-                    text=sq.text,
-                    gold=gold,
-                    kind=sq.kind,
-                    evidence=sq.evidence,
-                    topic=sq.question_id,
-                    extra=sq.extra,
-                )
-                events.append(first)
-                asked += 1
-                if reask:
-                    # The same question again: only its id, time, wording and link back differ.
-                    events.append(
-                        replace(
-                            first,
-                            question_id=f"{sq.question_id}:r1",
-                            time=when + timedelta(seconds=float(re_delay)),
-                            text=paraphrase(sq.text, re_template) if re_para else sq.text,
-                            reask_of=sq.question_id,
-                        )
-                    )
-                    reasks += 1
-            per_user[uid] = {
-                "sessions": len(sessions),
-                "turns": sum(len(s.turns) for s in sessions),
-                "questions": asked,
-                "reasks": reasks,
-            }
+            conv_events, per_user[conv.episode_id] = self._conversation(conv, spawn(rng), excluded)
+            events.extend(conv_events)
         if not events:
             raise UserError(f"scenario locomo_stream: no conversations selected from {cfg.path()}")
         ordered = tuple(sort_events(events))
@@ -256,6 +185,85 @@ class LocomoStreamScenario(FileScenario):
             "per_user": per_user,
         }
         return ScenarioStream(start=start, end=end_all, events=ordered, meta=meta)
+
+    def _conversations(self, dataset: LocomoDataset) -> list[Episode]:
+        """The file's conversations as episodes, those the config selects, in file order."""
+        cfg = self.config
+        convs = locomo_episodes(dataset, captions=cfg.captions)
+        if cfg.conversations:
+            known = [c.episode_id for c in convs]
+            unknown = [c for c in cfg.conversations if c not in known]
+            if unknown:
+                raise UserError(
+                    f"scenario.conversations: unknown sample id(s) {unknown} in {cfg.path()}; valid: {', '.join(known)}"
+                )
+            wanted = set(cfg.conversations)
+            convs = [c for c in convs if c.episode_id in wanted]
+        if cfg.limit_conversations is not None:
+            convs = convs[: cfg.limit_conversations]
+        return convs
+
+    def _conversation(
+        self, conv: Episode, conv_rng: np.random.Generator, excluded: dict[str, int]
+    ) -> tuple[list[Event], dict[str, int]]:
+        """One conversation's sessions and the questions asked on it, and its counts; ``excluded`` counts the rest."""
+        cfg = self.config
+        uid = conv.episode_id
+        sessions = [e for e in conv.events if isinstance(e, Session)]
+        questions = [e for e in conv.events if isinstance(e, Question)]
+        session_times = [s.time for s in sessions]
+        at = {t.turn_id: s.time for s in sessions for t in s.turns}
+        end = max(session_times) + QUESTION_DELAY
+        events: list[Event] = list(sessions)
+        asked = 0
+        reasks = 0
+        for sq in questions:
+            if sq.excluded == "adversarial" and not cfg.include_adversarial:
+                excluded["adversarial"] += 1
+                continue
+            if not sq.evidence:
+                excluded["no_usable_evidence"] += 1
+                continue
+            # Draws happen for every candidate, kept or not, so the fraction only thins the stream.
+            keep = conv_rng.random() < cfg.question_fraction
+            when = self._ask_time(conv_rng, max(at[t] for t in sq.evidence), session_times, end)
+            reask = conv_rng.random() < cfg.reask_rate
+            re_delay = conv_rng.uniform(cfg.reask_min_days, cfg.reask_max_days) * _DAY
+            re_para = conv_rng.random() < cfg.paraphrase_rate
+            re_template = PARAPHRASES[int(conv_rng.integers(len(PARAPHRASES)))]
+            if not keep:
+                excluded["not_sampled"] += 1
+                continue
+            # Asked on the stream, an adversarial question keeps the file's answer and evidence.
+            gold = sq.extra.get("adversarial_answer", sq.gold)
+            first = Question(
+                question_id=sq.question_id,
+                user_id=uid,
+                time=when,
+                text=sq.text,
+                gold=gold,
+                kind=sq.kind,
+                evidence=sq.evidence,
+                topic=sq.question_id,
+                extra=sq.extra,
+            )
+            events.append(first)
+            asked += 1
+            if reask:
+                # The same question again: only its id, time, wording and link back differ.
+                events.append(
+                    replace(
+                        first,
+                        question_id=f"{sq.question_id}:r1",
+                        time=when + timedelta(seconds=float(re_delay)),
+                        text=paraphrase(sq.text, re_template) if re_para else sq.text,
+                        reask_of=sq.question_id,
+                    )
+                )
+                reasks += 1
+        counts = {"sessions": len(sessions), "turns": sum(len(s.turns) for s in sessions), "questions": asked,
+                  "reasks": reasks}
+        return events, counts
 
     def _ask_time(
         self, rng: np.random.Generator, evidence_at: datetime, session_times: list[datetime], end: datetime

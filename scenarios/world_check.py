@@ -164,21 +164,10 @@ def _derive(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, A
     """Gold, evidence, support and superseded turns of one question by the rules above; a string says why none."""
     kind, attr = spec["kind"], spec.get("attr", "")
     subject = spec.get("subject", "me")
-    none: dict[str, Any] = {"gold": _ABSTAIN, "evidence": [], "support": [], "superseded": []}
     if kind == "abstain":
-        if attr == "relative":
-            named = [s for s in user.named(when) if s.claim.relation == spec["rel"]]
-            return none if not named else f"the user named a {spec['rel']} in {named[-1].turn}"
-        said = user.facts(when, "me", attr)
-        return none if not said else f"the user stated {attr} in {said[-1].turn}"
+        return _abstention(user, spec, when)
     if kind == "assistant":
-        recs = [s for s in user.facts(when, "assistant", attr) if s.claim.genre == spec["genre"]]
-        recs.sort(key=lambda s: s.pos)
-        titles = _unique([s.claim.value for s in recs])
-        if len(titles) != 1:
-            return f"{len(titles)} titles were recommended for {spec['genre']!r}"
-        return {"gold": titles[0], "evidence": [recs[-1].turn], "support": [_unique([s.turn for s in recs])],
-                "superseded": []}
+        return _recommendation(user, spec, when)
     if subject != "me" or kind == "hop":
         pid = user.who(when, spec.get("rel", ""))
         if pid is None or pid != subject:
@@ -192,42 +181,11 @@ def _derive(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, A
     if kind in ("current", "preference"):
         return {"gold": cur, "evidence": [seq[-1].turn], "support": [_unique([s.turn for s in run])], "superseded": stale}
     if kind == "previous":
-        if spec.get("value") != cur:
-            return f"the question names {spec.get('value')!r} but the current value is {cur!r}"
-        before = seq[:len(seq) - len(run)]
-        if not before:
-            return "no earlier value"
-        prev_run = _final_run(before)
-        if any(s.claim.value == cur for s in before):
-            return f"{cur!r} was held before, so 'before {cur}' is ambiguous"
-        return {"gold": prev_run[-1].claim.value, "evidence": [prev_run[-1].turn, seq[-1].turn],
-                "support": [_unique([s.turn for s in prev_run]), _unique([s.turn for s in run])], "superseded": []}
+        return _previous(seq, run, spec)
     if kind == "as_of":
-        at = _local_day(datetime.fromisoformat(spec["at"]), user.offset).isoformat()
-        then = [s for s in seq if s.claim.time <= at]
-        if not then:
-            return f"nothing was asserted for {at} or before"
-        gold = then[-1].claim.value
-        after = [s for s in seq[len(then):] if s.claim.value != gold]
-        if after and after[0].claim.aspect != "began":
-            return f"the change after {at} ({after[0].turn}) is not dated"
-        return {"gold": gold, "evidence": [then[-1].turn], "support": [_unique([s.turn for s in _final_run(then)])],
-                "superseded": _unique([s.turn for s in seq if s.claim.time > at and s.claim.value != gold])}
+        return _as_of(user, seq, spec)
     if kind == "since":
-        value = spec.get("value")
-        if attr in ("city", "employer"):
-            if value != cur:
-                return f"the question names {value!r} but the current value is {cur!r}"
-            dated = [s for s in run if s.claim.aspect == "began"]
-        else:
-            stale = []
-            dated = [s for s in seq if s.claim.value == value and s.claim.aspect == "began"]
-        days = {s.claim.time for s in dated}
-        if len(days) != 1:
-            return f"{len(days)} dates are given for {value!r}"
-        start = date.fromisoformat(next(iter(days))[:10])
-        return {"gold": _elapsed((_local_day(when, user.offset) - start).days), "evidence": [dated[-1].turn],
-                "support": [_unique([s.turn for s in dated])], "superseded": stale}
+        return _since(user, seq, run, stale, spec, when)
     if kind == "latest":
         if seq[-1].claim.aspect != "began":
             return "the latest value is not dated news, so nothing says it is the most recent"
@@ -247,6 +205,76 @@ def _derive(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, A
         return {"gold": cur, "evidence": _unique([names[-1].turn, seq[-1].turn]),
                 "support": [_unique([s.turn for s in names]), _unique([s.turn for s in run])], "superseded": stale}
     return f"unknown question kind {kind!r}"
+
+
+def _abstention(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, Any] | str:
+    """An abstention, while the user has asserted nothing of what is asked (nor named such a relative)."""
+    attr = spec.get("attr", "")
+    none: dict[str, Any] = {"gold": _ABSTAIN, "evidence": [], "support": [], "superseded": []}
+    if attr == "relative":
+        named = [s for s in user.named(when) if s.claim.relation == spec["rel"]]
+        return none if not named else f"the user named a {spec['rel']} in {named[-1].turn}"
+    said = user.facts(when, "me", attr)
+    return none if not said else f"the user stated {attr} in {said[-1].turn}"
+
+
+def _recommendation(user: _User, spec: Mapping[str, Any], when: datetime) -> dict[str, Any] | str:
+    """The one title the assistant recommended for the genre asked about."""
+    recs = [s for s in user.facts(when, "assistant", spec.get("attr", "")) if s.claim.genre == spec["genre"]]
+    recs.sort(key=lambda s: s.pos)
+    titles = _unique([s.claim.value for s in recs])
+    if len(titles) != 1:
+        return f"{len(titles)} titles were recommended for {spec['genre']!r}"
+    return {"gold": titles[0], "evidence": [recs[-1].turn], "support": [_unique([s.turn for s in recs])],
+            "superseded": []}
+
+
+def _previous(seq: list[_Said], run: list[_Said], spec: Mapping[str, Any]) -> dict[str, Any] | str:
+    """The value held before the current one, which the question names."""
+    cur = seq[-1].claim.value
+    if spec.get("value") != cur:
+        return f"the question names {spec.get('value')!r} but the current value is {cur!r}"
+    before = seq[:len(seq) - len(run)]
+    if not before:
+        return "no earlier value"
+    prev_run = _final_run(before)
+    if any(s.claim.value == cur for s in before):
+        return f"{cur!r} was held before, so 'before {cur}' is ambiguous"
+    return {"gold": prev_run[-1].claim.value, "evidence": [prev_run[-1].turn, seq[-1].turn],
+            "support": [_unique([s.turn for s in prev_run]), _unique([s.turn for s in run])], "superseded": []}
+
+
+def _as_of(user: _User, seq: list[_Said], spec: Mapping[str, Any]) -> dict[str, Any] | str:
+    """The value asserted for the day asked, unless a change after it is undated."""
+    at = _local_day(datetime.fromisoformat(spec["at"]), user.offset).isoformat()
+    then = [s for s in seq if s.claim.time <= at]
+    if not then:
+        return f"nothing was asserted for {at} or before"
+    gold = then[-1].claim.value
+    after = [s for s in seq[len(then):] if s.claim.value != gold]
+    if after and after[0].claim.aspect != "began":
+        return f"the change after {at} ({after[0].turn}) is not dated"
+    return {"gold": gold, "evidence": [then[-1].turn], "support": [_unique([s.turn for s in _final_run(then)])],
+            "superseded": _unique([s.turn for s in seq if s.claim.time > at and s.claim.value != gold])}
+
+
+def _since(user: _User, seq: list[_Said], run: list[_Said], stale: list[str], spec: Mapping[str, Any],
+           when: datetime) -> dict[str, Any] | str:
+    """The time elapsed since the one date given for the value asked about."""
+    value, cur = spec.get("value"), seq[-1].claim.value
+    if spec.get("attr", "") in ("city", "employer"):
+        if value != cur:
+            return f"the question names {value!r} but the current value is {cur!r}"
+        dated = [s for s in run if s.claim.aspect == "began"]
+    else:
+        stale = []
+        dated = [s for s in seq if s.claim.value == value and s.claim.aspect == "began"]
+    days = {s.claim.time for s in dated}
+    if len(days) != 1:
+        return f"{len(days)} dates are given for {value!r}"
+    start = date.fromisoformat(next(iter(days))[:10])
+    return {"gold": _elapsed((_local_day(when, user.offset) - start).days), "evidence": [dated[-1].turn],
+            "support": [_unique([s.turn for s in dated])], "superseded": stale}
 
 
 def _resolve_when(text: str, said: date) -> date | None:

@@ -365,7 +365,7 @@ def test_books_and_films_are_recommended_only_when_asked_and_keep_their_genre(st
 
 def test_elapsed_time_is_said_in_calendar_days_then_weeks_then_half_months() -> None:
     """The world and its checker say an elapsed time alike, and as a reader of the two dates would."""
-    from memsim.scenarios.life_truth import _months_text
+    from memsim.scenarios.life_gold import _months_text
     from memsim.scenarios.world_check import _elapsed
 
     assert [_elapsed(d) for d in (0, 1, 2, 10, 11, 55, 56, 106, 120)] == [
@@ -401,7 +401,7 @@ def demo_world():
 
 def test_a_past_partner_gets_no_couples_follow_on(demo_world) -> None:
     """After a breakup the ex's news is told like anyone's: "they make me laugh constantly" is for a partner now."""
-    from memsim.scenarios.life_text import _FOLLOW_ON
+    from memsim.scenarios.life_facts import FOLLOW_ON as _FOLLOW_ON
 
     stream = demo_world
     couple = _FOLLOW_ON["partner"]
@@ -427,7 +427,7 @@ def test_a_past_partner_gets_no_couples_follow_on(demo_world) -> None:
 
 def test_a_new_diet_is_told_as_a_switch_and_articles_fit(demo_world) -> None:
     """"I went gluten-free" read as on top of "I am vegetarian"; a new diet replaces the old, so it says so."""
-    from memsim.scenarios.life_text import _a
+    from memsim.scenarios.life_words import a_or_an as _a
 
     stream = demo_world
     text = {t.turn_id: t.text.lower() for t in _turns(stream)}
