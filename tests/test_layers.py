@@ -205,3 +205,22 @@ def test_random_generators_are_derived_only_in_core_streams():
                 if base in ("np.random", "numpy.random", "random"):
                     found.append(f"{p.relative_to(REPO)}:{node.lineno} {base}.{node.func.attr}")
     assert not found, found
+
+
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def test_files_and_functions_a_reader_can_hold():
+    """No source file over 600 lines and no function over 80 (split by responsibility: docs/contributing.md)."""
+    files = [*_source_files(), *(REPO / name for name in ("api.py", "__init__.py", "__main__.py"))]
+    long_files = [f"{p.relative_to(REPO)}: {n} lines" for p in files
+                  if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES]
+    long_functions = []
+    for p in files:
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if n > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{p.relative_to(REPO)}:{node.lineno} {node.name}: {n} lines")
+    assert not long_files and not long_functions, [*long_files, *long_functions]

@@ -119,7 +119,7 @@ class _Server:
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            # idle OpenMP workers sleep, as in this process (see sim.answer.llm._llama_class)
+            # idle OpenMP workers sleep, as in this process (see sim.answer.llm_local.llama_class)
             env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")},
         )
         deadline = time.monotonic() + 120
