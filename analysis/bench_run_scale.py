@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from memsim.analysis.bench_load import cpu_model, format_load, load_report, machine_load
@@ -48,7 +49,7 @@ shutil.rmtree(out.parent, ignore_errors=True)
 
 def bench_scale(
     *, users: Sequence[int] = (30, 300, 3000), months: float = 1.0, workers: Sequence[str] = ("1", "2", "local:2"),
-    systems: Sequence[str] = ("naive", "neuroplastic"),
+    systems: Sequence[str] = ("naive", "neuroplastic"), cache: str | None = None,
 ) -> dict[str, Any]:
     """User-months simulated per second and peak memory against users and workers, each run in a fresh process.
 
@@ -56,10 +57,13 @@ def bench_scale(
     placebos and constant arms), MiniLM on a warm cache: each world is embedded once by an untimed
     warm-up run first, so that the figures measure the play (``embedded`` says what a timed run
     still computed). ``workers``: ``N`` (processes), ``0`` (in the run's process) or ``local:N`` (a
-    Dask LocalCluster of N).
+    Dask LocalCluster of N). ``cache``: an embedding cache folder to use and keep (a world of
+    thousands of users takes most of an hour to embed on two cores: embed it once, then time the
+    rows in later invocations); None: a fresh temporary one, removed after.
     """
     rows = []
-    cache = tempfile.mkdtemp(prefix="memsim-bench-scale-cache-")
+    keep = cache is not None
+    cache = str(Path(cache).expanduser()) if keep else tempfile.mkdtemp(prefix="memsim-bench-scale-cache-")
     before = machine_load()
     for n in users:
         warm = json.dumps([int(n), float(months), 0, None, list(systems)[:1], cache])
@@ -77,9 +81,10 @@ def bench_scale(
             got.update(users=n, months=months, workers_asked=w,
                        user_months_per_s=round(n * months / got["run_s"], 2))
             rows.append(got)
-    import shutil
+    if not keep:
+        import shutil
 
-    shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
     return {"rows": rows, "systems": list(systems), "load": load_report(before, machine_load()), "cpu": cpu_model(),
             "cores": os.cpu_count()}
 

@@ -258,6 +258,9 @@ def _add_run_scale(p: argparse.ArgumentParser) -> None:
                    help="worker processes (0: in the run's process), or local:N for a Dask LocalCluster "
                         "(repeatable; default 1, 2, local:2)")
     p.add_argument("--system", action="append", default=[], help="systems (repeatable; default naive, neuroplastic)")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="embedding cache to use and keep (default: a fresh temporary one, removed after): "
+                        "embed a large world once, time its rows in later invocations")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON ('-': only JSON)")
 
 
@@ -265,7 +268,7 @@ def _run_scale(args: argparse.Namespace) -> int:
     from memsim.analysis.bench import bench_scale, format_scale
 
     figures = bench_scale(users=args.users or (30, 300, 3000), months=args.months,
-                          workers=args.workers or ("1", "2", "local:2"), systems=args.system or ("naive", "neuroplastic"))
+                          workers=args.workers or ("1", "2", "local:2"), systems=args.system or ("naive", "neuroplastic"), cache=args.cache)
     _emit(figures, args.json, format_scale)
     return 0
 
