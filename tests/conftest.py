@@ -107,3 +107,23 @@ def require_locomo() -> Path:
 def locomo_path() -> Path:
     """The real locomo10.json, or skip with the fetch command (fail under ``CI=true``)."""
     return require_locomo()
+
+
+import memsim.scenarios.registry  # noqa: E402,F401  (registers every static benchmark's data kinds: MADial-Bench's)
+
+_MADIAL = (locate("madial"), locate("madial-memory"))
+
+
+def require_madial() -> tuple[Path, Path]:
+    """The real MADial-Bench English dialogue and memory files (their environment variables, the data folder), or skip.
+
+    The skip reason names the fetch command; under ``CI=true`` absence fails.
+    """
+    dialogue, memory = _MADIAL
+    if dialogue is None or memory is None or not dialogue.is_file() or not memory.is_file():
+        msg = ("real MADial-Bench files not found: run `memsim data fetch madial-en madial-en-memory` "
+               "(or set MEMSIM_MADIAL and MEMSIM_MADIAL_MEMORY)")
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return dialogue, memory
