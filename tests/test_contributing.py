@@ -22,6 +22,7 @@ REGISTRARS = {
     "register_judge": "memsim.sim.answer.judges",
     "register_dataset": "memsim.static_benchmarks.data",
     "register_kind": "memsim.static_benchmarks.data",
+    "register_reader": "memsim.sim.answer.readers",
 }
 """Each registration call a contributor may be told to write, and the module that defines it."""
 
@@ -30,6 +31,7 @@ REGISTRIES = {
     "memsim.scenarios.registry": ("SCENARIOS", "BENCHMARKS"),
     "memsim.sim.scorers": "SCORERS",
     "memsim.sim.answer.judges": "JUDGES",
+    "memsim.sim.answer.readers": "READERS",
 }
 """The registries of the kinds a user's package can add, each with its entry-point group."""
 
@@ -66,7 +68,7 @@ def test_the_entry_point_groups_the_guide_names_are_the_registries_groups():
 
 def test_every_memsim_name_the_guide_gives_resolves():
     """``memsim.x.y`` (a module) and ``memsim.x.y.Name`` / ``memsim.x.y:Name`` (a name in it) exist."""
-    groups = {"memsim.systems", "memsim.scenarios", "memsim.benchmarks", "memsim.scorers", "memsim.judges"}
+    groups = {"memsim.systems", "memsim.scenarios", "memsim.benchmarks", "memsim.scorers", "memsim.judges", "memsim.readers"}
     dotted = set(re.findall(r"`(memsim(?:\.[a-z_]+)+(?:[.:][A-Za-z_]+)?)", _text())) - groups
     assert dotted, "the guide names no memsim module"
     broken = []

@@ -38,6 +38,12 @@ def test_register_load_describe_and_refuse_duplicates() -> None:
 def plugin_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A package on the path whose entry points add a scorer, a scenario and a judge (as an installed one would)."""
     (tmp_path / "extra_kinds.py").write_text(textwrap.dedent('''
+        from memsim.sim.answer.prompts import PromptTemplate
+        from memsim.sim.answer.readers import ReaderKind
+
+        TERSE = ReaderKind(PromptTemplate("reader_terse", system="Answer in one word after ANSWER:.",
+                                          user="{memories}\\nQuestion: {question}"), 32, "marked_line")
+
         class Count:
             def score(self, ctx):
                 return {"retrieved_count": float(len(ctx.retrieved))}
@@ -54,6 +60,7 @@ def plugin_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         importlib.metadata.EntryPoint(name="retrieved_count", value="extra_kinds:Count", group="memsim.scorers"),
         importlib.metadata.EntryPoint(name="loud", value="extra_kinds:Loud", group="memsim.judges"),
         importlib.metadata.EntryPoint(name="evidence", value="extra_kinds:Count", group="memsim.scorers"),  # shadowed
+        importlib.metadata.EntryPoint(name="terse", value="extra_kinds:TERSE", group="memsim.readers"),
     ]
     real = importlib.metadata.entry_points
 
@@ -79,6 +86,28 @@ def test_an_installed_package_adds_a_scorer_and_a_judge_by_entry_point(plugin_pa
     assert "retrieved_count" in out and "[entry point of an installed package]" in out
     assert "  evidence " in out and "[entry point" not in out.split("retrieved_count")[0]  # a built-in name wins
     assert type(build_scorer("evidence")).__name__ == "EvidenceScorer"
+
+
+def test_an_installed_package_adds_a_reader_by_entry_point(plugin_package, capsys) -> None:
+    from datetime import datetime, timezone
+
+    from memsim.analysis.cli import main
+    from memsim.memory.base import Retrieved
+    from memsim.sim.answer.llm import ScriptedLLM
+    from memsim.sim.answer.options import answer_choices
+    from memsim.sim.answer.readers import READER_VARIANTS, Reader
+
+    assert list(READER_VARIANTS) == ["short", "cot", "terse"] and "terse" in answer_choices()["reader"]
+    assert main(["list", "readers"]) == 0
+    out = capsys.readouterr().out
+    assert "terse" in out and "[entry point of an installed package]" in out
+    llm = ScriptedLLM("Thinking it over.\nFINAL ANSWER: Lisbon\nThat is all.")
+    at = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    reader = Reader(llm, "terse")
+    answer = reader.answer("Where does Ana live?", at, [Retrieved("m0", "Ana moved to Lisbon", 1.0, at, ("t0",))])
+    # the package's prompt was sent, its reply budget kept, and its answer read from the marked line
+    assert llm.calls[0]["messages"][0]["content"] == "Answer in one word after ANSWER:."
+    assert reader.max_answer_tokens == 32 and answer.text == "Lisbon" and answer.prompt_id.startswith("reader_terse@")
 
 
 def test_a_package_adds_a_benchmark_with_its_scorer_and_a_scenario_by_entry_points_and_they_run(

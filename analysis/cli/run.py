@@ -460,15 +460,14 @@ def listing_main(args: argparse.Namespace) -> int:
     from memsim.memory.registry import memory_description, memory_names, memory_origin
     from memsim.scenarios.registry import BENCHMARKS, SCENARIOS
     from memsim.sim.answer.judges import JUDGES
-    from memsim.sim.answer.readers import READER_DESCRIPTIONS
+    from memsim.sim.answer.readers import READERS
     from memsim.sim.scorers import SCORERS
 
     tables = {
         "systems": [(n, memory_description(n), memory_origin(n)) for n in memory_names()],
         "scenarios": SCENARIOS.rows(),
         "static": BENCHMARKS.rows(),
-        "readers": [("none", "retrieval only, no answers", "memsim"),
-                    *((n, d, "memsim") for n, d in READER_DESCRIPTIONS.items())],
+        "readers": [("none", "retrieval only, no answers", "memsim"), *READERS.rows()],
         "judges": JUDGES.rows(),
         "scorers": SCORERS.rows(),
     }

@@ -46,10 +46,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "memsim.sim.answer.options": ("AnswerOptions", "DEFAULT_LOCAL_CONTEXT", "answer_choices"),
     "memsim.sim.answer.prompts": (
         "FINAL_ANSWER_MARK", "JUDGE_LOCOMO", "JUDGE_LONGMEMEVAL", "JUDGE_LONGMEMEVAL_TYPES",
-        "NO_MEMORIES", "READER_COT", "READER_SHORT", "READER_TEMPLATES", "PromptTemplate",
+        "NO_MEMORIES", "READER_COT", "READER_SHORT", "PromptTemplate",
     ),
     "memsim.sim.answer.readers": (
-        "DEFAULT_ANSWER_TOKENS", "READER_VARIANTS", "Answer", "Reader", "extract_answer",
+        "READERS", "READER_VARIANTS", "Answer", "Reader", "ReaderKind", "extract_answer", "reader_kind",
+        "register_reader", "unregister_reader",
         "format_memory", "format_question_date",
     ),
     "memsim.sim.answer.setup": (

@@ -21,7 +21,6 @@ __all__ = [
     "PromptTemplate",
     "READER_SHORT",
     "READER_COT",
-    "READER_TEMPLATES",
     "JUDGE_LOCOMO",
     "JUDGE_LONGMEMEVAL",
     "JUDGE_LONGMEMEVAL_TYPES",
@@ -120,9 +119,6 @@ READER_COT = PromptTemplate(
         "answer in a few words."
     ),
 )
-
-READER_TEMPLATES: Mapping[str, PromptTemplate] = {"short": READER_SHORT, "cot": READER_COT}
-"""Reader variant name -> template."""
 
 
 # Judges.

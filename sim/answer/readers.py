@@ -4,7 +4,8 @@ A reader fills one of the prompt templates of ``memsim.sim.answer.prompts`` with
 memories (each with the date it was said), the question and the date it is
 asked, sends it to an LLM client and extracts the final answer.
 
-Variants:
+Variants (a registry, ``READERS``; a package adds its own through the
+``memsim.readers`` entry points, each a ``ReaderKind``):
 
 - ``short``: answer in a few words.
 - ``cot``: reason step by step (quote the relevant memories, enumerate before
@@ -32,9 +33,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from memsim.sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_TEMPLATES, PromptTemplate
+from memsim.core.registry import Registry, caller_origin
+from memsim.sim.answer.prompts import FINAL_ANSWER_MARK, NO_MEMORIES, READER_COT, READER_SHORT, PromptTemplate
 from memsim.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -42,11 +44,14 @@ if TYPE_CHECKING:
     from memsim.sim.answer.llm import LLMClient
 
 __all__ = [
-    "READER_DESCRIPTIONS",
     "Answer",
     "Reader",
+    "ReaderKind",
+    "READERS",
     "READER_VARIANTS",
-    "DEFAULT_ANSWER_TOKENS",
+    "register_reader",
+    "unregister_reader",
+    "reader_kind",
     "format_memory",
     "format_question_date",
     "extract_answer",
@@ -60,17 +65,64 @@ PROMPT_PARAPHRASE = "memsim paraphrase"
 LAYOUTS: tuple[str, ...] = ("lines", "speakers")
 """How memories fill a template: one a line (``{memories}``), or each speaker's apart (Mem0's fields)."""
 
-READER_VARIANTS: tuple[str, ...] = tuple(READER_TEMPLATES)
-"""Reader variant names."""
 
-READER_DESCRIPTIONS: dict[str, str] = {
-    "short": "answers in a few words from the retrieved memories (with their dates)",
-    "cot": "reasons step by step (relevant memories, counting, latest value, date arithmetic), answer on a marked line",
-}
-"""One line of help per reader variant."""
 
-DEFAULT_ANSWER_TOKENS: dict[str, int] = {"short": 48, "cot": 512}
-"""Tokens reserved for the reply, per variant, unless the caller says otherwise."""
+@dataclass(frozen=True, slots=True)
+class ReaderKind:
+    """A reader variant: its prompt, the tokens its reply gets, and where the answer is in the reply."""
+
+    template: PromptTemplate
+    """The prompt (fields ``question``, ``memories`` and, where it shows it, ``question_date``)."""
+    answer_tokens: int
+    """Tokens reserved for the reply unless the caller says otherwise."""
+    answer_on: Literal["first_line", "marked_line"] = "first_line"
+    """``first_line``: the reply's first non-empty line; ``marked_line``: the last line marked ``FINAL ANSWER:``."""
+
+
+READERS = Registry("reader", group="memsim.readers", ordered=True)
+"""Reader variants by name (``memsim.core.registry``); ``none`` (retrieval only) is not one."""
+
+
+def register_reader(name: str, kind: ReaderKind | str, *, description: str) -> None:
+    """Register a reader variant: a ``ReaderKind`` or ``"module:attribute"`` naming one; a duplicate is an error."""
+    if name == "none":
+        raise ValueError("'none' means retrieval only and cannot name a reader")
+    READERS.register(name, kind, description=description, origin=caller_origin(1))
+
+
+def unregister_reader(name: str) -> None:
+    """Remove a registered reader variant (a test undoes its registration with it)."""
+    READERS.unregister(name)
+
+
+def reader_kind(name: str) -> ReaderKind:
+    """The variant ``name``; an unknown one lists the known ones (``none`` among them)."""
+    if name not in READERS:
+        raise UserError(f"--reader: unknown variant {name!r}; choose one of: none, {', '.join(READERS.names())}")
+    got = READERS.load(name, where="--reader")
+    if not isinstance(got, ReaderKind):
+        raise UserError(f"reader {name!r}: {READERS.entry(name).target!r} is not a ReaderKind")
+    return got
+
+
+class _Names(Sequence[str]):
+    """The registered variant names, read when used (a package's entry points included)."""
+
+    def __getitem__(self, i: Any) -> Any:
+        return READERS.names()[i]
+
+    def __len__(self) -> int:
+        return len(READERS.names())
+
+
+READER_VARIANTS: Sequence[str] = _Names()
+"""Reader variant names (a live view of the registry)."""
+
+register_reader("short", ReaderKind(READER_SHORT, 48),
+                description="answers in a few words from the retrieved memories (with their dates)")
+register_reader("cot", ReaderKind(READER_COT, 512, "marked_line"),
+                description="reasons step by step (relevant memories, counting, latest value, date arithmetic), "
+                "answer on a marked line")
 
 # Tokens a chat template adds around each message and before the reply
 # (role markers, separators); generous so that an estimate never overflows.
@@ -145,14 +197,15 @@ def split_memory(memory: Retrieved) -> tuple[str, str, str]:
 def extract_answer(raw: str, variant: str) -> str:
     """The final answer in a reply.
 
-    ``cot``: the text after the last ``FINAL ANSWER:`` marker; when the model
-    wrote none, the last non-empty line. ``short``: the first non-empty line,
-    without an ``Answer:`` prefix.
+    A variant whose answer is on a marked line (``cot``): the text after the
+    last ``FINAL ANSWER:`` marker; when the model wrote none, the last
+    non-empty line. Otherwise (``short``): the first non-empty line, without an
+    ``Answer:`` prefix.
     """
     text = raw.strip()
     if not text:
         return ""
-    if variant == "cot":
+    if reader_kind(variant).answer_on == "marked_line":
         found = [m.group("answer") for m in _FINAL_LINE.finditer(text)]
         line = found[-1] if found else text.splitlines()[-1]
     else:
@@ -180,7 +233,7 @@ class Reader:
         llm: the client that writes answers.
         variant: ``short`` or ``cot``.
         max_answer_tokens: tokens reserved for the reply; default per variant
-            (``DEFAULT_ANSWER_TOKENS``).
+            (``ReaderKind.answer_tokens``).
         temperature: sampling temperature (0: greedy, reproducible).
         seed: sampling seed sent with every call.
         template: a template to use instead of the variant's own (fields ``question``, the
@@ -191,16 +244,15 @@ class Reader:
         Raises:
             UserError: unknown variant (the message lists the known ones) or layout.
         """
-        if variant not in READER_TEMPLATES:
-            raise UserError(f"--reader: unknown variant {variant!r}; choose one of: none, {', '.join(READER_VARIANTS)}")
+        kind = reader_kind(variant)
         if layout not in LAYOUTS:
             raise UserError(f"reader layout {layout!r} unknown; valid: {', '.join(LAYOUTS)}")
         self.layout = layout
         self.prompt_source = prompt_source if template is not None and prompt_source else PROMPT_PARAPHRASE
         self.llm = llm
         self.variant = variant
-        self.template = template or READER_TEMPLATES[variant]
-        self.max_answer_tokens = int(max_answer_tokens or DEFAULT_ANSWER_TOKENS[variant])
+        self.template = template or kind.template
+        self.max_answer_tokens = int(max_answer_tokens or kind.answer_tokens)
         self.temperature = float(temperature)
         self.seed = int(seed)
 
