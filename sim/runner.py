@@ -326,6 +326,7 @@ def _static(
     last: datetime | None = None
     q_offset = 0
     done = 0
+    seen: set[bytes] = set()  # texts embedded up front for an earlier episode (episodes may share them)
     for i, ep in enumerate(episodes):
         part = f"e{i:06d}"
         totals = episode_totals([ep])
@@ -338,7 +339,7 @@ def _static(
             suts = build_systems(p.spec, p.resources)
             p.recorder.arms(suts)
             harness = p.harness(suts, ep.start, static=True)
-            embed_up_front(p.resources, [ep], p.info, harness)
+            embed_up_front(p.resources, [ep], p.info, harness, seen=seen)
             harness.q_index = q_offset
             harness.episode_of = {getattr(e, "user_id"): ep.episode_id for e in ep.events}
             start_processes(harness.env, harness, [_maintained_after_ingest(ep)])

@@ -8,6 +8,7 @@ the deleted turns, which the run purges from memsim's caches after the play.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -44,24 +45,31 @@ def doomed_texts(episodes: Iterable[Episode]) -> list[str]:
     return list(dict.fromkeys(t for d in deletions_of(list(episodes), ()) for t in d["texts"]))
 
 
-def embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any], harness: Harness) -> None:
+def embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict[str, Any], harness: Harness,
+                   *, seen: set[bytes] | None = None) -> None:
     """Embed every text the episodes will need, in large batches, into the cache before the clock starts.
 
     The systems then find each vector in the shared embedder's cache instead of
     embedding a session or a question at a time. ``info["embedding"]`` adds up
     the distinct texts, how many the model computed and how many were found
-    cached, and the seconds spent.
+    cached, and the seconds spent. ``seen``: digests of the texts earlier calls
+    of the same run handled (a static run calls once per episode, and its
+    episodes may share texts: a MADial-Bench user's memories, a LongMemEval
+    haystack's sessions); those are neither looked up again nor counted again.
     """
     embedder = resources.made_embedder
     if embedder is None:
         return
     texts = upfront_texts(episodes, unasked=harness.unasked)
-    if not texts:
-        return
     # A deleted turn's vector is purged from the cache once the run has played, so a rerun computes it again.
     # A vector can differ in its last bit with the batch it was computed in: these texts are purged now and
     # computed in batches of their own, so that they come out the same on a first run and on a rerun.
     doomed = set(doomed_texts(episodes))
+    if seen is not None:
+        texts = [t for t in texts if t in doomed or _digest(t) not in seen]
+        seen.update(_digest(t) for t in texts)
+    if not texts:
+        return
     if doomed and harness.caches is not None:
         # Entities do not depend on their batch, and the recogniser may be filling its cache now.
         purge_caches(sorted(doomed), **{k: v for k, v in harness.caches.items() if k != "entity_caches"})
@@ -76,6 +84,10 @@ def embed_up_front(resources: Resources, episodes: Sequence[Episode], info: dict
     tally["cached"] += after.hits - before.hits
     tally["repaired"] = tally.get("repaired", 0) + after.repaired - before.repaired
     tally["seconds"] = round(tally["seconds"] + time.perf_counter() - t0, 3)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
 
 
 def entity_recognisers(suts: Sequence[SystemUnderTest]) -> list[Any]:

@@ -194,6 +194,8 @@ def test_the_real_files_play_and_match_the_published_pipeline_recomputed(
     assert sum(len(d.relevant) for d in data.dialogues) == 405
     text = _static(["--data", str(dialogue), "--memory", str(memory)], tmp_path / "run", monkeypatch, capsys, hashed=False)
     assert "160 dialogues, 160 memories (Bart: 76, Lisa: 84)" in text and "160 episodes resampled" in text
+    # the 160 memories are every episode's pool, embedded once and counted once (with the 160 queries)
+    assert ": 320 distinct texts, " in text
     overall = json.loads((tmp_path / "run" / "metrics.json").read_text())["systems"]["naive"]["overall"]["scores"]
     expected = _published(dialogue, memory)
     for column in expected[0]:
