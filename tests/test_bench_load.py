@@ -187,3 +187,15 @@ def test_the_demo_bench_gives_texts_per_second_and_turns_per_second_per_arm(tmp_
     text = bench.format_demo(figures)
     assert "cold: 10.0 s wall, 12.0 CPU s" in text and "embedding 900 of 900 texts in 9.0 s (100.0 texts/s)" in text
     assert any(line.split()[0] == "bm25" for line in text.splitlines()[2:]) and text.splitlines()[-1].startswith("machine (")
+
+
+def test_the_scale_table_says_what_a_timed_run_still_computed() -> None:
+    from memsim.analysis.bench_run_scale import format_scale
+
+    row = {"users": 300, "workers_asked": "2", "turns": 29054, "units": 6, "run_s": 72.8, "wall_s": 84.9,
+           "user_months_per_s": 4.12, "peak_mb": 692.0, "worker_peak_mb": 882.0, "embedded": 35,
+           "entities_recognised": 28911}
+    figures = {"rows": [row], "systems": ["naive", "neuroplastic"], "load": load_report(machine_load(), machine_load())}
+    table = format_scale(figures)
+    assert "still embedded / entities recognised" in table and "35 / 28,911" in table
+    assert "29,054" in table and "4.12" in table and table.splitlines()[-1].startswith("machine (")
