@@ -50,7 +50,7 @@ shutil.rmtree(out.parent, ignore_errors=True)
 
 def bench_scale(
     *, users: Sequence[int] = (30, 300, 3000), months: float = 1.0, workers: Sequence[str] = ("1", "2", "local:2"),
-    systems: Sequence[str] = ("naive", "neuroplastic"), cache: str | None = None,
+    systems: Sequence[str] = ("naive", "neuroplastic"), cache: str | None = None, warm_up: bool = True,
 ) -> dict[str, Any]:
     """User-months simulated per second and peak memory against users and workers, each run in a fresh process.
 
@@ -62,7 +62,11 @@ def bench_scale(
     Dask LocalCluster of N). ``cache``: an embedding cache folder to use and keep (a world of
     thousands of users takes most of an hour to embed on two cores: embed it once, then time the
     rows in later invocations); None: a fresh temporary one, removed after.
+    ``warm_up`` False: no warm-up run (only with a ``cache`` an earlier invocation warmed for these
+    users, months and systems).
     """
+    if not warm_up and cache is None:
+        raise ValueError("a run without a warm-up needs a cache an earlier invocation warmed (cache=DIR)")
     rows = []
     keep = cache is not None
     cache = str(Path(cache).expanduser()) if keep else tempfile.mkdtemp(prefix="memsim-bench-scale-cache-")
@@ -71,8 +75,9 @@ def bench_scale(
         # Every system, so that every cache a timed run reads is warm: the embeddings, and the entities the
         # gated arms recognise up front (a first timed row would otherwise pay spaCy over every turn).
         warm = json.dumps([int(n), float(months), os.cpu_count() or 1, None, list(systems), cache])
-        proc = subprocess.run([sys.executable, "-c", _SCALE_CHILD, warm], capture_output=True, text=True)
-        if proc.returncode != 0:
+        proc = subprocess.run([sys.executable, "-c", _SCALE_CHILD, warm], capture_output=True, text=True) if warm_up \
+            else None
+        if proc is not None and proc.returncode != 0:
             raise RuntimeError(f"bench scale ({n} users, warm-up) failed: {proc.stderr[-2000:]}")
         for w in workers:
             scheduler, _, count = w.rpartition(":")

@@ -199,3 +199,8 @@ def test_the_scale_table_says_what_a_timed_run_still_computed() -> None:
     table = format_scale(figures)
     assert "still embedded / entities recognised" in table and "35 / 28,911" in table
     assert "29,054" in table and "4.12" in table and table.splitlines()[-1].startswith("machine (")
+
+
+def test_run_scale_without_a_warm_up_needs_a_warmed_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "run-scale", "--users", "30", "--no-warm-up"]) == 2
+    assert "--no-warm-up needs --cache DIR" in capsys.readouterr().err

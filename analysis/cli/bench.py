@@ -261,14 +261,21 @@ def _add_run_scale(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", default=None, metavar="DIR",
                    help="embedding cache to use and keep (default: a fresh temporary one, removed after): "
                         "embed a large world once, time its rows in later invocations")
+    p.add_argument("--no-warm-up", action="store_true",
+                   help="no untimed warm-up run (with a --cache an earlier invocation warmed for these users and systems)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON ('-': only JSON)")
 
 
 def _run_scale(args: argparse.Namespace) -> int:
     from memsim.analysis.bench import bench_scale, format_scale
+    from memsim.core.errors import UserError
+
+    if args.no_warm_up and not args.cache:
+        raise UserError("--no-warm-up needs --cache DIR (a cache an earlier invocation warmed)")
 
     figures = bench_scale(users=args.users or (30, 300, 3000), months=args.months,
-                          workers=args.workers or ("1", "2", "local:2"), systems=args.system or ("naive", "neuroplastic"), cache=args.cache)
+                          workers=args.workers or ("1", "2", "local:2"), systems=args.system or ("naive", "neuroplastic"), cache=args.cache,
+                          warm_up=not args.no_warm_up)
     _emit(figures, args.json, format_scale)
     return 0
 
