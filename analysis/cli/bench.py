@@ -357,7 +357,7 @@ def bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # Benches whose figures carry the machine's load themselves (in their table and JSON).
-_REPORT_LOAD = frozenset({"locomo", "compare", "backends"})
+_REPORT_LOAD = frozenset({"locomo", "compare", "backends", "run-scale", "demo"})
 
 
 def bench_main(args: argparse.Namespace) -> int:
