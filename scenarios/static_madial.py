@@ -283,14 +283,10 @@ def madial_episodes(data: MadialData, *, memory_format: str = "official") -> Ite
 # The published figures (embedding_score_new.py): each on the ranked memory ids, cut at k.
 
 
-def _ranked(ranked: Sequence[str], k: int) -> list[str]:
-    return list(ranked[:k])
-
-
 def average_precision(gold: Collection[str], ranked: Sequence[str], k: int) -> float:
     """Precision at each new hit in the top k, summed, over ``min(|gold|, k)``."""
     hits, total, seen = 0, 0.0, set()
-    for i, r in enumerate(_ranked(ranked, k)):
+    for i, r in enumerate(ranked[:k]):
         if r in gold and r not in seen:
             hits += 1
             total += hits / (i + 1)
@@ -300,7 +296,7 @@ def average_precision(gold: Collection[str], ranked: Sequence[str], k: int) -> f
 
 def reciprocal_rank(gold: Collection[str], ranked: Sequence[str], k: int) -> float:
     """1 / rank of the first hit in the top k, else 0."""
-    return next((1.0 / (i + 1) for i, r in enumerate(_ranked(ranked, k)) if r in gold), 0.0)
+    return next((1.0 / (i + 1) for i, r in enumerate(ranked[:k]) if r in gold), 0.0)
 
 
 def ndcg_published(gold: Collection[str], ranked: Sequence[str], k: int) -> float:
@@ -308,19 +304,19 @@ def ndcg_published(gold: Collection[str], ranked: Sequence[str], k: int) -> floa
 
     A list whose hits are all in front scores 1 however few gold memories it found.
     """
-    gains = [1.0 if r in gold else 0.0 for r in _ranked(ranked, k)]
+    gains = [1.0 if r in gold else 0.0 for r in ranked[:k]]
     ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(gains, reverse=True)))
     return sum(g / math.log2(i + 2) for i, g in enumerate(gains)) / ideal if ideal else 0.0
 
 
 def recall(gold: Collection[str], ranked: Sequence[str], k: int) -> float:
     """Distinct gold memories in the top k over the gold set."""
-    return len(set(_ranked(ranked, k)) & set(gold)) / len(gold) if gold else 0.0
+    return len(set(ranked[:k]) & set(gold)) / len(gold) if gold else 0.0
 
 
 def precision(gold: Collection[str], ranked: Sequence[str], k: int) -> float:
     """Distinct gold memories in the top k over k."""
-    return len(set(_ranked(ranked, k)) & set(gold)) / k
+    return len(set(ranked[:k]) & set(gold)) / k
 
 
 _FIGURES = {"map": average_precision, "mrr": reciprocal_rank, "ndcg": ndcg_published, "recall": recall,
